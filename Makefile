@@ -1,0 +1,53 @@
+# Thin wrapper over CMake: `make run` and `make test` are the two commands
+# a newcomer needs (see README.md).
+BUILD       ?= build
+BUILD_ASAN  ?= build-asan
+VENV        ?= .venv
+JOBS        ?= $(shell nproc 2>/dev/null || echo 2)
+MODEL       ?= $(HOME)/.cache/ignis/gemma-3-270m-q4_k_m.gguf
+PROMPT      ?= Tell me a story about a magic unicorn.
+CMAKE_FLAGS ?=
+
+.PHONY: all build asan deps venv model run test test-unit test-e2e test-asan clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+build:
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+asan:
+	@cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DIGNIS_SANITIZE=ON $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD_ASAN) -j $(JOBS)
+
+venv: $(VENV)/.ready
+$(VENV)/.ready: tests/requirements.txt
+	@scripts/make-venv.sh $(VENV) tests/requirements.txt
+	@touch $@
+
+model: $(MODEL)
+$(MODEL):
+	@scripts/fetch-model.sh $(MODEL)
+
+run: deps build model
+	@$(BUILD)/ignis run $(MODEL) -p "$(PROMPT)" -n 200
+
+# Unit tests (C runner), end-to-end tests (pytest), then the sanitizer build.
+test: deps build venv model
+	@$(MAKE) --no-print-directory test-unit test-e2e test-asan
+
+test-unit:
+	@$(BUILD)/ignis_tests
+
+test-e2e:
+	@IGNIS_BUILD=$(BUILD) $(VENV)/bin/python -m pytest -q tests/e2e
+
+test-asan: asan
+	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(BUILD_ASAN)/ignis_tests
+	@IGNIS_BUILD=$(BUILD_ASAN) IGNIS_ASAN=1 $(VENV)/bin/python -m pytest -q -m asan tests/e2e
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN)

@@ -1,0 +1,229 @@
+/* ignis — Gemma 3 inference engine: public C API.
+ *
+ * Conventions
+ *  - Every fallible call returns an ig_status; on failure the out-pointer is
+ *    left NULL and ig_last_error() holds a human-readable detail message
+ *    (thread-local, valid until the next failing call on the same thread).
+ *  - Whoever creates a handle destroys it; every *_free accepts NULL.
+ *  - The library never calls exit() and never aborts on bad input: files,
+ *    token ids and sizes coming from outside are validated.
+ */
+#ifndef IGNIS_H
+#define IGNIS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define IGNIS_VERSION "0.1.0"
+
+typedef enum ig_status {
+    IG_OK = 0,
+    IG_ERR_INVALID_ARG = -1,  /* caller passed something out of range */
+    IG_ERR_IO = -2,           /* open/read/mmap failed */
+    IG_ERR_FORMAT = -3,       /* file content is malformed or truncated */
+    IG_ERR_UNSUPPORTED = -4,  /* well-formed but not something ignis handles */
+    IG_ERR_NO_MEMORY = -5,    /* allocation failed or size overflowed */
+    IG_ERR_CONTEXT_FULL = -6, /* a sequence would exceed n_ctx */
+    IG_ERR_BACKEND = -7,      /* the compute backend failed */
+    IG_ERR_INTERNAL = -8,     /* a broken invariant inside ignis */
+} ig_status;
+
+const char *ig_status_str(ig_status st);
+/* Detail of the most recent failure on this thread ("" if none). */
+const char *ig_last_error(void);
+
+/* ---- Model ------------------------------------------------------------ */
+
+#define IG_MAX_LAYERS 128
+
+/* Hyper-parameters of a loaded Gemma 3 text model. */
+typedef struct ig_hparams {
+    char arch[32];             /* "gemma3" */
+    char name[128];            /* general.name or config name, may be "" */
+    int n_vocab;               /* rows of the embedding (may be padded) */
+    int n_vocab_real;          /* ids that are real tokens (<= n_vocab) */
+    int n_embd;                /* H */
+    int n_ff;                  /* F */
+    int n_layer;               /* L */
+    int n_head;                /* query heads */
+    int n_head_kv;             /* key/value heads */
+    int head_dim;              /* key/query head size */
+    int head_dim_v;            /* value head size */
+    int n_ctx_train;           /* trained context length */
+    int sliding_window;        /* W; 0 = no sliding-window layers */
+    float rms_eps;
+    float rope_base_global;    /* theta of global layers */
+    float rope_base_local;     /* theta of sliding-window layers */
+    float rope_scale_global;   /* linear factor: angle uses pos / factor */
+    float rope_scale_local;
+    float attn_scale;          /* multiplies q·k (query_pre_attn_scalar^-0.5) */
+    float final_logit_softcap; /* 0 = none */
+    float attn_logit_softcap;  /* 0 = none */
+    uint8_t layer_is_swa[IG_MAX_LAYERS]; /* 1 = sliding-window layer */
+    int bos_id, eos_id, eot_id, pad_id;  /* -1 when unknown */
+} ig_hparams;
+
+typedef struct ig_model ig_model;
+
+typedef enum ig_backend_kind {
+    IG_BACKEND_CPU = 0,
+    IG_BACKEND_VULKAN = 1,
+} ig_backend_kind;
+
+typedef struct ig_model_params {
+    int n_threads;           /* 0 = number of physical cores */
+    ig_backend_kind backend; /* IG_BACKEND_CPU by default */
+    int device;              /* Vulkan device index */
+} ig_model_params;
+
+ig_model_params ig_model_default_params(void);
+
+/* path: a .gguf file or a Hugging Face directory (config.json + safetensors). */
+ig_status ig_model_load(const char *path, const ig_model_params *params, ig_model **out);
+void ig_model_free(ig_model *model);
+const ig_hparams *ig_model_hparams(const ig_model *model);
+/* Bytes of weight data the model maps (what a decode step must read). */
+size_t ig_model_weight_bytes(const ig_model *model);
+/* Tokenizer carried by the model file (GGUF metadata or tokenizer.json next
+ * to an HF checkpoint); NULL when the model has none. Owned by the model. */
+typedef struct ig_tokenizer ig_tokenizer;
+const ig_tokenizer *ig_model_tokenizer(const ig_model *model);
+/* Chat template text from the model (GGUF tokenizer.chat_template or
+ * tokenizer_config.json), or NULL. */
+const char *ig_model_chat_template(const ig_model *model);
+
+/* ---- Context: KV cache for n_seq sequences + compute buffers ---------- */
+
+typedef enum ig_kv_type {
+    IG_KV_F32 = 0,
+    IG_KV_F16 = 1,
+} ig_kv_type;
+
+typedef struct ig_context_params {
+    int n_ctx;          /* max positions per sequence; 0 = min(train, 4096) */
+    int n_seq;          /* independent sequences (slots); default 1 */
+    int n_batch;        /* max tokens in one ig_decode call; default 512 */
+    ig_kv_type kv_type; /* default IG_KV_F16 */
+    int n_threads;      /* 0 = the model's setting */
+} ig_context_params;
+
+ig_context_params ig_context_default_params(void);
+
+typedef struct ig_context ig_context;
+
+ig_status ig_context_create(ig_model *model, const ig_context_params *params, ig_context **out);
+void ig_context_free(ig_context *ctx);
+const ig_context_params *ig_context_params_get(const ig_context *ctx);
+
+/* One forward step over a batch of tokens that may belong to several
+ * sequences. For each sequence its tokens must appear in position order and
+ * continue it exactly: pos == the sequence's current length, then +1, ...
+ * want_logits[i] != 0 asks for the logits of token i (NULL: only the last
+ * token of the batch). */
+typedef struct ig_batch {
+    int n_tokens;
+    const int32_t *tokens;
+    const int32_t *pos;
+    const int32_t *seq;
+    const uint8_t *want_logits;
+} ig_batch;
+
+ig_status ig_decode(ig_context *ctx, const ig_batch *batch);
+/* Logits of the i-th requested output of the last ig_decode (n_vocab floats,
+ * valid until the next ig_decode), or NULL if i is out of range. */
+const float *ig_get_logits(const ig_context *ctx, int i);
+int ig_n_outputs(const ig_context *ctx);
+
+/* Number of positions cached for sequence seq. */
+int ig_seq_len(const ig_context *ctx, int seq);
+/* Forget everything of sequence seq. */
+void ig_seq_clear(ig_context *ctx, int seq);
+/* Keep only the first n positions of seq. Fails with IG_ERR_UNSUPPORTED when
+ * a sliding-window ring has already overwritten what position n would need
+ * (the caller then clears and re-feeds). */
+ig_status ig_seq_truncate(ig_context *ctx, int seq, int n);
+
+/* ---- Tokenizer -------------------------------------------------------- */
+
+/* Encode UTF-8 text. add_bos prepends BOS; parse_special lets control-token
+ * text such as "<start_of_turn>" map to its id. *ids is malloc'ed (free()). */
+ig_status ig_tokenize(const ig_tokenizer *tok, const char *text, size_t len, bool add_bos,
+                      bool parse_special, int32_t **ids, size_t *n_ids);
+/* Decode ids to UTF-8 (malloc'ed, NUL-terminated). Control tokens render as
+ * "" unless render_special. */
+ig_status ig_detokenize(const ig_tokenizer *tok, const int32_t *ids, size_t n_ids,
+                        bool render_special, char **text);
+int ig_tokenizer_n_vocab(const ig_tokenizer *tok);
+/* Piece text of one id (as stored, with U+2581 for spaces), or NULL. */
+const char *ig_token_piece(const ig_tokenizer *tok, int32_t id);
+/* Look up a token by its exact piece text; -1 if absent. */
+int32_t ig_token_lookup(const ig_tokenizer *tok, const char *piece);
+bool ig_token_is_control(const ig_tokenizer *tok, int32_t id);
+
+/* Streaming detokenizer: feeds ids, emits only complete UTF-8. */
+typedef struct ig_detok_stream ig_detok_stream;
+ig_status ig_detok_stream_create(const ig_tokenizer *tok, ig_detok_stream **out);
+void ig_detok_stream_free(ig_detok_stream *s);
+/* Appends the text of id to out (NUL-terminated, at most cap-1 bytes);
+ * returns the number of bytes written; an incomplete UTF-8 tail is held back. */
+size_t ig_detok_stream_push(ig_detok_stream *s, int32_t id, char *out, size_t cap);
+/* Flushes what is held back (invalid bytes become U+FFFD). */
+size_t ig_detok_stream_flush(ig_detok_stream *s, char *out, size_t cap);
+
+/* ---- Chat template ---------------------------------------------------- */
+
+typedef struct ig_chat_message {
+    const char *role; /* "system", "user", "assistant" (or "model") */
+    const char *content;
+} ig_chat_message;
+
+/* Render Gemma 3 turns; the text starts with "<bos>" (tokenize it with
+ * add_bos = false, parse_special = true). *out is malloc'ed. */
+ig_status ig_chat_render(const ig_chat_message *msgs, size_t n_msgs, bool add_generation_prompt,
+                         char **out);
+
+/* ---- Sampling --------------------------------------------------------- */
+
+typedef struct ig_logit_bias {
+    int32_t token;
+    float bias;
+} ig_logit_bias;
+
+typedef struct ig_sampler_params {
+    float temperature;       /* <= 0: greedy */
+    int top_k;               /* <= 0: off */
+    float top_p;             /* >= 1: off */
+    float min_p;             /* <= 0: off */
+    float repeat_penalty;    /* 1: off */
+    float presence_penalty;  /* 0: off */
+    float frequency_penalty; /* 0: off */
+    int penalty_last_n;      /* tokens of history the penalties see; -1 = all */
+    uint64_t seed;
+    const ig_logit_bias *logit_bias;
+    size_t n_logit_bias;
+} ig_sampler_params;
+
+ig_sampler_params ig_sampler_default_params(void);
+
+typedef struct ig_sampler ig_sampler;
+/* n_vocab_real: only ids below it are ever sampled. */
+ig_status ig_sampler_create(const ig_sampler_params *p, int n_vocab_real, ig_sampler **out);
+void ig_sampler_free(ig_sampler *s);
+/* Picks a token from logits (n_vocab_real floats, not modified). */
+int32_t ig_sampler_sample(ig_sampler *s, const float *logits);
+/* Records a token in the history the penalties look at (prompt and output). */
+void ig_sampler_accept(ig_sampler *s, int32_t token);
+void ig_sampler_reset(ig_sampler *s);
+/* Log-probability of every token after temperature (for logprobs), written
+ * into out (n_vocab_real floats). */
+void ig_sampler_logprobs(const ig_sampler *s, const float *logits, float *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* IGNIS_H */

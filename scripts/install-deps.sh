@@ -1,0 +1,14 @@
+#!/bin/sh
+# Installs the Debian packages ignis needs to build and test, if missing.
+set -e
+pkgs="build-essential cmake pkg-config libjansson-dev libmicrohttpd-dev python3 python3-venv python3-pip unzip"
+missing=""
+for p in $pkgs; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "installing:$missing"
+if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq $missing >/dev/null

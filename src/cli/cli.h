@@ -1,0 +1,31 @@
+/* The ignis command-line tool: one function per subcommand. Each returns
+ * the process exit status (0 ok, 1 runtime failure, 2 usage error). */
+#ifndef IG_CLI_H
+#define IG_CLI_H
+
+#include "ignis.h"
+
+int cmd_info(int argc, char **argv);
+int cmd_logits(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_detokenize(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
+int cmd_devices(int argc, char **argv);
+
+/* Shared helpers (cli_common.c). */
+/* Default model path (~/.cache/ignis/gemma-3-270m-q4_k_m.gguf), or NULL. */
+const char *cli_default_model(void);
+/* Loads a model, printing a clear error on failure; NULL on failure. A NULL
+ * path means the default model (with instructions when it is missing). */
+ig_model *cli_load_model(const char *path, const ig_model_params *params);
+/* Parses an integer / float option value strictly; prints an error. */
+int cli_parse_int(const char *opt, const char *s, long min, long max, long *out);
+int cli_parse_float(const char *opt, const char *s, double min, double max, double *out);
+/* Parses --backend cpu|vulkan. */
+int cli_parse_backend(const char *s, ig_backend_kind *out);
+
+#endif

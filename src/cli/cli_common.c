@@ -1,0 +1,81 @@
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const char *cli_default_model(void) {
+    static char path[4096];
+    const char *env = getenv("IGNIS_MODEL");
+    if (env && *env) return env;
+    const char *home = getenv("HOME");
+    if (!home) return NULL;
+    snprintf(path, sizeof path, "%s/.cache/ignis/gemma-3-270m-q4_k_m.gguf", home);
+    return path;
+}
+
+ig_model *cli_load_model(const char *path, const ig_model_params *params) {
+    if (!path) {
+        path = cli_default_model();
+        if (!path || access(path, R_OK) != 0) {
+            fprintf(stderr,
+                    "ignis: no MODEL given and the default model is missing (%s).\n"
+                    "Fetch it with:  make model   (or scripts/fetch-model.sh)\n",
+                    path ? path : "~/.cache/ignis/gemma-3-270m-q4_k_m.gguf");
+            return NULL;
+        }
+    }
+    ig_model *m = NULL;
+    ig_status st = ig_model_load(path, params, &m);
+    if (st != IG_OK) {
+        fprintf(stderr, "ignis: cannot load %s: %s\n", path,
+                *ig_last_error() ? ig_last_error() : ig_status_str(st));
+        return NULL;
+    }
+    return m;
+}
+
+int cli_parse_int(const char *opt, const char *s, long min, long max, long *out) {
+    if (!s) {
+        fprintf(stderr, "ignis: %s needs a value\n", opt);
+        return 2;
+    }
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < min || v > max) {
+        fprintf(stderr, "ignis: %s expects an integer in [%ld, %ld], got '%s'\n", opt, min, max, s);
+        return 2;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_parse_float(const char *opt, const char *s, double min, double max, double *out) {
+    if (!s) {
+        fprintf(stderr, "ignis: %s needs a value\n", opt);
+        return 2;
+    }
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v < min || v > max) {
+        fprintf(stderr, "ignis: %s expects a number in [%g, %g], got '%s'\n", opt, min, max, s);
+        return 2;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_parse_backend(const char *s, ig_backend_kind *out) {
+    if (s && !strcmp(s, "cpu")) *out = IG_BACKEND_CPU;
+    else if (s && !strcmp(s, "vulkan")) *out = IG_BACKEND_VULKAN;
+    else {
+        fprintf(stderr, "ignis: --backend expects cpu or vulkan, got '%s'\n", s ? s : "");
+        return 2;
+    }
+    return 0;
+}

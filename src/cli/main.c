@@ -1,0 +1,51 @@
+#include "cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} commands[] = {
+    {"run", cmd_run, "generate text from a prompt"},
+    {"chat", cmd_chat, "interactive multi-turn chat"},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server"},
+    {"bench", cmd_bench, "measure prompt and generation speed"},
+    {"info", cmd_info, "show a model's hyper-parameters and tensors"},
+    {"logits", cmd_logits, "compute logits for token ids"},
+    {"tokenize", cmd_tokenize, "print the token ids of a text"},
+    {"detokenize", cmd_detokenize, "print the text of token ids"},
+    {"synth", cmd_synth, "write a random-weight GGUF of a Gemma 3 size"},
+    {"devices", cmd_devices, "list Vulkan devices"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "ignis %s — Gemma 3 inference engine\n\nusage: ignis COMMAND [options]\n\n",
+            IGNIS_VERSION);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-11s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\nMODEL is a .gguf file or a Hugging Face directory; when omitted, the default\n"
+               "Gemma 3 270M Q4_K_M in ~/.cache/ignis/ is used.\n"
+               "Run 'ignis COMMAND --help' for a command's options.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("ignis %s\n", IGNIS_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "ignis: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
