@@ -70,9 +70,17 @@ bool gguf_get_i64(const gguf_file *f, const char *key, int64_t *out);
 bool gguf_get_f32(const gguf_file *f, const char *key, float *out);
 bool gguf_get_bool(const gguf_file *f, const char *key, bool *out);
 bool gguf_get_str(const gguf_file *f, const char *key, gguf_str *out);
-/* Array getter: element type must match exactly. */
+/* Array getter: element type must match exactly. For numeric arrays *data
+ * is the raw little-endian element data inside the mapping (it may be
+ * unaligned: read it with memcpy or the element getters below); for
+ * GGUF_TYPE_STRING arrays *data is the parsed `const gguf_str *` list. */
 bool gguf_get_arr(const gguf_file *f, const char *key, gguf_type elem_type, const void **data,
                   uint64_t *count);
+/* Element i of a numeric array kv: any integer or bool element type into
+ * an int64 (false if out of range or not an integer array), or f32/f64
+ * into a double. */
+bool gguf_arr_get_i64(const gguf_kv *kv, uint64_t i, int64_t *out);
+bool gguf_arr_get_f64(const gguf_kv *kv, uint64_t i, double *out);
 const char *gguf_type_name(gguf_type t);
 
 #endif
