@@ -189,39 +189,65 @@ ig_status ig_chat_render(const ig_chat_message *msgs, size_t n_msgs, bool add_ge
 
 /* ---- Sampling --------------------------------------------------------- */
 
+/* A sampler turns one row of logits into a token id. Order of operations
+ * (as in llama.cpp / vLLM): logit bias, penalties over the last
+ * penalty_last_n accepted tokens, then greedy argmax when temperature <= 0;
+ * otherwise top-k, temperature softmax, top-p, min-p, renormalise, and a
+ * draw from a seeded xoshiro256** stream. NaN logits are never chosen; ties
+ * go to the lowest id (in argmax and at the top-k / top-p boundaries). Only
+ * ids below n_vocab_real are ever returned. A sampler serves one sequence:
+ * ig_sampler_sample / accept / reset must not run concurrently on it. */
+
 typedef struct ig_logit_bias {
-    int32_t token;
-    float bias;
+    int32_t token; /* must be < n_vocab_real; a repeated token: the last entry wins */
+    float bias;    /* added to the logit; -inf or <= -100 bans the token */
 } ig_logit_bias;
 
 typedef struct ig_sampler_params {
-    float temperature;       /* <= 0: greedy */
+    float temperature;       /* <= 0: greedy (must be finite) */
     int top_k;               /* <= 0: off */
-    float top_p;             /* >= 1: off */
-    float min_p;             /* <= 0: off */
-    float repeat_penalty;    /* 1: off */
-    float presence_penalty;  /* 0: off */
-    float frequency_penalty; /* 0: off */
-    int penalty_last_n;      /* tokens of history the penalties see; -1 = all */
-    uint64_t seed;
-    const ig_logit_bias *logit_bias;
+    float top_p;             /* >= 1: off; smallest set with mass >= top_p (>= 1 token) */
+    float min_p;             /* <= 0: off; drops tokens with p < min_p * p_max */
+    float repeat_penalty;    /* 1: off; > 0. Positive logits / it, negative * it */
+    float presence_penalty;  /* 0: off; subtracted once from each token in the window */
+    float frequency_penalty; /* 0: off; subtracted count times */
+    int penalty_last_n;      /* tokens of history the penalties see; -1 = all, 0 = off */
+    uint64_t seed;           /* used as is: equal seeds give equal draws */
+    const ig_logit_bias *logit_bias; /* copied by ig_sampler_create */
     size_t n_logit_bias;
 } ig_sampler_params;
 
+/* temperature 1, top_k 64, top_p 0.95, min_p 0 (Gemma 3's generation
+ * config), no penalties (penalty_last_n 64), seed 0, no bias. */
 ig_sampler_params ig_sampler_default_params(void);
 
 typedef struct ig_sampler ig_sampler;
-/* n_vocab_real: only ids below it are ever sampled. */
+/* n_vocab_real: only ids below it are ever sampled. p NULL = defaults.
+ * IG_ERR_INVALID_ARG for NaN/non-finite settings, repeat_penalty <= 0,
+ * penalty_last_n < -1, or a logit_bias token outside [0, n_vocab_real). */
 ig_status ig_sampler_create(const ig_sampler_params *p, int n_vocab_real, ig_sampler **out);
 void ig_sampler_free(ig_sampler *s);
-/* Picks a token from logits (n_vocab_real floats, not modified). */
+/* Picks a token from logits (n_vocab_real floats read, not modified; the
+ * array may be longer). When every processed logit is -inf (all NaN, -inf or
+ * banned) it returns the argmax of the raw logits, or 0. -1 only for NULL
+ * arguments. Each call with temperature > 0 consumes one random draw. */
 int32_t ig_sampler_sample(ig_sampler *s, const float *logits);
-/* Records a token in the history the penalties look at (prompt and output). */
+/* Records a token in the history the penalties look at (prompt and output);
+ * ids outside [0, n_vocab_real) are ignored. */
 void ig_sampler_accept(ig_sampler *s, int32_t token);
+/* Forgets the history and rewinds the random stream to the seed. */
 void ig_sampler_reset(ig_sampler *s);
-/* Log-probability of every token after temperature (for logprobs), written
- * into out (n_vocab_real floats). */
+/* Log-probability of every token: log-softmax of the logits after bias,
+ * penalties and temperature (temperature <= 0 counts as 1), before top-k /
+ * top-p / min-p; written into out (n_vocab_real floats; banned tokens get
+ * -inf). Safe to call concurrently with other const calls. */
 void ig_sampler_logprobs(const ig_sampler *s, const float *logits, float *out);
+/* The k most likely tokens under ig_sampler_logprobs' distribution, best
+ * first (ties: lower id first), into ids[k] / logprobs[k]. Tokens of zero
+ * probability are left out. Returns the number written (<= k), or -1 for
+ * bad arguments. O(n_vocab_real log k), no allocation. */
+int ig_sampler_top_logprobs(const ig_sampler *s, const float *logits, int k, int32_t *ids,
+                            float *logprobs);
 
 #ifdef __cplusplus
 }
