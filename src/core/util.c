@@ -47,7 +47,17 @@ ig_status ig_fail_wrap(ig_status st, const char *fmt, ...) {
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, g_error, sizeof old);
-    snprintf(g_error, sizeof g_error, "%s: %s", prefix, old[0] ? old : ig_status_str(st));
+    const char *detail = old[0] ? old : ig_status_str(st);
+    /* Truncation is fine: the message is for humans. */
+    size_t n = strlen(prefix);
+    if (n > sizeof g_error - 3) n = sizeof g_error - 3;
+    memcpy(g_error, prefix, n);
+    g_error[n] = ':';
+    g_error[n + 1] = ' ';
+    size_t room = sizeof g_error - n - 3, dl = strlen(detail);
+    if (dl > room) dl = room;
+    memcpy(g_error + n + 2, detail, dl);
+    g_error[n + 2 + dl] = '\0';
     return st;
 }
 

@@ -1,0 +1,199 @@
+/* Straightforward f32 CPU kernels for every op (the reference numerics of
+ * the engine). Matrix products live in matmul.c. */
+#include "backend/cpu/cpu_ops.h"
+
+#include <math.h>
+#include <string.h>
+
+static int op_rows(const ig_cpu_exec *ex, const ig_op *op) {
+    return op->on_outputs ? ex->step->n_out : ex->step->n_tokens;
+}
+
+static void op_embed(const ig_cpu_exec *ex, const ig_op *op, int ith, int nth) {
+    int64_t b, e;
+    ig_split_range(ex->step->n_tokens, ith, nth, &b, &e);
+    const ig_tensor *w = op->w;
+    size_t row_bytes = w->nbytes / (size_t)w->ne[1];
+    float *dst = ex->buf[op->dst];
+    for (int64_t t = b; t < e; t++) {
+        float *y = dst + t * op->width;
+        ig_dequantize_row(w->type, (const uint8_t *)w->data + (size_t)ex->step->tokens[t] * row_bytes,
+                          y, op->width);
+        for (int i = 0; i < op->width; i++) y[i] *= op->f0;
+    }
+}
+
+static void rmsnorm_row(const float *x, float *y, const float *w, int d, float eps) {
+    double ss = 0;
+    for (int i = 0; i < d; i++) ss += (double)x[i] * x[i];
+    float scale = (float)(1.0 / sqrt(ss / d + eps));
+    for (int i = 0; i < d; i++) y[i] = x[i] * scale * w[i];
+}
+
+static void op_rmsnorm(const ig_cpu_exec *ex, const ig_op *op, int ith, int nth) {
+    int heads = op->n_heads > 0 ? op->n_heads : 1;
+    int d = op->width / heads;
+    int64_t rows = (int64_t)op_rows(ex, op) * heads, b, e;
+    ig_split_range(rows, ith, nth, &b, &e);
+    const float *src = ex->buf[op->src];
+    float *dst = ex->buf[op->dst];
+    for (int64_t r = b; r < e; r++) rmsnorm_row(src + r * d, dst + r * d, op->norm, d, op->f0);
+}
+
+static void op_add_rmsnorm(const ig_cpu_exec *ex, const ig_op *op, int ith, int nth) {
+    int64_t b, e;
+    ig_split_range(op_rows(ex, op), ith, nth, &b, &e);
+    int d = op->width;
+    float *tmp = ex->scratch[ith].f;
+    for (int64_t r = b; r < e; r++) {
+        rmsnorm_row(ex->buf[op->src] + r * d, tmp, op->norm, d, op->f0);
+        float *x = ex->buf[op->dst] + r * d;
+        for (int i = 0; i < d; i++) x[i] += tmp[i];
+    }
+}
+
+static void op_matmul(const ig_cpu_exec *ex, const ig_op *op, int ith, int nth) {
+    int n = op_rows(ex, op);
+    if (n == 0) return;
+    int64_t rows = op->w->ne[1], b, e;
+    ig_split_range(rows, ith, nth, &b, &e);
+    ig_cpu_matmul_rows(op->w, ex->buf[op->src], n, op->w->ne[0], ex->buf[op->dst], op->width, b, e,
+                       &ex->scratch[ith]);
+}
+
+static void op_rope(const ig_cpu_exec *ex, const ig_op *op, int ith, int nth) {
+    int heads = op->n_heads, hd = op->width / heads, half = hd / 2;
+    int64_t b, e;
+    ig_split_range(ex->step->n_tokens, ith, nth, &b, &e);
+    float *cs = ex->scratch[ith].f; /* [half] cos, [half] sin */
+    for (int64_t t = b; t < e; t++) {
+        float p = (float)ex->step->pos[t];
+        for (int i = 0; i < half; i++) {
+            /* As HF: inv_freq in f32, divided by the linear factor, times pos. */
+            float inv_freq = 1.0f / powf(op->f0, (float)(2 * i) / (float)hd);
+            float ang = p * (inv_freq / op->f1);
+            cs[i] = cosf(ang);
+            cs[half + i] = sinf(ang);
+        }
+        for (int h = 0; h < heads; h++) {
+            float *x = ex->buf[op->dst] + t * op->width + (int64_t)h * hd;
+            for (int i = 0; i < half; i++) {
+                float a = x[i], c = x[i + half];
+                x[i] = a * cs[i] - c * cs[half + i];
+                x[i + half] = c * cs[i] + a * cs[half + i];
+            }
+        }
+    }
+}
+
+static void store_row(ig_kv_type type, void *base, size_t index, const float *src, int n) {
+    if (type == IG_KV_F16) {
+        uint16_t *d = (uint16_t *)base + index * (size_t)n;
+        for (int i = 0; i < n; i++) d[i] = ig_f32_to_f16(src[i]);
+    } else {
+        memcpy((float *)base + index * (size_t)n, src, (size_t)n * sizeof(float));
+    }
+}
+
+static void op_kv_store(const ig_cpu_exec *ex, const ig_op *op, int ith, int nth) {
+    const ig_kv_cache *kv = &ex->ctx->kv;
+    const ig_kv_layer *L = &kv->layers[op->layer];
+    int64_t b, e;
+    ig_split_range(ex->step->n_tokens, ith, nth, &b, &e);
+    for (int64_t t = b; t < e; t++) {
+        size_t slot = (size_t)ex->step->seq[t] * (size_t)L->cap + (size_t)(ex->step->pos[t] % L->cap);
+        store_row(kv->type, L->k, slot, ex->buf[IG_BUF_K] + t * kv->k_dim, kv->k_dim);
+        store_row(kv->type, L->v, slot, ex->buf[IG_BUF_V] + t * kv->v_dim, kv->v_dim);
+    }
+}
+
+static inline float kv_at(ig_kv_type type, const void *base, size_t i) {
+    return type == IG_KV_F16 ? ig_f16_to_f32(((const uint16_t *)base)[i]) : ((const float *)base)[i];
+}
+
+static void op_attention(const ig_cpu_exec *ex, const ig_op *op, int ith, int nth) {
+    const ig_hparams *hp = &ex->ctx->model->hp;
+    const ig_kv_cache *kv = &ex->ctx->kv;
+    const ig_kv_layer *L = &kv->layers[op->layer];
+    const int hd = hp->head_dim, hdv = hp->head_dim_v, n_head = hp->n_head;
+    const int group = n_head / hp->n_head_kv;
+    int64_t b, e;
+    ig_split_range((int64_t)ex->step->n_tokens * n_head, ith, nth, &b, &e);
+    float *scores = ex->scratch[ith].f;
+    for (int64_t task = b; task < e; task++) {
+        int64_t t = task / n_head;
+        int h = (int)(task % n_head), kvh = h / group;
+        int p = ex->step->pos[t], s = ex->step->seq[t];
+        int lo = L->window ? IG_MAX(0, p - L->window + 1) : 0;
+        const float *q = ex->buf[op->src] + t * (int64_t)n_head * hd + (int64_t)h * hd;
+        float mx = -INFINITY;
+        for (int j = lo; j <= p; j++) {
+            size_t row = ((size_t)s * (size_t)L->cap + (size_t)(j % L->cap)) * (size_t)kv->k_dim +
+                         (size_t)kvh * hd;
+            float dot = 0;
+            for (int i = 0; i < hd; i++) dot += q[i] * kv_at(kv->type, L->k, row + (size_t)i);
+            dot *= op->f0;
+            if (op->f1 > 0) dot = op->f1 * tanhf(dot / op->f1);
+            scores[j - lo] = dot;
+            if (dot > mx) mx = dot;
+        }
+        double sum = 0;
+        for (int j = lo; j <= p; j++) {
+            float w = expf(scores[j - lo] - mx);
+            scores[j - lo] = w;
+            sum += w;
+        }
+        float inv = (float)(1.0 / sum);
+        float *o = ex->buf[op->dst] + t * (int64_t)n_head * hdv + (int64_t)h * hdv;
+        for (int i = 0; i < hdv; i++) o[i] = 0;
+        for (int j = lo; j <= p; j++) {
+            size_t row = ((size_t)s * (size_t)L->cap + (size_t)(j % L->cap)) * (size_t)kv->v_dim +
+                         (size_t)kvh * hdv;
+            float w = scores[j - lo] * inv;
+            for (int i = 0; i < hdv; i++) o[i] += w * kv_at(kv->type, L->v, row + (size_t)i);
+        }
+    }
+}
+
+static void op_geglu(const ig_cpu_exec *ex, const ig_op *op, int ith, int nth) {
+    int64_t n = (int64_t)op_rows(ex, op) * op->width, b, e;
+    ig_split_range(n, ith, nth, &b, &e);
+    float *g = ex->buf[op->dst];
+    const float *u = ex->buf[op->src];
+    const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+    for (int64_t i = b; i < e; i++) {
+        float x = g[i];
+        g[i] = 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x))) * u[i];
+    }
+}
+
+static void op_gather(const ig_cpu_exec *ex, const ig_op *op, int ith, int nth) {
+    int64_t b, e;
+    ig_split_range(ex->step->n_out, ith, nth, &b, &e);
+    for (int64_t j = b; j < e; j++)
+        memcpy(ex->buf[op->dst] + j * op->width,
+               ex->buf[op->src] + (int64_t)ex->step->out_idx[j] * op->width,
+               (size_t)op->width * sizeof(float));
+}
+
+static void op_softcap(const ig_cpu_exec *ex, const ig_op *op, int ith, int nth) {
+    int64_t n = (int64_t)op_rows(ex, op) * op->width, b, e;
+    ig_split_range(n, ith, nth, &b, &e);
+    float *x = ex->buf[op->dst];
+    for (int64_t i = b; i < e; i++) x[i] = op->f0 * tanhf(x[i] / op->f0);
+}
+
+void ig_cpu_op(const ig_cpu_exec *ex, const ig_op *op, int ith, int nth) {
+    switch (op->kind) {
+    case IG_OP_EMBED: op_embed(ex, op, ith, nth); break;
+    case IG_OP_RMSNORM: op_rmsnorm(ex, op, ith, nth); break;
+    case IG_OP_MATMUL: op_matmul(ex, op, ith, nth); break;
+    case IG_OP_ROPE: op_rope(ex, op, ith, nth); break;
+    case IG_OP_KV_STORE: op_kv_store(ex, op, ith, nth); break;
+    case IG_OP_ATTENTION: op_attention(ex, op, ith, nth); break;
+    case IG_OP_GEGLU: op_geglu(ex, op, ith, nth); break;
+    case IG_OP_ADD_RMSNORM: op_add_rmsnorm(ex, op, ith, nth); break;
+    case IG_OP_GATHER: op_gather(ex, op, ith, nth); break;
+    case IG_OP_SOFTCAP: op_softcap(ex, op, ith, nth); break;
+    }
+}

@@ -1,0 +1,166 @@
+#include "engine/threadpool.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CPU_RELAX() _mm_pause()
+#elif defined(__aarch64__)
+#define CPU_RELAX() __asm__ __volatile__("yield")
+#else
+#define CPU_RELAX() ((void)0)
+#endif
+
+/* Spins this many rounds waiting for work before sleeping on the condvar:
+ * decode steps come back-to-back, so a short spin saves a futex wake-up. */
+#define IDLE_SPINS 20000
+#define BARRIER_SPINS 100000
+
+typedef struct worker {
+    ig_threadpool *tp;
+    int ith;
+    pthread_t thread;
+} worker;
+
+struct ig_threadpool {
+    int n_threads;
+    worker *workers; /* n_threads - 1 of them */
+
+    /* Run dispatch: generation bumps once per run. */
+    atomic_uint generation;
+    atomic_int n_done;
+    ig_task_fn fn;
+    void *arg;
+    atomic_bool stop;
+    pthread_mutex_t mutex;
+    pthread_cond_t cond;
+    atomic_int n_sleeping;
+
+    /* Barrier state. */
+    atomic_int barrier_count;
+    atomic_uint barrier_phase;
+};
+
+static void run_task(ig_threadpool *tp, int ith) {
+    tp->fn(tp->arg, ith, tp->n_threads);
+    atomic_fetch_add_explicit(&tp->n_done, 1, memory_order_acq_rel);
+}
+
+static void *worker_main(void *p) {
+    worker *w = p;
+    ig_threadpool *tp = w->tp;
+    unsigned seen = 0;
+    for (;;) {
+        unsigned gen;
+        int spins = 0;
+        while ((gen = atomic_load_explicit(&tp->generation, memory_order_acquire)) == seen &&
+               !atomic_load_explicit(&tp->stop, memory_order_acquire)) {
+            if (++spins < IDLE_SPINS) {
+                CPU_RELAX();
+                continue;
+            }
+            pthread_mutex_lock(&tp->mutex);
+            atomic_fetch_add(&tp->n_sleeping, 1);
+            while (atomic_load(&tp->generation) == seen && !atomic_load(&tp->stop))
+                pthread_cond_wait(&tp->cond, &tp->mutex);
+            atomic_fetch_sub(&tp->n_sleeping, 1);
+            pthread_mutex_unlock(&tp->mutex);
+        }
+        if (atomic_load_explicit(&tp->stop, memory_order_acquire)) break;
+        seen = gen;
+        run_task(tp, w->ith);
+    }
+    return NULL;
+}
+
+ig_status ig_threadpool_create(int n_threads, ig_threadpool **out) {
+    *out = NULL;
+    if (n_threads < 1 || n_threads > 1024)
+        return ig_fail(IG_ERR_INVALID_ARG, "thread count %d out of range [1, 1024]", n_threads);
+    ig_threadpool *tp = ig_calloc_array(1, sizeof *tp);
+    if (!tp) return IG_ERR_NO_MEMORY;
+    tp->n_threads = n_threads;
+    pthread_mutex_init(&tp->mutex, NULL);
+    pthread_cond_init(&tp->cond, NULL);
+    atomic_init(&tp->generation, 0);
+    atomic_init(&tp->n_done, 0);
+    atomic_init(&tp->stop, false);
+    atomic_init(&tp->n_sleeping, 0);
+    atomic_init(&tp->barrier_count, 0);
+    atomic_init(&tp->barrier_phase, 0);
+    if (n_threads > 1) {
+        tp->workers = ig_calloc_array((size_t)n_threads - 1, sizeof *tp->workers);
+        if (!tp->workers) {
+            ig_threadpool_free(tp);
+            return IG_ERR_NO_MEMORY;
+        }
+        for (int i = 0; i < n_threads - 1; i++) {
+            tp->workers[i].tp = tp;
+            tp->workers[i].ith = i + 1;
+            if (pthread_create(&tp->workers[i].thread, NULL, worker_main, &tp->workers[i]) != 0) {
+                tp->n_threads = i + 1; /* only join what started */
+                ig_threadpool_free(tp);
+                return ig_fail(IG_ERR_NO_MEMORY, "cannot start worker thread %d", i + 1);
+            }
+        }
+    }
+    *out = tp;
+    return IG_OK;
+}
+
+void ig_threadpool_free(ig_threadpool *tp) {
+    if (!tp) return;
+    pthread_mutex_lock(&tp->mutex);
+    atomic_store(&tp->stop, true);
+    pthread_cond_broadcast(&tp->cond);
+    pthread_mutex_unlock(&tp->mutex);
+    if (tp->workers)
+        for (int i = 0; i < tp->n_threads - 1; i++) pthread_join(tp->workers[i].thread, NULL);
+    free(tp->workers);
+    pthread_mutex_destroy(&tp->mutex);
+    pthread_cond_destroy(&tp->cond);
+    free(tp);
+}
+
+int ig_threadpool_size(const ig_threadpool *tp) { return tp->n_threads; }
+
+void ig_threadpool_run(ig_threadpool *tp, ig_task_fn fn, void *arg) {
+    if (tp->n_threads == 1) {
+        fn(arg, 0, 1);
+        return;
+    }
+    tp->fn = fn;
+    tp->arg = arg;
+    atomic_store_explicit(&tp->n_done, 0, memory_order_relaxed);
+    atomic_fetch_add(&tp->generation, 1);
+    if (atomic_load(&tp->n_sleeping) > 0) {
+        pthread_mutex_lock(&tp->mutex);
+        pthread_cond_broadcast(&tp->cond);
+        pthread_mutex_unlock(&tp->mutex);
+    }
+    run_task(tp, 0);
+    int spins = 0;
+    while (atomic_load_explicit(&tp->n_done, memory_order_acquire) < tp->n_threads) {
+        if (++spins < BARRIER_SPINS) CPU_RELAX();
+        else sched_yield();
+    }
+}
+
+void ig_threadpool_barrier(ig_threadpool *tp) {
+    int n = tp->n_threads;
+    if (n == 1) return;
+    unsigned phase = atomic_load_explicit(&tp->barrier_phase, memory_order_acquire);
+    if (atomic_fetch_add_explicit(&tp->barrier_count, 1, memory_order_acq_rel) == n - 1) {
+        atomic_store_explicit(&tp->barrier_count, 0, memory_order_relaxed);
+        atomic_fetch_add_explicit(&tp->barrier_phase, 1, memory_order_acq_rel);
+        return;
+    }
+    int spins = 0;
+    while (atomic_load_explicit(&tp->barrier_phase, memory_order_acquire) == phase) {
+        if (++spins < BARRIER_SPINS) CPU_RELAX();
+        else sched_yield();
+    }
+}

@@ -1,0 +1,55 @@
+/* A loaded Gemma 3 model: hyper-parameters plus per-layer views of the
+ * weights inside the mapped file(s). Norm weights are the only copies: they
+ * are tiny, and converting them to f32 with the HF "+1" folded in gives every
+ * backend one convention. */
+#ifndef IG_MODEL_H
+#define IG_MODEL_H
+
+#include "model/gguf.h"
+#include "model/hf.h"
+#include "model/tensor.h"
+
+typedef struct ig_layer {
+    /* matrices, GGUF shapes ne = {in, out} */
+    const ig_tensor *wq;     /* {H, nH*hd} */
+    const ig_tensor *wk;     /* {H, nKV*hd} */
+    const ig_tensor *wv;     /* {H, nKV*hdv} */
+    const ig_tensor *wo;     /* {nH*hdv, H} */
+    const ig_tensor *w_gate; /* {H, F} */
+    const ig_tensor *w_up;   /* {H, F} */
+    const ig_tensor *w_down; /* {F, H} */
+    /* f32 norm weights with the +1 applied */
+    float *attn_norm;      /* [H] */
+    float *q_norm;         /* [hd] */
+    float *k_norm;         /* [hd] */
+    float *post_attn_norm; /* [H] */
+    float *ffn_norm;       /* [H] */
+    float *post_ffn_norm;  /* [H] */
+    bool is_swa;
+    float rope_base;
+    float rope_scale; /* linear factor: angle uses pos / rope_scale */
+} ig_layer;
+
+struct ig_model {
+    ig_hparams hp;
+    ig_model_params params;
+    gguf_file *gguf; /* exactly one of gguf / hf is set */
+    hf_model *hf;
+    const ig_tensor *tok_embd; /* {H, n_vocab} */
+    const ig_tensor *output;   /* {H, n_vocab}; == tok_embd when tied */
+    float *output_norm;        /* [H] */
+    ig_layer layers[IG_MAX_LAYERS];
+    float *norm_storage;       /* backing store of every norm vector */
+    ig_tokenizer *tokenizer;   /* may be NULL */
+    char *chat_template;       /* may be NULL */
+    size_t weight_bytes;
+    char *path;
+    void *backend_weights; /* backend-owned device copies (Vulkan), or NULL */
+    void (*backend_weights_free)(void *);
+};
+
+/* Table of tensors of the model's source file. */
+const ig_tensor_table *ig_model_tensors(const ig_model *m);
+const char *ig_model_format(const ig_model *m); /* "gguf" or "safetensors" */
+
+#endif
