@@ -31,7 +31,14 @@ size_t ig_dtype_block_bytes(ig_dtype type);
  * or the size overflows. */
 bool ig_dtype_row_bytes(ig_dtype type, int64_t n, size_t *out);
 
-/* Scalar references. n must be a multiple of the block size. */
+/* Scalar references. n must be a multiple of the block size (trailing
+ * elements are ignored; an unknown type dequantizes to zeros and dots to 0).
+ * ig_dequantize_row is bit-exact with ggml's dequantize_row_* and with
+ * gguf-py's gguf.quants.dequantize: the same float32 operations in the same
+ * order (d*sc computed first, then *q, then - dmin*m), never fused.
+ * ig_vec_dot_ref dequantizes 256 elements at a time and accumulates in
+ * double, so it equals the dot of the dequantized row with x to within one
+ * final rounding to float. */
 void ig_dequantize_row(ig_dtype type, const void *src, float *dst, int64_t n);
 float ig_vec_dot_ref(ig_dtype type, const void *row, const float *x, int64_t n);
 
@@ -40,10 +47,103 @@ float ig_vec_dot_ref(ig_dtype type, const void *row, const float *x, int64_t n);
  * `ignis synth`. */
 void ig_quantize_row(ig_dtype type, const float *src, void *dst, int64_t n);
 
-/* Half-precision conversions (IEEE binary16 and bfloat16), round to nearest even. */
+/* Half-precision conversions (IEEE binary16 and bfloat16), round to nearest
+ * even. Widening is exact (subnormals, infinities, NaN payloads kept). A NaN
+ * narrows to f16 as numpy does (payload truncated, kept non-zero, signaling
+ * stays signaling) and to bf16 as ggml does (made quiet). */
 float ig_f16_to_f32(uint16_t h);
 uint16_t ig_f32_to_f16(float f);
 float ig_bf16_to_f32(uint16_t h);
 uint16_t ig_f32_to_bf16(float f);
+
+/* ---- Block layouts ------------------------------------------------------
+ * Byte-for-byte ggml's (ggml-common.h). Every fp16 field is an IEEE binary16
+ * bit pattern. Rows in memory are packed arrays of these blocks and are only
+ * guaranteed 2-byte aligned (34-, 18-, 22-, 210-byte blocks): the reference
+ * code copies each block out with memcpy before reading it. */
+#define IG_QK 32   /* elements per Q4_0 / Q5_0 / Q8_0 block */
+#define IG_QK_K 256 /* elements per K-quant super-block */
+#define IG_K_SCALE_SIZE 12
+
+/* x[i] = d * (q[i] - 8); q[j] is the low nibble of qs[j], q[j+16] the high. */
+typedef struct ig_block_q4_0 {
+    uint16_t d;
+    uint8_t qs[IG_QK / 2];
+} ig_block_q4_0;
+
+/* x[i] = d * (q[i] - 16); the low 4 bits of q as in Q4_0, bit 4 of q[i] is
+ * bit i of the little-endian u32 qh. */
+typedef struct ig_block_q5_0 {
+    uint16_t d;
+    uint8_t qh[4];
+    uint8_t qs[IG_QK / 2];
+} ig_block_q5_0;
+
+/* x[i] = d * qs[i]. Also the activation type of the Q4_0/Q5_0/Q8_0 dots. */
+typedef struct ig_block_q8_0 {
+    uint16_t d;
+    int8_t qs[IG_QK];
+} ig_block_q8_0;
+
+/* 8 sub-blocks of 32 with 6-bit scale sc[j] and min m[j] packed in scales[12]
+ * (see ig_q4_K_scale_min): x = d*sc[j] * q - dmin*m[j], q in 0..15. For each
+ * 64-element chunk c, qs[32c + l] holds element 64c + l (low nibble) and
+ * 64c + 32 + l (high nibble). */
+typedef struct ig_block_q4_K {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t scales[IG_K_SCALE_SIZE];
+    uint8_t qs[IG_QK_K / 2];
+} ig_block_q4_K;
+
+/* As Q4_K with q in 0..31: bit 4 of element 32g + l is bit g of qh[l]. */
+typedef struct ig_block_q5_K {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t scales[IG_K_SCALE_SIZE];
+    uint8_t qh[IG_QK_K / 8];
+    uint8_t qs[IG_QK_K / 2];
+} ig_block_q5_K;
+
+/* 16 sub-blocks of 16 with int8 scales: x = d*scales[i/16] * (q - 32), q in
+ * 0..63. In each 128-element half h, element 128h + 32k + l (k = 0..3) takes
+ * its low 4 bits from ql[64h + l + 32*(k&1)] (low nibble for k < 2, high
+ * nibble otherwise) and its high 2 bits from bits 2k..2k+1 of qh[32h + l]. */
+typedef struct ig_block_q6_K {
+    uint8_t ql[IG_QK_K / 2];
+    uint8_t qh[IG_QK_K / 4];
+    int8_t scales[IG_QK_K / 16];
+    uint16_t d;
+} ig_block_q6_K;
+
+/* Activation type of the K-quant dots: x[i] = d * qs[i], bsums[j] = the sum
+ * of qs[16j .. 16j+15]. Never stored in files. */
+typedef struct ig_block_q8_K {
+    float d;
+    int8_t qs[IG_QK_K];
+    int16_t bsums[IG_QK_K / 16];
+} ig_block_q8_K;
+
+/* Unpacks the 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block. */
+void ig_q4_K_scale_min(const uint8_t scales[IG_K_SCALE_SIZE], int j, uint8_t *sc, uint8_t *m);
+
+/* ---- Integer dot products (references for the SIMD kernels) --------------
+ * The activation is quantized first (Q8_0 for Q4_0/Q5_0/Q8_0 rows with
+ * ig_quantize_row(IG_TYPE_Q8_0, ...), Q8_K for the K-quants). Each block
+ * forms exact int32 sums and the blocks are accumulated in f32, in order:
+ *   Q8_0/Q4_0/Q5_0: sum += (float)isum * (d_w * d_x), isum = sum of q_w*q_x
+ *                   (q_w centred: q-8 for Q4_0, q-16 for Q5_0);
+ *   Q4_K/Q5_K:      sum += (d_w*d_x) * (float)sum_j(sc[j] * sum q*q_x)
+ *                        - (dmin_w*d_x) * (float)sum_j(m[j] * sum q_x);
+ *   Q6_K:           sum += (d_w*d_x) * (float)sum_j(sc[j] * sum (q-32)*q_x).
+ * n must be a multiple of the block size (trailing elements are ignored). */
+void ig_quantize_row_q8_K(const float *x, ig_block_q8_K *y, int64_t n);
+void ig_dequantize_row_q8_K(const ig_block_q8_K *x, float *y, int64_t n);
+float ig_vec_dot_q8_0_q8_0(const void *row, const void *xq, int64_t n);
+float ig_vec_dot_q4_0_q8_0(const void *row, const void *xq, int64_t n);
+float ig_vec_dot_q5_0_q8_0(const void *row, const void *xq, int64_t n);
+float ig_vec_dot_q4_K_q8_K(const void *row, const ig_block_q8_K *xq, int64_t n);
+float ig_vec_dot_q5_K_q8_K(const void *row, const ig_block_q8_K *xq, int64_t n);
+float ig_vec_dot_q6_K_q8_K(const void *row, const ig_block_q8_K *xq, int64_t n);
 
 #endif
