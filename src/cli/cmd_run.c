@@ -1,10 +1,226 @@
+/* ignis run [MODEL] -p PROMPT: one prompt in, streamed text out. */
 #include "cli.h"
+#include "gen_options.h"
+#include "tokenizer/tokenizer.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static volatile sig_atomic_t g_interrupt;
+static void on_sigint(int sig) {
+    (void)sig;
+    g_interrupt = 1;
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: ignis run [MODEL] -p PROMPT [options]\n"
+               "  -p, --prompt TEXT   the prompt (- reads it from stdin)\n"
+               "  -f FILE             read the prompt from FILE\n"
+               "  --chat              wrap the prompt in the model's chat turns\n"
+               "  --tokens-in IDS     feed these token ids instead of a text prompt\n"
+               "  --print-ids         print the generated token ids (comma-separated) instead of text\n");
+    gen_options_help(f);
+}
+
+static bool emit_stdout(void *user, const char *text, size_t len) {
+    (void)user;
+    fwrite(text, 1, len, stdout);
+    fflush(stdout);
+    return true;
+}
+
+typedef struct id_list {
+    int32_t *ids;
+    int n, cap;
+} id_list;
+
+static void collect_id(void *user, int32_t id) {
+    id_list *l = user;
+    if (l->n == l->cap) {
+        int cap = l->cap ? l->cap * 2 : 64;
+        int32_t *p = realloc(l->ids, sizeof *p * (size_t)cap);
+        if (!p) return;
+        l->ids = p;
+        l->cap = cap;
+    }
+    l->ids[l->n++] = id;
+}
+
+static int parse_ids(const char *s, id_list *out) {
+    const char *p = s;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 0 || v > INT32_MAX) return -1;
+        collect_id(out, (int32_t)v);
+        p = end;
+        if (*p == ',') p++;
+        else if (*p) return -1;
+    }
+    return out->n > 0 ? 0 : -1;
+}
+
+static char *read_stream(FILE *f) {
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    if (!buf) return NULL;
+    size_t got;
+    while ((got = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += got;
+        if (len + 1 == cap) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                return NULL;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    buf[len] = '\0';
+    return buf;
+}
 
 int cmd_run(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "ignis run: not available in this build yet\n");
-    return 1;
+    gen_options o;
+    gen_options_init(&o);
+    const char *prompt = NULL, *prompt_file = NULL, *ids_arg = NULL;
+    bool chat = false, print_ids = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int r = gen_options_parse(&o, argc, argv, &i);
+        if (r < 0) return 2;
+        if (r > 0) continue;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if ((!strcmp(a, "-p") || !strcmp(a, "--prompt")) && i + 1 < argc) {
+            prompt = argv[++i];
+        } else if (!strcmp(a, "-f") && i + 1 < argc) {
+            prompt_file = argv[++i];
+        } else if (!strcmp(a, "--tokens-in") && i + 1 < argc) {
+            ids_arg = argv[++i];
+        } else if (!strcmp(a, "--chat")) {
+            chat = true;
+        } else if (!strcmp(a, "--print-ids")) {
+            print_ids = true;
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "ignis run: unknown or incomplete option %s\n", a);
+            usage(stderr);
+            return 2;
+        } else if (!o.model) {
+            o.model = a;
+        } else {
+            fprintf(stderr, "ignis run: unexpected argument %s\n", a);
+            return 2;
+        }
+    }
+    if (!prompt && !prompt_file && !ids_arg) {
+        fprintf(stderr, "ignis run: give a prompt with -p TEXT (or -f FILE, or --tokens-in IDS)\n");
+        usage(stderr);
+        return 2;
+    }
+    gen_options_finish(&o);
+    char *owned_prompt = NULL;
+    if (prompt_file || (prompt && !strcmp(prompt, "-"))) {
+        FILE *f = prompt_file ? fopen(prompt_file, "rb") : stdin;
+        if (!f) {
+            fprintf(stderr, "ignis run: cannot open %s\n", prompt_file);
+            return 1;
+        }
+        owned_prompt = read_stream(f);
+        if (prompt_file) fclose(f);
+        if (!owned_prompt) {
+            fprintf(stderr, "ignis run: cannot read the prompt\n");
+            return 1;
+        }
+        prompt = owned_prompt;
+    }
+    int rc = 1;
+    id_list in = {0}, out = {0};
+    char *rendered = NULL;
+    ig_context *ctx = NULL;
+    ig_model *m = cli_load_model(o.model, &o.mp);
+    if (!m) goto done;
+    const ig_tokenizer *tok = ig_model_tokenizer(m);
+    if (ids_arg) {
+        if (parse_ids(ids_arg, &in)) {
+            fprintf(stderr, "ignis run: --tokens-in expects comma-separated token ids\n");
+            rc = 2;
+            goto done;
+        }
+    } else {
+        if (!tok) {
+            fprintf(stderr, "ignis run: this model has no tokenizer; use --tokens-in\n");
+            goto done;
+        }
+        const char *text = prompt;
+        bool add_bos = true;
+        if (chat) {
+            ig_chat_message msgs[2];
+            size_t n = 0;
+            if (o.system) msgs[n++] = (ig_chat_message){"system", o.system};
+            msgs[n++] = (ig_chat_message){"user", prompt};
+            if (ig_chat_render(msgs, n, true, &rendered) != IG_OK) {
+                fprintf(stderr, "ignis run: %s\n", ig_last_error());
+                goto done;
+            }
+            text = rendered;
+            add_bos = false; /* the template starts with <bos> */
+        }
+        size_t n_ids = 0;
+        if (ig_tokenize(tok, text, strlen(text), add_bos, true, &in.ids, &n_ids) != IG_OK) {
+            fprintf(stderr, "ignis run: cannot tokenize the prompt: %s\n", ig_last_error());
+            goto done;
+        }
+        in.n = in.cap = (int)n_ids;
+    }
+    if (o.cp.n_ctx == 0) {
+        /* Room for the prompt and the answer, within the trained context. */
+        const ig_hparams *hp = ig_model_hparams(m);
+        long want = (long)in.n + (o.n_predict >= 0 ? o.n_predict : 4096);
+        long train = hp->n_ctx_train > 0 ? hp->n_ctx_train : 8192;
+        o.cp.n_ctx = (int)(want < train ? (want > 4096 ? want : IG_MIN(4096, train)) : train);
+    }
+    if (ig_context_create(m, &o.cp, &ctx) != IG_OK) {
+        fprintf(stderr, "ignis run: %s\n", ig_last_error());
+        goto done;
+    }
+    signal(SIGINT, on_sigint);
+    ig_gen_params gp = {
+        .n_predict = o.n_predict,
+        .sampling = o.sp,
+        .stop = o.stop,
+        .n_stop = o.n_stop,
+        .interrupt = &g_interrupt,
+    };
+    ig_gen_io io = {.emit = print_ids ? NULL : emit_stdout, .on_token = collect_id, .user = &out};
+    ig_gen_stats stats;
+    ig_status st = ig_generate(ctx, 0, tok, in.ids, in.n, NULL, 0, &gp, &io, &stats);
+    if (st != IG_OK) {
+        fprintf(stderr, "\nignis run: %s\n", ig_last_error());
+        goto done;
+    }
+    if (print_ids) {
+        for (int i = 0; i < out.n; i++) printf("%s%d", i ? "," : "", out.ids[i]);
+    }
+    printf("\n");
+    fflush(stdout);
+    fprintf(stderr, "\nprompt: %d tokens in %.2f s (%.1f tokens/s); generation: %d tokens in %.2f s (%.1f tokens/s)\n",
+            stats.n_prompt, stats.t_prompt, stats.t_prompt > 0 ? stats.n_prompt / stats.t_prompt : 0.0,
+            stats.n_generated, stats.t_generate,
+            stats.t_generate > 0 ? stats.n_generated / stats.t_generate : 0.0);
+    rc = 0;
+done:
+    ig_context_free(ctx);
+    ig_model_free(m);
+    free(in.ids);
+    free(out.ids);
+    free(rendered);
+    free(owned_prompt);
+    return rc;
 }

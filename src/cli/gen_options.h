@@ -1,0 +1,33 @@
+/* Options shared by `ignis run` and `ignis chat`: model, backend, context,
+ * sampling. */
+#ifndef IG_GEN_OPTIONS_H
+#define IG_GEN_OPTIONS_H
+
+#include "cli.h"
+
+#include <stdio.h>
+#include "gen/generate.h"
+
+#define GEN_MAX_STOP 16
+
+typedef struct gen_options {
+    const char *model;
+    ig_model_params mp;
+    ig_context_params cp;
+    ig_sampler_params sp;
+    bool seed_set;
+    int n_predict;
+    const char *stop[GEN_MAX_STOP];
+    int n_stop;
+    const char *system;
+} gen_options;
+
+void gen_options_init(gen_options *o);
+/* Consumes argv[*i] (and its value) if it is a shared option: returns 1 when
+ * consumed, 0 when not a shared option, -1 on a bad value (message printed). */
+int gen_options_parse(gen_options *o, int argc, char **argv, int *i);
+void gen_options_help(FILE *f);
+/* Seeds from the clock when no --seed was given. */
+void gen_options_finish(gen_options *o);
+
+#endif

@@ -1,0 +1,54 @@
+/* The generation loop shared by `ignis run` and `ignis chat`: prompt in
+ * batched chunks, then decode token by token, streaming UTF-8-complete text
+ * through a callback, stopping at end-of-turn/eos, -n, a stop string or an
+ * interrupt flag. Reuses whatever prefix of the prompt the sequence already
+ * holds in the KV cache (multi-turn chat). */
+#ifndef IG_GENERATE_H
+#define IG_GENERATE_H
+
+#include "ignis.h"
+
+#include <signal.h>
+
+typedef struct ig_gen_params {
+    int n_predict;              /* max new tokens; < 0 = until the context is full */
+    ig_sampler_params sampling;
+    const char *const *stop;    /* stop strings (not emitted) */
+    int n_stop;
+    int n_chunk;                /* prompt tokens per ig_decode (<= n_batch) */
+    volatile sig_atomic_t *interrupt; /* set non-zero to stop after the current token */
+} ig_gen_params;
+
+typedef enum ig_finish {
+    IG_FINISH_STOP,      /* end-of-turn / eos / stop string */
+    IG_FINISH_LENGTH,    /* -n reached or the context is full */
+    IG_FINISH_INTERRUPT, /* the interrupt flag was set */
+} ig_finish;
+
+typedef struct ig_gen_stats {
+    int n_prompt;        /* prompt tokens evaluated (excluding reused prefix) */
+    int n_reused;        /* prompt tokens found already in the cache */
+    int n_generated;
+    double t_prompt, t_generate; /* seconds */
+    ig_finish finish;
+} ig_gen_stats;
+
+/* Called with each new piece of text; return false to stop. */
+typedef bool (*ig_gen_emit)(void *user, const char *text, size_t len);
+/* Called with each generated token id (optional). */
+typedef void (*ig_gen_token)(void *user, int32_t id);
+
+typedef struct ig_gen_io {
+    ig_gen_emit emit;
+    ig_gen_token on_token;
+    void *user;
+} ig_gen_io;
+
+/* history/n_history: the token ids the sequence currently holds (as fed by
+ * earlier calls), used to reuse the common prefix; may be NULL. On success
+ * the sequence holds prompt + generated tokens (except a final end token). */
+ig_status ig_generate(ig_context *ctx, int seq, const ig_tokenizer *tok, const int32_t *prompt,
+                      int n_prompt, const int32_t *history, int n_history,
+                      const ig_gen_params *params, const ig_gen_io *io, ig_gen_stats *stats);
+
+#endif
