@@ -22,11 +22,11 @@ typedef struct reader {
 static size_t rd_left(const reader *r) { return r->size - r->pos; }
 
 static ig_status rd_bytes(reader *r, size_t n, const uint8_t **out, const char *what) {
+    *out = r->data + r->pos; /* never read on failure, but keeps it defined */
     if (n > rd_left(r))
         return ig_fail(IG_ERR_FORMAT, "gguf: truncated file reading %s (need %zu bytes at offset %zu, "
                                       "%zu left)",
                        what, n, r->pos, rd_left(r));
-    *out = r->data + r->pos;
     r->pos += n;
     return IG_OK;
 }
@@ -57,6 +57,8 @@ static ig_status rd_u64(reader *r, uint64_t *v, const char *what) {
 
 static ig_status rd_str(reader *r, gguf_str *s, const char *what) {
     uint64_t len;
+    s->ptr = NULL;
+    s->len = 0;
     IG_TRY(rd_u64(r, &len, what));
     if (len > rd_left(r))
         return ig_fail(IG_ERR_FORMAT,
