@@ -1,11 +1,13 @@
 /* Weight types: the type table, and the scalar reference dequantizers,
  * quantizers and f32 dot product. Every block is copied out of the row with
- * memcpy before it is read (rows are only 2-byte aligned), and every float
- * expression below is written so that it performs exactly the float32
- * operations, in the order, of ggml's dequantize_row_* and gguf-py's numpy
- * code: one rounding per operation, no fused multiply-add (the build uses
- * ISO C mode, where GCC does not contract, and each product that must stay
- * rounded gets its own statement, which keeps clang from contracting). */
+ * memcpy before it is read (rows are only 2-byte aligned).
+ *
+ * The dequantizers perform the float32 operations of ggml's
+ * dequantize_row_* and gguf-py's numpy code in the same order. Note for
+ * optimised kernels: every product there is exact in float32 (an fp16 scale
+ * has 11 significant bits, sub-block scales <= 8 bits, quants <= 6 bits), so
+ * only the last operation rounds: d*q, (d*sc)*q and d*(sc*q) all agree, and
+ * (d*sc)*q - dmin*m may be fused into one FMA without changing a bit. */
 #include "quant/quant.h"
 #include "quant/quant_internal.h"
 

@@ -35,7 +35,8 @@ bool ig_dtype_row_bytes(ig_dtype type, int64_t n, size_t *out);
  * elements are ignored; an unknown type dequantizes to zeros and dots to 0).
  * ig_dequantize_row is bit-exact with ggml's dequantize_row_* and with
  * gguf-py's gguf.quants.dequantize: the same float32 operations in the same
- * order (d*sc computed first, then *q, then - dmin*m), never fused.
+ * order (d*sc, then *q, then - dmin*m; the products are exact in float32,
+ * so only the final subtraction rounds and an FMA gives the same bits).
  * ig_vec_dot_ref dequantizes 256 elements at a time and accumulates in
  * double, so it equals the dot of the dequantized row with x to within one
  * final rounding to float. */
