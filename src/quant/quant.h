@@ -45,7 +45,10 @@ float ig_vec_dot_ref(ig_dtype type, const void *row, const float *x, int64_t n);
 
 /* Quantize n floats into type (reference, round-to-nearest). Available for
  * F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K; used by tests and by
- * `ignis synth`. */
+ * `ignis synth`. F16, BF16, Q8_0, Q4_0 and Q5_0 are byte-exact with ggml's
+ * quantize_row_*_ref (and gguf-py). The K-quants pick their scales directly
+ * (rounded up, no iterative search as in llama.cpp), so every value is
+ * within half a quantization step of its input. */
 void ig_quantize_row(ig_dtype type, const float *src, void *dst, int64_t n);
 
 /* Half-precision conversions (IEEE binary16 and bfloat16), round to nearest

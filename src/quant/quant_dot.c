@@ -167,7 +167,8 @@ float ig_vec_dot_q6_K_q8_K(const void *row, const ig_block_q8_K *xq, int64_t n) 
         int32_t isum = 0;
         for (int j = 0; j < 16; j++) {
             int32_t s = 0;
-            for (int l = 0; l < 16; l++) s += (ig_q6_K_get(&b, 16 * j + l) - 32) * a->qs[16 * j + l];
+            for (int l = 0; l < 16; l++)
+                s += (ig_q6_K_get(&b, 16 * j + l) - 32) * a->qs[16 * j + l];
             isum += (int32_t)b.scales[j] * s;
         }
         const float d = ig_f16_to_f32(b.d) * a->d;

@@ -410,7 +410,9 @@ static int check_roundtrip(ig_dtype type, const float *x, const float *y, int64_
             case IG_TYPE_BF16: bound = fabs(xb[i]) * 0x1p-8; break;
             /* The fp16 scales carry a relative error of 2^-11 and, near
              * zero, an absolute one of 2^-25 (half the least subnormal). */
-            case IG_TYPE_Q8_0: bound = amax * (0.5 / 127 + 1.0 / 2048) * 1.001 + 127 * 0x1p-25; break;
+            case IG_TYPE_Q8_0:
+                bound = amax * (0.5 / 127 + 1.0 / 2048) * 1.001 + 127 * 0x1p-25;
+                break;
             case IG_TYPE_Q4_0:
             case IG_TYPE_Q5_0: {
                 /* Half a step, a whole one for values near -max (clipped to
@@ -449,13 +451,15 @@ static int check_roundtrip(ig_dtype type, const float *x, const float *y, int64_
                 const int64_t s0 = i / 16 * 16;
                 double samax = 0.0;
                 for (int64_t j = s0; j < s0 + 16; j++) samax = fmax(samax, fabs(xb[j]));
-                bound = 0.5 * (samax / 31.0 + amax / (31.0 * 127.0) * 1.001 + 0x1p-24) + 1e-6 * amax;
+                bound = 0.5 * (samax / 31.0 + amax / (31.0 * 127.0) * 1.001 + 0x1p-24) +
+                        1e-6 * amax;
                 break;
             }
             }
             if (!(err <= bound)) {
                 if (bad < 5)
-                    ig_test_fail_at(__FILE__, __LINE__, "%s: x[%lld] = %.9g -> %.9g, err %.3g > %.3g",
+                    ig_test_fail_at(__FILE__, __LINE__,
+                                    "%s: x[%lld] = %.9g -> %.9g, err %.3g > %.3g",
                                     ig_dtype_name(type), (long long)(b0 + i), (double)xb[i],
                                     (double)yb[i], err, bound);
                 bad++;
@@ -632,7 +636,8 @@ static void unpack_block(ig_dtype type, const uint8_t *b, int *q, int *sc, int *
         }
         break;
     case IG_TYPE_Q5_0: {
-        const uint32_t qh = b[2] | (uint32_t)b[3] << 8 | (uint32_t)b[4] << 16 | (uint32_t)b[5] << 24;
+        const uint32_t qh =
+            b[2] | (uint32_t)b[3] << 8 | (uint32_t)b[4] << 16 | (uint32_t)b[5] << 24;
         for (int j = 0; j < 16; j++) {
             q[j] = (int)((b[6 + j] & 15) | ((qh >> j) & 1) << 4) - 16;
             q[j + 16] = (int)((b[6 + j] >> 4) | ((qh >> (j + 16)) & 1) << 4) - 16;
