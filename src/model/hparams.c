@@ -232,6 +232,14 @@ ig_status hparams_from_gguf(const gguf_file *f, ig_hparams *hp) {
         hp->attn_scale = 1.0f / sqrtf((float)(hp->n_embd / hp->n_head));
     else
         hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+    /* An explicit scale (written by converters of models whose
+     * query_pre_attn_scalar is not what llama.cpp derives) wins. */
+    if (gguf_find(f, "gemma3.attention.scale")) {
+        float scale;
+        if (!gguf_get_f32(f, "gemma3.attention.scale", &scale) || !(scale > 0) || !isfinite(scale))
+            return ig_fail(IG_ERR_FORMAT, "gemma3.attention.scale must be a positive float");
+        hp->attn_scale = scale;
+    }
 
     const void *arr;
     uint64_t n_tok;

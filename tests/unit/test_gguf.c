@@ -639,6 +639,7 @@ typedef struct gemma_opts {
     float scaling_factor;     /* 0: absent */
     float freq_base_swa;      /* 0: absent */
     float softcap;            /* 0: absent */
+    float attn_scale;         /* 0: absent; < 0: written as a string */
     bool with_tokens;
 } gemma_opts;
 
@@ -673,6 +674,8 @@ static uint8_t *build_gemma(const gemma_opts *o, size_t *size) {
     if (o->scaling_factor != 0) kv_f32(&m, "gemma3.rope.scaling.factor", o->scaling_factor), n_kv++;
     if (o->freq_base_swa != 0) kv_f32(&m, "gemma3.rope.freq_base_swa", o->freq_base_swa), n_kv++;
     if (o->softcap != 0) kv_f32(&m, "gemma3.final_logit_softcapping", o->softcap), n_kv++;
+    if (o->attn_scale > 0) kv_f32(&m, "gemma3.attention.scale", o->attn_scale), n_kv++;
+    if (o->attn_scale < 0) kv_str(&m, "gemma3.attention.scale", "0.1"), n_kv++;
     if (o->with_tokens) {
         gb_key(&m, "tokenizer.ggml.tokens", GGUF_TYPE_ARRAY);
         gb_u32(&m, GGUF_TYPE_STRING);
@@ -794,7 +797,15 @@ IG_TEST(gguf_hparams_rope_scaling_and_27b_scale) {
     CHECK_EQ_INT(hp.layer_is_swa[60], 1);
     CHECK_EQ_INT(hp.layer_is_swa[61], 1);
 
-    /* too many layers; bool array of the wrong length */
+    /* an explicit gemma3.attention.scale wins over both derivations */
+    o62.attn_scale = 0.125f;
+    REQUIRE_OK(gemma_hparams(&o62, &hp));
+    CHECK_NEAR(hp.attn_scale, 0.125, 0);
+    o62.attn_scale = -1;
+    CHECK_STATUS(gemma_hparams(&o62, &hp), IG_ERR_FORMAT);
+    CHECK(strstr(ig_last_error(), "gemma3.attention.scale") != NULL);
+
+    /* too many layers */
     gemma_opts big = {.n_layer = IG_MAX_LAYERS + 1, .sliding_window = 8};
     CHECK_STATUS(gemma_hparams(&big, &hp), IG_ERR_UNSUPPORTED);
     CHECK(strstr(ig_last_error(), "block_count") != NULL);
