@@ -1,13 +1,16 @@
 /* Token sampler: logit bias, repetition/presence/frequency penalties, then
  * greedy or top-k -> temperature softmax -> top-p -> min-p -> seeded draw.
  *
- * Cost per token is O(V) with no full sort of the vocabulary:
- *  - small top-k (<= HEAP_TOPK_MAX): a size-k heap fused into the scan;
- *  - larger top-k: quickselect (expected linear);
- *  - top-p: tokens that provably lie outside the nucleus (p_i < (1-p)/N) are
- *    dropped first, then the nucleus boundary is found by a mass-guided
- *    quickselect, so only the nucleus itself is ever partitioned.
- * Candidates are ordered by (logit desc, id asc); this strict total order
+ * Cost per token is O(V) with no sort of the vocabulary. Work happens on
+ * x = (logit - max) / temperature <= 0 and w = exp(x) (vectorised exp):
+ *  - top-k <= HEAP_TOPK_MAX: a size-k heap fused into one scan;
+ *  - larger top-k: a histogram of x finds the bucket holding the k-th token,
+ *    only tokens down to that bucket are collected, then quickselect;
+ *  - top-p without top-k: one pass sums w per x-bucket; the bucket where
+ *    the cumulative mass reaches p bounds the nucleus, only tokens down to
+ *    it are collected, and a mass-guided quickselect finds the exact cut;
+ *  - min-p is a threshold on w (w_max = 1), applied while collecting.
+ * Candidates are ordered by (x desc, id asc); this strict total order
  * defines top-k and top-p ties (lower ids win). */
 #include "core/util.h"
 
@@ -22,8 +25,12 @@
  * weights are only good to ~1e-7, and a set whose mass is exactly p (0.5 +
  * 0.3 for p = 0.8) should count as reaching it. */
 #define TOP_P_REL_EPS 1e-6
-/* Top-k up to this size uses a heap during the scan, larger k quickselect. */
+/* Top-k up to this size uses a heap during the scan, larger k a histogram. */
 #define HEAP_TOPK_MAX 1024
+/* Histogram buckets over x in [X_MIN, 0]: bucket = trunc(-x * HB_SCALE). */
+#define HB_SCALE 8.0f
+#define HB_N 697 /* -X_MIN * HB_SCALE + 1 */
+#define HB_LANES 4
 
 typedef struct ig_cand {
     float x; /* (logit - max) / temperature, <= 0 */
@@ -38,6 +45,8 @@ struct ig_sampler {
 
     float *work;   /* n_vocab: processed logits */
     ig_cand *cand; /* n_vocab */
+    double hist_mass[HB_LANES][HB_N];  /* per-lane copies break store chains */
+    uint32_t hist_count[HB_LANES][HB_N];
 
     /* Logit bias, one entry per token (the last entry given for a token wins). */
     int32_t *bias_ids;
@@ -88,6 +97,98 @@ static uint64_t xoshiro_next(uint64_t s[4]) {
 /* Uniform double in [0, 1) with 53 random bits. */
 static double rng_uniform(uint64_t s[4]) {
     return (double)(xoshiro_next(s) >> 11) * 0x1.0p-53;
+}
+
+/* ---- exp for x <= 0 (4 lanes, GCC/Clang vector extensions) ----------------- */
+
+typedef float ig_v4f __attribute__((vector_size(16)));
+typedef int32_t ig_v4i __attribute__((vector_size(16)));
+#define IG_V4(c) ((ig_v4f){(c), (c), (c), (c)})
+
+/* exp(x) for x in [X_MIN, 0] to ~1e-7 relative (Cody-Waite reduction by
+ * ln 2 and a degree-7 polynomial, Cephes' expf coefficients); x < X_MIN,
+ * -inf and NaN give 0. Larger x are not supported (x <= 0 here always). */
+static inline ig_v4f v_exp_le0(ig_v4f x) {
+    ig_v4i ok = x >= IG_V4(X_MIN);
+    x = (ig_v4f)(((ig_v4i)x & ok) | ((ig_v4i)IG_V4(X_MIN) & ~ok));
+    ig_v4f t = x * IG_V4(1.44269504088896341f);
+    ig_v4f n = (t + IG_V4(12582912.0f)) - IG_V4(12582912.0f); /* round to nearest */
+    ig_v4f r = x - n * IG_V4(0.693359375f);
+    r = r - n * IG_V4(-2.12194440e-4f);
+    ig_v4f q = IG_V4(1.9875691500e-4f);
+    q = q * r + IG_V4(1.3981999507e-3f);
+    q = q * r + IG_V4(8.3334519073e-3f);
+    q = q * r + IG_V4(4.1665795894e-2f);
+    q = q * r + IG_V4(1.6666665459e-1f);
+    q = q * r + IG_V4(5.0000001201e-1f);
+    q = q * r * r + r + IG_V4(1.0f);
+    ig_v4i e2 = (__builtin_convertvector(n, ig_v4i) + 127) << 23; /* 2^n, n >= -126 */
+    return (ig_v4f)((ig_v4i)(q * (ig_v4f)e2) & ok);
+}
+
+/* The scalar form, bit-identical to a lane of v_exp_le0. */
+static inline float exp_le0(float x) { return v_exp_le0(IG_V4(x))[0]; }
+
+static inline ig_v4f v_load(const float *p) {
+    ig_v4f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* x clamped into [X_MIN, 0] (NaN -> X_MIN) and its histogram bucket. */
+static inline ig_v4i v_bucket(ig_v4f x) {
+    ig_v4i ok = x >= IG_V4(X_MIN);
+    x = (ig_v4f)(((ig_v4i)x & ok) | ((ig_v4i)IG_V4(X_MIN) & ~ok));
+    return __builtin_convertvector(-x * IG_V4(HB_SCALE), ig_v4i);
+}
+
+static inline int32_t bucket_of(float x) { return v_bucket(IG_V4(x))[0]; }
+
+/* sum of exp((p[i] - m) * inv_t) over 16 floats, in a fixed order. */
+static inline float block16_sum(const float *p, ig_v4f vm, ig_v4f vt) {
+    ig_v4f a = v_exp_le0((v_load(p) - vm) * vt);
+    ig_v4f b = v_exp_le0((v_load(p + 4) - vm) * vt);
+    ig_v4f c = v_exp_le0((v_load(p + 8) - vm) * vt);
+    ig_v4f d = v_exp_le0((v_load(p + 12) - vm) * vt);
+    ig_v4f sum = (a + b) + (c + d);
+    return (sum[0] + sum[1]) + (sum[2] + sum[3]);
+}
+
+/* sum over i of exp((src[i] - m) * inv_t), src[i] <= m (NaN counts 0). */
+static double sum_exp_le0(const float *src, size_t n, float m, float inv_t) {
+    ig_v4f vm = IG_V4(m), vt = IG_V4(inv_t);
+    double z = 0.0;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) z += (double)block16_sum(src + i, vm, vt);
+    for (; i < n; i++) z += exp_le0((src[i] - m) * inv_t);
+    return z;
+}
+
+/* Draws from softmax((src - m) * inv_t) over all of src[0, n) with u in
+ * [0, 1), without building candidates: the total, then a scan that adds
+ * the very same block sums in the same order, so the running sum reaches
+ * u * total inside the array. -1 only if rounding defeats that. */
+static int32_t draw_all(const float *src, size_t n, float m, float inv_t, double u) {
+    ig_v4f vm = IG_V4(m), vt = IG_V4(inv_t);
+    double r = u * sum_exp_le0(src, n, m, inv_t);
+    double acc = 0.0;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        double next = acc + (double)block16_sum(src + i, vm, vt);
+        if (r < next) break; /* the token lies in this block */
+        acc = next;
+    }
+    /* Either the block at i holds the token, or it is in the tail. */
+    size_t end = IG_MIN(i + 16, n);
+    int32_t last = -1;
+    for (; i < end; i++) {
+        float w = exp_le0((src[i] - m) * inv_t);
+        if (!(w > 0.0f)) continue;
+        last = (int32_t)i;
+        acc += w;
+        if (r < acc) return (int32_t)i;
+    }
+    return last; /* r within rounding of the block's end */
 }
 
 /* ---- Logit processing ------------------------------------------------------ */
@@ -263,42 +364,147 @@ static void heap_sift_up(ig_cand *h, size_t i) {
 
 /* ---- Candidate construction ------------------------------------------------ */
 
+/* The logits the filters read: the caller's array when there is nothing to
+ * modify (NaN then drops out through failed comparisons), else s->work. */
+static const float *processed_logits(ig_sampler *s, const float *logits) {
+    if (s->n_bias == 0 && (!s->pen_on || s->n_distinct == 0)) return logits;
+    fill_processed(s, logits, s->work);
+    return s->work;
+}
+
+/* Largest value of src[0, n), NaN ignored (-inf if there is none). */
+static float max_of(const float *src, size_t n) {
+    ig_v4f vm = IG_V4(-INFINITY);
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        ig_v4f v = v_load(src + i);
+        ig_v4i gt = v > vm; /* false for NaN */
+        vm = (ig_v4f)(((ig_v4i)v & gt) | ((ig_v4i)vm & ~gt));
+    }
+    float m = -INFINITY;
+    for (int j = 0; j < 4; j++) m = vm[j] > m ? vm[j] : m;
+    for (; i < n; i++) m = src[i] > m ? src[i] : m;
+    return m;
+}
+
+/* Fills s->hist_mass with the sum of w per bucket; returns the total. */
+static double hist_mass_pass(ig_sampler *s, const float *src, size_t V, float m, float inv_t) {
+    memset(s->hist_mass, 0, sizeof s->hist_mass);
+    ig_v4f vm = IG_V4(m), vt = IG_V4(inv_t);
+    size_t i = 0;
+    for (; i + 4 <= V; i += 4) {
+        ig_v4f x = (v_load(src + i) - vm) * vt;
+        ig_v4f w = v_exp_le0(x);
+        ig_v4i b = v_bucket(x);
+        for (int j = 0; j < HB_LANES; j++) s->hist_mass[j][b[j]] += w[j];
+    }
+    for (; i < V; i++) {
+        float x = (src[i] - m) * inv_t;
+        s->hist_mass[0][bucket_of(x)] += exp_le0(x);
+    }
+    double z = 0.0;
+    for (int b = 0; b < HB_N; b++)
+        for (int j = 0; j < HB_LANES; j++) z += s->hist_mass[j][b];
+    return z;
+}
+
+/* Fills s->hist_count with the number of tokens (x >= X_MIN) per bucket. */
+static void hist_count_pass(ig_sampler *s, const float *src, size_t V, float m, float inv_t) {
+    memset(s->hist_count, 0, sizeof s->hist_count);
+    ig_v4f vm = IG_V4(m), vt = IG_V4(inv_t);
+    size_t i = 0;
+    for (; i + 4 <= V; i += 4) {
+        ig_v4f x = (v_load(src + i) - vm) * vt;
+        ig_v4i ok = x >= IG_V4(X_MIN);
+        ig_v4i b = v_bucket(x);
+        for (int j = 0; j < HB_LANES; j++) s->hist_count[j][b[j]] += ok[j] & 1;
+    }
+    for (; i < V; i++) {
+        float x = (src[i] - m) * inv_t;
+        if (x >= X_MIN) s->hist_count[0][bucket_of(x)]++;
+    }
+}
+
+/* Collects the tokens with x >= X_MIN, w >= wthr and bucket <= bmax into
+ * c (capacity V); returns the count. Tokens of bucket < bsure come first,
+ * *n_sure of them, then the rest. Blocks with no lane above a (slightly
+ * loose) x bound are skipped after one vector compare. */
+static size_t collect(const float *src, size_t V, float m, float inv_t, float wthr, int32_t bsure,
+                      int32_t bmax, ig_cand *c, size_t *n_sure) {
+    float xcut = X_MIN;
+    if (wthr > 0.0f) xcut = IG_MAX(xcut, logf(wthr) - 1e-3f);
+    if (bmax < HB_N - 1) xcut = IG_MAX(xcut, -(float)(bmax + 1) / HB_SCALE - 1e-3f);
+    ig_v4f vm = IG_V4(m), vt = IG_V4(inv_t), vc = IG_V4(xcut);
+    size_t front = 0, back = V; /* front grows up, the rest grows down from V */
+    size_t i = 0;
+    for (; i + 4 <= V; i += 4) {
+        ig_v4f x = (v_load(src + i) - vm) * vt;
+        ig_v4i hit = x >= vc;
+        if (!(hit[0] | hit[1] | hit[2] | hit[3])) continue;
+        ig_v4f w = v_exp_le0(x);
+        ig_v4i b = v_bucket(x);
+        /* Branch-free: both slots are free (front < back while i < V). */
+        ig_v4i keep = hit & (w > IG_V4(0.0f)) & (w >= IG_V4(wthr)) & (b <= bmax);
+        ig_v4i sure = keep & (b < bsure);
+        for (int j = 0; j < 4; j++) {
+            ig_cand e = {.x = x[j], .w = w[j], .id = (int32_t)(i + (size_t)j)};
+            c[front] = e;
+            c[back - 1] = e;
+            front += (size_t)(sure[j] & 1);
+            back -= (size_t)((keep[j] & ~sure[j]) & 1);
+        }
+    }
+    for (; i < V; i++) {
+        float x = (src[i] - m) * inv_t;
+        if (!(x >= xcut)) continue;
+        float w = exp_le0(x);
+        int32_t b = bucket_of(x);
+        if (!(w > 0.0f && w >= wthr && b <= bmax)) continue;
+        ig_cand e = {.x = x, .w = w, .id = (int32_t)i};
+        if (b < bsure) c[front++] = e;
+        else c[--back] = e;
+    }
+    if (back < V) memmove(c + front, c + back, (V - back) * sizeof *c);
+    *n_sure = front;
+    return front + (V - back);
+}
+
 /* Builds the final candidate set in s->cand with unnormalised weights w.
  * Returns the count, or 0 when every processed logit is -inf. */
 static size_t build_candidates(ig_sampler *s, const float *logits) {
     const ig_sampler_params *p = &s->p;
-    float *work = s->work;
     ig_cand *c = s->cand;
     size_t V = (size_t)s->n_vocab;
+    const float *src = processed_logits(s, logits);
 
-    fill_processed(s, logits, work);
-    float m = -INFINITY;
-    size_t arg = 0;
-    for (size_t i = 0; i < V; i++) {
-        if (work[i] > m) {
-            m = work[i];
-            arg = i;
-        }
-    }
+    float m = max_of(src, V);
     if (m == -INFINITY) return 0;
     if (p->temperature <= 0.0f) {
+        size_t arg = 0;
+        while (src[arg] != m) arg++; /* the lowest id holding the max */
         c[0] = (ig_cand){.x = 0.0f, .w = 1.0f, .id = (int32_t)arg};
         return 1;
     }
 
-    size_t k = p->top_k > 0 ? (size_t)p->top_k : V;
+    size_t k = p->top_k > 0 && (size_t)p->top_k < V ? (size_t)p->top_k : V;
+    float inv_t = inv_temperature(p->temperature);
+    bool use_p = p->top_p < 1.0f;
+    /* min-p keeps w >= min_p * w_max, and w_max = exp(0) = 1. */
+    float min_p_thr = p->min_p > 0.0f ? IG_MIN(p->min_p, 1.0f) : 0.0f;
     size_t n = 0;
+    double z = 0.0; /* mass of the top-k set, before top-p / min-p */
+
     if (m == INFINITY) {
         /* The limit distribution: uniform over the +inf tokens. */
-        for (size_t i = arg; i < V && n < k; i++)
-            if (work[i] == INFINITY) c[n++] = (ig_cand){.x = 0.0f, .w = 1.0f, .id = (int32_t)i};
-    } else if (k <= HEAP_TOPK_MAX && k < V) {
-        float inv_t = inv_temperature(p->temperature);
+        for (size_t i = 0; i < V && n < k; i++)
+            if (src[i] == INFINITY) c[n++] = (ig_cand){.x = 0.0f, .w = 1.0f, .id = (int32_t)i};
+        z = (double)n;
+    } else if (k <= HEAP_TOPK_MAX) {
         /* Heap of the k best logits, fused into the scan; ids rise, so a later
          * equal logit is worse and only a strictly larger one enters. */
         float root = -INFINITY;
         for (size_t i = 0; i < V; i++) {
-            float l = work[i];
+            float l = src[i];
             if (!(l > root)) continue;
             ig_cand e = {.x = l, .w = 0.0f, .id = (int32_t)i};
             if (n < k) {
@@ -315,40 +521,80 @@ static size_t build_candidates(ig_sampler *s, const float *logits) {
         size_t j = 0;
         for (size_t i = 0; i < n; i++) {
             float x = (c[i].x - m) * inv_t;
-            if (x >= X_MIN) c[j++] = (ig_cand){.x = x, .w = expf(x), .id = c[i].id};
+            float w = exp_le0(x);
+            if (w > 0.0f) {
+                c[j++] = (ig_cand){.x = x, .w = w, .id = c[i].id};
+                z += w;
+            }
         }
         n = j;
-    } else {
-        float inv_t = inv_temperature(p->temperature);
-        for (size_t i = 0; i < V; i++) {
-            float x = (work[i] - m) * inv_t;
-            if (x >= X_MIN) c[n++] = (ig_cand){.x = x, .w = 0.0f, .id = (int32_t)i};
+    } else if (k < V) {
+        /* The bucket holding the k-th best token bounds the top-k set; the
+         * buckets above it lie wholly inside, only that one needs selecting. */
+        hist_count_pass(s, src, V, m, inv_t);
+        int32_t bmax = HB_N - 1;
+        uint64_t cum = 0;
+        for (int32_t b = 0; b < HB_N; b++) {
+            for (int j = 0; j < HB_LANES; j++) cum += s->hist_count[j][b];
+            if (cum >= k) {
+                bmax = b;
+                break;
+            }
         }
-        cand_select_top(c, n, k);
-        if (k < n) n = k;
-        for (size_t i = 0; i < n; i++) c[i].w = expf(c[i].x);
+        size_t n_sure;
+        n = collect(src, V, m, inv_t, 0.0f, bmax, bmax, c, &n_sure);
+        if (n > k) {
+            cand_select_top(c + n_sure, n - n_sure, k - n_sure);
+            n = k;
+        }
+        for (size_t i = 0; i < n; i++) z += c[i].w;
+    } else if (use_p && p->top_p > 0.0f) {
+        /* Nucleus without top-k, from the mass per bucket: buckets whose
+         * cumulative mass stays below the target (with a margin for rounding)
+         * lie wholly inside; the first bucket where it reaches the target
+         * (again with a margin) bounds it, as every token below has at least
+         * the target mass before it. Only the boundary buckets need an exact
+         * cut. min-p, like the nucleus, keeps a prefix of the candidate
+         * order, so applying it while collecting (with the nucleus target
+         * still from the full z) equals top-p followed by min-p: when it
+         * drops a surely-inside token, it drops all boundary ones too. */
+        z = hist_mass_pass(s, src, V, m, inv_t);
+        double target = (double)p->top_p * z * (1.0 - TOP_P_REL_EPS);
+        int32_t bsure = 0, bmax = HB_N - 1;
+        double cum = 0.0;
+        for (int32_t b = 0; b < HB_N; b++) {
+            for (int j = 0; j < HB_LANES; j++) cum += s->hist_mass[j][b];
+            if (cum < target * (1.0 - 1e-5)) bsure = b + 1;
+            if (cum >= target * (1.0 + 1e-5)) {
+                bmax = b;
+                break;
+            }
+        }
+        size_t n_sure;
+        n = collect(src, V, m, inv_t, min_p_thr, bsure, bmax, c, &n_sure);
+        if (n == n_sure) return n;
+        double acc = 0.0;
+        for (size_t i = 0; i < n_sure; i++) acc += c[i].w;
+        return n_sure + cand_nucleus(c + n_sure, n - n_sure, target - acc);
+    } else if (use_p) {
+        /* top_p <= 0: the single best token. */
+        size_t n_sure;
+        n = collect(src, V, m, inv_t, 1.0f, HB_N, HB_N - 1, c, &n_sure); /* the max (ties) */
+        c[0] = c[cand_best(c, n)];
+        return 1;
+    } else {
+        size_t n_sure;
+        return collect(src, V, m, inv_t, min_p_thr, HB_N, HB_N - 1, c, &n_sure);
     }
 
-    /* min-p keeps w >= min_p * w_max and w_max = exp(0) = 1. */
-    float min_p_thr = p->min_p > 0.0f ? IG_MIN(p->min_p, 1.0f) : 0.0f;
-    if (p->top_p < 1.0f) {
-        if (p->top_p <= 0.0f) {
-            c[0] = c[cand_best(c, n)];
-            return 1;
-        }
-        double z = 0.0;
-        for (size_t i = 0; i < n; i++) z += c[i].w;
-        /* A token with p_i < (1-p)/n has at most n tokens from it onwards, of
-         * total mass < 1-p, so it is outside the nucleus; halved for rounding.
-         * min-p keeps a prefix too, so applying it here equals applying it to
-         * the nucleus afterwards (the nucleus mass still uses the full z). */
-        float tail_thr = (float)((1.0 - (double)p->top_p) * z / (double)n * 0.5);
-        n = cand_compact(c, n, IG_MAX(tail_thr, min_p_thr));
-        n = cand_nucleus(c, n, (double)p->top_p * z * (1.0 - TOP_P_REL_EPS));
-    } else if (min_p_thr > 0.0f) {
-        n = cand_compact(c, n, min_p_thr);
+    /* c[0, n) is the top-k set, z its mass. */
+    if (use_p && p->top_p <= 0.0f) {
+        c[0] = c[cand_best(c, n)];
+        return 1;
     }
-    return (int)n;
+    if (min_p_thr > 0.0f) n = cand_compact(c, n, min_p_thr);
+    if (use_p) n = cand_nucleus(c, n, (double)p->top_p * z * (1.0 - TOP_P_REL_EPS));
+    return n;
 }
 
 /* ---- Public API ------------------------------------------------------------ */
@@ -485,6 +731,21 @@ int ig_sampler_debug_candidates(ig_sampler *s, const float *logits, int32_t *ids
 
 int32_t ig_sampler_sample(ig_sampler *s, const float *logits) {
     if (!s || !logits) return -1;
+    const ig_sampler_params *p = &s->p;
+    if (p->temperature > 0.0f && (p->top_k <= 0 || p->top_k >= s->n_vocab) && p->top_p >= 1.0f &&
+        p->min_p <= 0.0f) {
+        /* Plain softmax: draw straight from the logits, no candidate list. */
+        const float *src = processed_logits(s, logits);
+        float m = max_of(src, (size_t)s->n_vocab);
+        if (isfinite(m)) {
+            double u = rng_uniform(s->rng);
+            int32_t t = draw_all(src, (size_t)s->n_vocab, m, inv_temperature(p->temperature), u);
+            if (t >= 0) return t;
+            t = 0;
+            while (src[t] != m) t++;
+            return t;
+        }
+    }
     size_t n = build_candidates(s, logits);
     if (n == 0) return raw_argmax(s, logits);
     if (s->p.temperature <= 0.0f) return s->cand[0].id;
@@ -547,8 +808,7 @@ void ig_sampler_logprobs(const ig_sampler *s, const float *logits, float *out) {
     if (!s || !logits || !out) return;
     int V = s->n_vocab;
     fill_processed(s, logits, out);
-    float m = -INFINITY;
-    for (int i = 0; i < V; i++) m = out[i] > m ? out[i] : m;
+    float m = max_of(out, (size_t)V);
     if (m == -INFINITY) {
         /* sample() then returns the raw argmax with certainty. */
         int32_t t = raw_argmax(s, logits);
@@ -564,11 +824,8 @@ void ig_sampler_logprobs(const ig_sampler *s, const float *logits, float *out) {
         return;
     }
     float inv_t = inv_temperature(s->p.temperature);
-    double z = 0.0;
-    for (int i = 0; i < V; i++) {
-        out[i] = (out[i] - m) * inv_t;
-        z += expf(out[i]);
-    }
+    double z = sum_exp_le0(out, (size_t)V, m, inv_t);
+    for (int i = 0; i < V; i++) out[i] = (out[i] - m) * inv_t;
     float log_z = (float)log(z);
     for (int i = 0; i < V; i++) out[i] -= log_z;
 }
@@ -613,11 +870,18 @@ int ig_sampler_top_logprobs(const ig_sampler *s, const float *logits, int k, int
     int V = s->n_vocab;
     if (k > V) k = V;
     if (k == 0) return 0;
+    /* Without bias or penalties the raw logits are read directly (vector
+     * sum); otherwise each token is processed on the fly (no scratch). */
+    bool plain = s->n_bias == 0 && (!s->pen_on || s->n_distinct == 0);
 
     float m = -INFINITY;
-    for (int i = 0; i < V; i++) {
-        float v = processed_one(s, logits, i);
-        if (v > m) m = v;
+    if (plain) {
+        m = max_of(logits, (size_t)V);
+    } else {
+        for (int i = 0; i < V; i++) {
+            float v = processed_one(s, logits, i);
+            m = v > m ? v : m;
+        }
     }
     if (m == -INFINITY) {
         ids[0] = raw_argmax(s, logits);
@@ -625,18 +889,25 @@ int ig_sampler_top_logprobs(const ig_sampler *s, const float *logits, int k, int
         return 1;
     }
     float inv_t = inv_temperature(s->p.temperature);
+    double z = 0.0;
+    if (m == INFINITY) {
+        for (int i = 0; i < V; i++)
+            z += (plain ? logits[i] : processed_one(s, logits, i)) == INFINITY;
+    } else if (plain) {
+        z = sum_exp_le0(logits, (size_t)V, m, inv_t);
+    } else {
+        for (int i = 0; i < V; i++) z += exp_le0((processed_one(s, logits, i) - m) * inv_t);
+    }
 
     /* A heap of the k best (root = worst kept) held in ids[] / logprobs[]
      * (x values for now); ids rise, so only a strictly larger x enters. */
-    double z = 0.0;
     size_t n = 0, kk = (size_t)k;
     for (int i = 0; i < V; i++) {
-        float v = processed_one(s, logits, i);
+        float v = plain ? logits[i] : processed_one(s, logits, i);
         float x;
         if (m == INFINITY) x = v == INFINITY ? 0.0f : -INFINITY;
         else x = (v - m) * inv_t;
-        if (x == -INFINITY) continue;
-        z += (double)expf(x);
+        if (!(x > -INFINITY)) continue; /* -inf or NaN: probability 0 */
         if (n < kk) {
             ids[n] = i;
             logprobs[n] = x;

@@ -160,6 +160,37 @@ IG_TEST(sampler_softmax_statistics) {
     }
 }
 
+/* Plain softmax (no filters) draws straight from the logits in blocks of
+ * 16; 50 tokens = 3 blocks + a tail of 2, with NaN, -inf and a ban mixed in. */
+IG_TEST(sampler_plain_softmax_statistics) {
+    enum { V = 50 };
+    float logits[V + 3];
+    uint64_t st = 5;
+    for (int i = 0; i < V + 3; i++) logits[i] = t_normal(&st) * 0.8f;
+    logits[3] = NAN;
+    logits[20] = -INFINITY;
+    logits[V - 1] = 2.5f; /* tail token */
+    logits[V] = 50.0f;    /* beyond n_vocab_real */
+    ig_logit_bias ban = {33, -100.0f};
+    ig_sampler_params p = t_params(1.3f, 0, 1.0f, 0.0f, 77);
+    p.logit_bias = &ban;
+    p.n_logit_bias = 1;
+    ig_sampler *s = NULL;
+    REQUIRE_OK(ig_sampler_create(&p, V, &s));
+    double probs[V], z = 0;
+    for (int i = 0; i < V; i++) {
+        bool out = i == 3 || i == 20 || i == 33;
+        probs[i] = out ? 0.0 : exp(logits[i] / 1.3);
+        z += probs[i];
+    }
+    for (int i = 0; i < V; i++) probs[i] /= z;
+    const int draws = 200000;
+    static int counts[V];
+    t_count_draws(s, logits, V, draws, counts);
+    t_check_freqs(counts, probs, V, draws);
+    ig_sampler_free(s);
+}
+
 /* ---- top-k / top-p / min-p ------------------------------------------------------ */
 
 IG_TEST(sampler_top_k_one_equals_greedy) {
@@ -288,9 +319,14 @@ static int t_reference(const float *logits, int V, const ig_sampler_params *p, d
     float m = -INFINITY;
     for (int i = 0; i < V; i++) m = logits[i] > m ? logits[i] : m;
     float inv_t = 1.0f / p->temperature;
-    for (int i = 0; i < V; i++) r[i] = (t_ref){(logits[i] - m) * inv_t, i};
+    int n_pos = 0; /* tokens of non-zero probability */
+    for (int i = 0; i < V; i++) {
+        float x = isnan(logits[i]) ? -INFINITY : (logits[i] - m) * inv_t;
+        r[i] = (t_ref){x, i};
+        n_pos += x > -INFINITY;
+    }
     qsort(r, (size_t)V, sizeof *r, t_ref_cmp);
-    int n = V;
+    int n = n_pos;
     if (p->top_k > 0 && p->top_k < n) n = p->top_k;
     double z = 0;
     for (int i = 0; i < n; i++) z += exp(r[i].x);
@@ -325,29 +361,63 @@ IG_TEST(sampler_matches_reference_large_vocab) {
     float *probs = ig_calloc_array((size_t)V, sizeof *probs);
     uint8_t *seen = ig_calloc_array((size_t)V, 1);
     REQUIRE(logits && ref && ids && probs && seen);
+    float *mod = ig_calloc_array((size_t)V, sizeof *mod);
+    REQUIRE(mod);
     struct {
         float t;
         int k;
         float p, min_p, scale;
-        bool quantise;
+        bool quantise, mods;
     } cases[] = {
-        {1.0f, 40, 0.95f, 0.0f, 3.0f, false},   {1.0f, 0, 0.9f, 0.0f, 3.0f, false},
-        {0.7f, 0, 0.99f, 0.0f, 1.0f, false},    {1.0f, 5000, 0.9f, 0.01f, 1.0f, false},
-        {1.0f, 0, 1.0f, 0.05f, 2.0f, false},    {1.3f, 2000, 1.0f, 0.0f, 2.0f, false},
-        {1.0f, 64, 0.95f, 0.0f, 2.0f, true},    {1.0f, 0, 0.5f, 0.0f, 0.5f, true},
-        {1.0f, 3000, 0.95f, 0.02f, 1.0f, true}, {2.0f, 0, 0.999f, 0.0f, 0.3f, false},
+        {1.0f, 40, 0.95f, 0.0f, 3.0f, false, false},  {1.0f, 0, 0.9f, 0.0f, 3.0f, false, false},
+        {0.7f, 0, 0.99f, 0.0f, 1.0f, false, false},   {1.0f, 5000, 0.9f, 0.01f, 1.0f, false, false},
+        {1.0f, 0, 1.0f, 0.05f, 2.0f, false, false},   {1.3f, 2000, 1.0f, 0.0f, 2.0f, false, false},
+        {1.0f, 64, 0.95f, 0.0f, 2.0f, true, false},   {1.0f, 0, 0.5f, 0.0f, 0.5f, true, false},
+        {1.0f, 3000, 0.95f, 0.02f, 1.0f, true, false}, {2.0f, 0, 0.999f, 0.0f, 0.3f, false, false},
+        {1.0f, 0, 0.9f, 0.0f, 2.0f, false, true},     {0.8f, 50, 0.9f, 0.01f, 2.0f, true, true},
+        {1.0f, 0, 1.0f, 0.0f, 2.0f, false, true},     {1.0f, 1500, 0.97f, 0.0f, 1.5f, true, true},
     };
+    /* Bias and penalties (cases with mods): re-applied by hand for the
+     * reference. The accepted history: 1, 2, 2, 3, 9, 9, 9. */
+    const int32_t hist[7] = {1, 2, 2, 3, 9, 9, 9};
     uint64_t st = 2024;
     for (size_t c = 0; c < IG_ARRAY_LEN(cases); c++) {
         for (int i = 0; i < V; i++) {
             float v = t_normal(&st) * cases[c].scale;
             logits[i] = cases[c].quantise ? roundf(v * 4.0f) / 4.0f : v;
         }
+        logits[11] = NAN;
+        logits[12] = -INFINITY;
+        logits[13] = NAN;
         ig_sampler_params p =
             t_params(cases[c].t, cases[c].k, cases[c].p, cases[c].min_p, 1 + (uint64_t)c);
+        memcpy(mod, logits, sizeof *mod * (size_t)V);
+        int32_t top = 0;
+        for (int i = 0; i < V; i++)
+            if (logits[i] > logits[top]) top = i;
+        ig_logit_bias bias[3] = {{7, 6.0f}, {top, -100.0f}, {100, -INFINITY}};
+        if (cases[c].mods) {
+            p.logit_bias = bias;
+            p.n_logit_bias = 3;
+            p.repeat_penalty = 1.3f;
+            p.presence_penalty = 1.5f;
+            p.frequency_penalty = 0.5f;
+            p.penalty_last_n = -1;
+            mod[7] += 6.0f;
+            mod[top] = -INFINITY;
+            mod[100] = -INFINITY;
+            const int32_t cnt_ids[4] = {1, 2, 3, 9}, cnt[4] = {1, 2, 1, 3};
+            for (int j = 0; j < 4; j++) {
+                float l = mod[cnt_ids[j]];
+                l = l > 0 ? l / 1.3f : l * 1.3f;
+                mod[cnt_ids[j]] = l - (float)cnt[j] * 0.5f - 1.5f;
+            }
+        }
         ig_sampler *s = NULL;
         REQUIRE_OK(ig_sampler_create(&p, V, &s));
-        int n_ref = t_reference(logits, V, &p, ref);
+        if (cases[c].mods)
+            for (int j = 0; j < 7; j++) ig_sampler_accept(s, hist[j]);
+        int n_ref = t_reference(mod, V, &p, ref);
         REQUIRE(n_ref > 0);
         double t0 = ig_time_now();
         int n = ig_sampler_debug_candidates(s, logits, ids, probs);
@@ -375,6 +445,7 @@ IG_TEST(sampler_matches_reference_large_vocab) {
         ig_sampler_free(s);
     }
     free(logits);
+    free(mod);
     free(ref);
     free(ids);
     free(probs);
