@@ -10,10 +10,14 @@
  *    score first (ties: leftmost), with a heap: O(n log n);
  *  - a symbol that is not a piece becomes one <0xXX> token per byte.
  * Both constructors build the same vocabulary: pieces, scores, types. From a
- * Hugging Face tokenizer.json the score of a piece is minus the rank of the
- * first merge that produces it, which reproduces HF's lowest-rank-first BPE
- * (exactly so when the merges are all splits of the vocabulary into two
- * pieces, as in every SentencePiece-converted tokenizer.json). */
+ * GGUF, a pair merges when its text is a piece, best piece score first (as
+ * SentencePiece and llama.cpp do). From a Hugging Face tokenizer.json the
+ * merge list itself is kept: a pair merges only when it is a listed rule,
+ * lowest rank first (bigram score -rank), which is exactly HF's BPE; each
+ * piece's score is also set to minus the rank of its first merge, so the
+ * two agree whenever the merges are all the splits of the pieces (as in any
+ * SentencePiece-converted tokenizer.json, Gemma 3's included).
+ */
 #ifndef IG_TOKENIZER_H
 #define IG_TOKENIZER_H
 
