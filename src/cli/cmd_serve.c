@@ -1,10 +1,195 @@
+#define _GNU_SOURCE
 #include "cli.h"
 
+#include "core/util.h"
+#include "server/server.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static void serve_usage(FILE *f) {
+    fprintf(f,
+            "usage: ignis serve [MODEL] [options]\n\n"
+            "OpenAI-compatible HTTP server with continuous batching.\n\n"
+            "  --host ADDR          address to bind (default 127.0.0.1)\n"
+            "  --port N             port (default 8006; 0 = any free port)\n"
+            "  --parallel N, -np N  concurrent sequences (slots) (default 4)\n"
+            "  --ctx N, -c N        context positions per slot (default: min(train, 4096))\n"
+            "  --batch N, -b N      tokens per engine step (prefill chunk bound) (default 256)\n"
+            "  --api-key KEY        require 'Authorization: Bearer KEY' (all but /health)\n"
+            "  --api-key-file F     read the key from the first line of F\n"
+            "  --max-queue N        sequences that may wait for a slot (default 64)\n"
+            "  --max-body BYTES     largest request body (default 16777216)\n"
+            "  --timeout S          idle connection timeout in seconds (default 600)\n"
+            "  --grace S            on SIGINT/SIGTERM, let requests finish for S s (default 10)\n"
+            "  --alias NAME         model id shown in /v1/models (default: file name)\n"
+            "  -t N, --threads N    compute threads (default: physical cores)\n"
+            "  --backend cpu|vulkan, --device N\n"
+            "  --quiet              no per-request log lines\n");
+}
+
+static char *read_key_file(const char *path) {
+    char *data = NULL;
+    size_t len = 0;
+    if (ig_file_read_all(path, 1 << 16, &data, &len) != IG_OK) {
+        fprintf(stderr, "ignis serve: cannot read --api-key-file %s: %s\n", path, ig_last_error());
+        return NULL;
+    }
+    size_t n = strcspn(data, "\r\n");
+    data[n] = '\0';
+    while (n && (data[n - 1] == ' ' || data[n - 1] == '\t')) data[--n] = '\0';
+    char *start = data;
+    while (*start == ' ' || *start == '\t') start++;
+    if (!*start) {
+        fprintf(stderr, "ignis serve: --api-key-file %s is empty\n", path);
+        free(data);
+        return NULL;
+    }
+    memmove(data, start, strlen(start) + 1);
+    return data;
+}
 
 int cmd_serve(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "ignis serve: not available in this build yet\n");
-    return 1;
+    ig_server_params p = ig_server_default_params();
+    const char *model = NULL, *key = NULL, *key_file = NULL;
+    double grace = 10.0;
+    long v;
+    double d;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+#define INT_OPT(name, lo, hi, dst)                                                                 \
+    do {                                                                                           \
+        if (cli_parse_int(name, val, lo, hi, &v)) return 2;                                        \
+        dst = v;                                                                                   \
+        i++;                                                                                       \
+    } while (0)
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            serve_usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--host")) {
+            if (!val) {
+                fprintf(stderr, "ignis: --host needs a value\n");
+                return 2;
+            }
+            p.host = val;
+            i++;
+        } else if (!strcmp(a, "--port")) INT_OPT("--port", 0, 65535, p.port);
+        else if (!strcmp(a, "--parallel") || !strcmp(a, "-np")) INT_OPT(a, 1, 256, p.n_parallel);
+        else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) INT_OPT(a, 0, 1 << 24, p.n_ctx);
+        else if (!strcmp(a, "--batch") || !strcmp(a, "-b")) INT_OPT(a, 1, 1 << 16, p.n_batch);
+        else if (!strcmp(a, "--max-queue")) INT_OPT(a, 0, 1 << 20, p.max_queue);
+        else if (!strcmp(a, "--max-body")) {
+            if (cli_parse_int(a, val, 1, 1L << 40, &v)) return 2;
+            p.max_body = (size_t)v;
+            i++;
+        } else if (!strcmp(a, "--timeout")) INT_OPT(a, 1, 86400 * 7, p.timeout_s);
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) INT_OPT(a, 0, 1024, p.n_threads);
+        else if (!strcmp(a, "--device")) INT_OPT(a, 0, 64, p.device);
+        else if (!strcmp(a, "--grace")) {
+            if (cli_parse_float(a, val, 0, 86400, &d)) return 2;
+            grace = d;
+            i++;
+        } else if (!strcmp(a, "--backend")) {
+            if (cli_parse_backend(val, &p.backend)) return 2;
+            i++;
+        } else if (!strcmp(a, "--api-key")) {
+            if (!val || !*val) {
+                fprintf(stderr, "ignis: --api-key needs a non-empty value\n");
+                return 2;
+            }
+            key = val;
+            i++;
+        } else if (!strcmp(a, "--api-key-file")) {
+            if (!val) {
+                fprintf(stderr, "ignis: --api-key-file needs a value\n");
+                return 2;
+            }
+            key_file = val;
+            i++;
+        } else if (!strcmp(a, "--alias")) {
+            if (!val) {
+                fprintf(stderr, "ignis: --alias needs a value\n");
+                return 2;
+            }
+            p.model_alias = val;
+            i++;
+        } else if (!strcmp(a, "--quiet")) p.log_requests = 0;
+        else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "ignis serve: unknown option '%s'\n\n", a);
+            serve_usage(stderr);
+            return 2;
+        } else if (!model) model = a;
+        else {
+            fprintf(stderr, "ignis serve: more than one MODEL given ('%s')\n", a);
+            return 2;
+        }
+#undef INT_OPT
+    }
+    if (key && key_file) {
+        fprintf(stderr, "ignis serve: use either --api-key or --api-key-file, not both\n");
+        return 2;
+    }
+    if (!model) model = cli_default_model();
+    if (!model || access(model, R_OK) != 0) {
+        fprintf(stderr,
+                "ignis serve: model %s is missing or unreadable.\n"
+                "Fetch the default one with:  make model   (or scripts/fetch-model.sh)\n",
+                model ? model : "(none)");
+        return 1;
+    }
+    p.model_path = model;
+    char *file_key = NULL;
+    if (key_file) {
+        file_key = read_key_file(key_file);
+        if (!file_key) return 1;
+        key = file_key;
+    }
+    p.api_key = key;
+
+    /* Signals: block them in every thread and wait for them here. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigset_t old;
+    pthread_sigmask(SIG_BLOCK, &set, &old);
+    signal(SIGPIPE, SIG_IGN);
+
+    ig_server *srv = NULL;
+    ig_status st = ig_server_start(&p, &srv);
+    if (st != IG_OK) {
+        fprintf(stderr, "ignis serve: %s\n", *ig_last_error() ? ig_last_error() : ig_status_str(st));
+        free(file_key);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        return 1;
+    }
+    fprintf(stderr, "ignis serve: listening on http://%s%s%s:%d (loading %s)%s\n",
+            strchr(p.host, ':') ? "[" : "", p.host, strchr(p.host, ':') ? "]" : "",
+            ig_server_port(srv), model, key ? ", API key required" : "");
+    int rc = 0;
+    for (;;) {
+        struct timespec ts = {0, 200 * 1000 * 1000};
+        int sig = sigtimedwait(&set, NULL, &ts);
+        if (sig == SIGINT || sig == SIGTERM) {
+            fprintf(stderr, "ignis serve: %s received, shutting down\n",
+                    sig == SIGINT ? "SIGINT" : "SIGTERM");
+            break;
+        }
+        if (ig_server_state(srv, NULL, 0) < 0) {
+            rc = 1;
+            break;
+        }
+    }
+    ig_server_shutdown(srv, rc ? 0 : grace);
+    free(file_key);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    fprintf(stderr, "ignis serve: stopped\n");
+    return rc;
 }

@@ -1,0 +1,109 @@
+/* Request parsing and validation for the OpenAI-compatible endpoints: JSON
+ * body -> srv_request, or an srv_error in OpenAI's shape. Pure functions
+ * (no engine, no HTTP), unit-tested under sanitizers. */
+#ifndef IG_SERVER_REQUEST_H
+#define IG_SERVER_REQUEST_H
+
+#include "ignis.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum srv_kind {
+    SRV_CHAT = 0,       /* POST /v1/chat/completions */
+    SRV_COMPLETION = 1, /* POST /v1/completions */
+} srv_kind;
+
+/* An error answer: HTTP status plus the fields of
+ * {"error":{"message","type","param","code"}}. type/param/code are static
+ * strings or NULL (JSON null). */
+typedef struct srv_error {
+    int status;
+    char message[512];
+    const char *type;
+    const char *param;
+    const char *code;
+} srv_error;
+
+void srv_error_set(srv_error *e, int status, const char *type, const char *param, const char *code,
+                   const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* Shorthand for 400 invalid_request_error. */
+void srv_error_bad(srv_error *e, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* {"error":{...}} as a malloc'ed NUL-terminated string (NULL when out of
+ * memory). */
+char *srv_error_json(const srv_error *e);
+
+typedef struct srv_message {
+    char *role; /* "system", "user" or "assistant" (normalized) */
+    char *content;
+} srv_message;
+
+/* Limits the parser enforces (0 = unchecked where noted). */
+typedef struct srv_limits {
+    int n_vocab;       /* token ids must be < n_vocab (0: unchecked) */
+    int max_n;         /* most choices per request */
+    int max_stop;      /* most stop strings */
+    int max_stop_len;  /* longest stop string in bytes */
+    int max_bias;      /* most logit_bias entries */
+    int max_messages;  /* most chat messages */
+} srv_limits;
+
+srv_limits srv_default_limits(void);
+
+typedef struct srv_request {
+    srv_kind kind;
+    char *model; /* NULL when absent */
+    /* chat */
+    srv_message *messages;
+    size_t n_messages;
+    /* completion: text prompt, or token ids when prompt_ids != NULL */
+    char *prompt;
+    size_t prompt_len;
+    int32_t *prompt_ids;
+    size_t n_prompt_ids;
+
+    int max_tokens; /* -1: not given (up to the context) */
+    double temperature;
+    double top_p;
+    int top_k; /* <= 0: off */
+    double min_p;
+    bool has_seed;
+    uint64_t seed;
+    char **stop;
+    size_t n_stop;
+    int n;
+    double presence_penalty;
+    double frequency_penalty;
+    ig_logit_bias *logit_bias;
+    size_t n_logit_bias;
+    bool logprobs;
+    int top_logprobs;
+    bool stream;
+    bool include_usage;
+} srv_request;
+
+/* Parses a request body. Returns true and fills *out (release with
+ * srv_request_free) or returns false with *err filled (out is then empty). */
+bool srv_parse_request(srv_kind kind, const char *body, size_t len, const srv_limits *lim,
+                       srv_request *out, srv_error *err);
+void srv_request_free(srv_request *r);
+
+/* POST /tokenize: {"content"|"prompt": string, "add_special": bool,
+ * "parse_special": bool}. */
+typedef struct srv_tokenize_req {
+    char *text;
+    size_t len;
+    bool add_special;
+    bool parse_special;
+    bool with_pieces;
+} srv_tokenize_req;
+bool srv_parse_tokenize(const char *body, size_t len, srv_tokenize_req *out, srv_error *err);
+void srv_tokenize_req_free(srv_tokenize_req *r);
+
+/* POST /detokenize: {"tokens": [int, ...]} with ids in [0, n_vocab). */
+bool srv_parse_detokenize(const char *body, size_t len, int n_vocab, int32_t **ids, size_t *n_ids,
+                          srv_error *err);
+
+#endif

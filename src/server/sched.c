@@ -1,0 +1,687 @@
+#define _GNU_SOURCE
+#include "server/sched.h"
+
+#include "core/util.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- jobs ---------------------------------------------------------------- */
+
+srv_job *srv_job_create(srv_request *req, int32_t *prompt, int n_prompt, int max_tokens) {
+    srv_job *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    j->n_choices = req->n > 0 ? req->n : 1;
+    j->out = calloc((size_t)j->n_choices, sizeof *j->out);
+    if (!j->out) {
+        free(j);
+        return NULL;
+    }
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    j->refs = 1;
+    j->req = *req;
+    memset(req, 0, sizeof *req);
+    j->prompt = prompt;
+    j->n_prompt = n_prompt;
+    j->max_tokens = max_tokens;
+    j->t_submit = ig_time_now();
+    return j;
+}
+
+void srv_job_ref(srv_job *j) {
+    pthread_mutex_lock(&j->mu);
+    j->refs++;
+    pthread_mutex_unlock(&j->mu);
+}
+
+void srv_job_unref(srv_job *j) {
+    if (!j) return;
+    pthread_mutex_lock(&j->mu);
+    int left = --j->refs;
+    pthread_mutex_unlock(&j->mu);
+    if (left) return;
+    for (int i = 0; i < j->n_choices; i++) {
+        srv_buf_free(&j->out[i].text);
+        free(j->out[i].lps);
+    }
+    free(j->out);
+    free(j->prompt);
+    srv_request_free(&j->req);
+    pthread_cond_destroy(&j->cv);
+    pthread_mutex_destroy(&j->mu);
+    free(j);
+}
+
+void srv_job_cancel(srv_job *j) {
+    pthread_mutex_lock(&j->mu);
+    j->cancel = true;
+    pthread_mutex_unlock(&j->mu);
+}
+
+/* ---- scheduler state ----------------------------------------------------- */
+
+typedef struct task {
+    srv_job *job;
+    int index;         /* choice index */
+    int slot;          /* -1 while waiting */
+    uint64_t admit_no; /* admission order (prefill fairness) */
+    int n_fed;         /* prompt tokens already in the KV cache */
+    bool generating;   /* prompt done; last_tok is fed next step */
+    int32_t last_tok;
+    int n_gen;
+    int out_idx;       /* logits row this step, -1 none */
+    ig_sampler *smp;
+    ig_detok_stream *detok;
+    srv_buf pend;      /* text held back (stop strings) */
+    double t_last;
+    struct task *next;
+} task;
+
+typedef struct slot {
+    int32_t *cache; /* tokens whose KV the sequence holds */
+    int n_cache;
+    task *t;
+} slot;
+
+struct srv_sched {
+    ig_model *model;
+    ig_context *ctx;
+    const ig_tokenizer *tok;
+    int n_vocab;
+    int n_ctx;
+    srv_sched_params p;
+    srv_metrics *m;
+
+    pthread_t thread;
+    bool thread_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;      /* wakes the engine */
+    pthread_cond_t idle_cv; /* signalled when sequences finish */
+    task *wait_head, *wait_tail;
+    int n_waiting;
+    int n_running;
+    bool accepting;
+    bool cancel_all;
+    bool stop;
+    uint64_t admit_counter;
+    uint64_t seed_counter;
+
+    slot *slots;
+    /* engine-thread scratch */
+    int32_t *b_tok, *b_pos, *b_seq;
+    uint8_t *b_want;
+    float *lp;
+    char detok_buf[4096];
+};
+
+static void task_free(task *t) {
+    if (!t) return;
+    ig_sampler_free(t->smp);
+    ig_detok_stream_free(t->detok);
+    srv_buf_free(&t->pend);
+    srv_job_unref(t->job);
+    free(t);
+}
+
+static uint64_t random_seed(srv_sched *s) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^
+                 (++s->seed_counter * 0x9E3779B97F4A7C15ull);
+    x ^= x >> 31;
+    x *= 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 27;
+    return x;
+}
+
+static task *task_create(srv_sched *s, srv_job *j, int index, uint64_t seed) {
+    task *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    t->index = index;
+    t->slot = -1;
+    t->out_idx = -1;
+    ig_sampler_params sp = ig_sampler_default_params();
+    const srv_request *r = &j->req;
+    sp.temperature = (float)r->temperature;
+    sp.top_k = r->top_k;
+    sp.top_p = (float)r->top_p;
+    sp.min_p = (float)r->min_p;
+    sp.repeat_penalty = 1.0f;
+    sp.presence_penalty = (float)r->presence_penalty;
+    sp.frequency_penalty = (float)r->frequency_penalty;
+    sp.penalty_last_n = -1;
+    sp.seed = seed;
+    sp.logit_bias = r->logit_bias;
+    sp.n_logit_bias = r->n_logit_bias;
+    if (ig_sampler_create(&sp, s->n_vocab, &t->smp) != IG_OK ||
+        ig_detok_stream_create(s->tok, &t->detok) != IG_OK) {
+        ig_sampler_free(t->smp);
+        ig_detok_stream_free(t->detok);
+        free(t);
+        return NULL;
+    }
+    srv_job_ref(j);
+    t->job = j;
+    return t;
+}
+
+int srv_sched_submit(srv_sched *s, srv_job *j) {
+    int n = j->n_choices;
+    task **ts = calloc((size_t)n, sizeof *ts);
+    if (!ts) return -3;
+    pthread_mutex_lock(&s->mu);
+    int rc = 0;
+    if (!s->accepting) rc = -2;
+    else {
+        int free_slots = s->p.n_parallel - s->n_running;
+        if (s->n_waiting + n > s->p.max_queue + free_slots) rc = -1;
+    }
+    if (rc == 0) {
+        for (int i = 0; i < n && rc == 0; i++) {
+            uint64_t seed = j->req.has_seed ? j->req.seed + (uint64_t)i : random_seed(s);
+            ts[i] = task_create(s, j, i, seed);
+            if (!ts[i]) rc = -3;
+        }
+        if (rc != 0) {
+            for (int i = 0; i < n; i++) task_free(ts[i]);
+        } else {
+            for (int i = 0; i < n; i++) {
+                if (s->wait_tail) s->wait_tail->next = ts[i];
+                else s->wait_head = ts[i];
+                s->wait_tail = ts[i];
+            }
+            s->n_waiting += n;
+            pthread_mutex_lock(&s->m->mu);
+            s->m->waiting = s->n_waiting;
+            s->m->prompt_tokens += (uint64_t)j->n_prompt;
+            pthread_mutex_unlock(&s->m->mu);
+            pthread_cond_signal(&s->cv);
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    free(ts);
+    return rc;
+}
+
+void srv_sched_load(srv_sched *s, int *running, int *waiting) {
+    pthread_mutex_lock(&s->mu);
+    *running = s->n_running;
+    *waiting = s->n_waiting;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ---- output to the job ----------------------------------------------------- */
+
+static bool job_cancelled(srv_job *j) {
+    pthread_mutex_lock(&j->mu);
+    bool c = j->cancel;
+    pthread_mutex_unlock(&j->mu);
+    return c;
+}
+
+/* Appends released text (and optionally a logprob entry) to the choice. */
+static bool emit(task *t, const char *text, size_t n, const srv_token_lp *lp) {
+    srv_job *j = t->job;
+    srv_choice_out *o = &j->out[t->index];
+    bool ok = true;
+    pthread_mutex_lock(&j->mu);
+    if (n) ok = srv_buf_append(&o->text, text, n);
+    if (ok && lp) {
+        if (o->n_lps == o->cap_lps) {
+            size_t cap = o->cap_lps ? o->cap_lps * 2 : 16;
+            srv_token_lp *p = realloc(o->lps, cap * sizeof *p);
+            if (!p) ok = false;
+            else {
+                o->lps = p;
+                o->cap_lps = cap;
+            }
+        }
+        if (ok) o->lps[o->n_lps++] = *lp;
+    }
+    o->n_gen = t->n_gen;
+    pthread_mutex_unlock(&j->mu);
+    if (n || lp) pthread_cond_broadcast(&j->cv);
+    return ok;
+}
+
+/* Ends a sequence: marks its choice done (finish NULL = failed/cancelled)
+ * and gives its slot back (the slot keeps its cache for prefix reuse). */
+static void finish(srv_sched *s, task *t, const char *reason, const char *fail_msg) {
+    srv_job *j = t->job;
+    double now = ig_time_now();
+    pthread_mutex_lock(&j->mu);
+    srv_choice_out *o = &j->out[t->index];
+    o->finish = reason;
+    o->n_gen = t->n_gen;
+    o->done = true;
+    j->n_done++;
+    if (fail_msg && !j->failed) {
+        j->failed = true;
+        snprintf(j->fail_msg, sizeof j->fail_msg, "%s", fail_msg);
+    }
+    pthread_mutex_unlock(&j->mu);
+    pthread_cond_broadcast(&j->cv);
+
+    pthread_mutex_lock(&s->m->mu);
+    if (reason && !strcmp(reason, "stop")) s->m->requests_finished_stop++;
+    else if (reason) s->m->requests_finished_length++;
+    else s->m->requests_cancelled++;
+    if (reason) srv_hist_observe(&s->m->e2e, now - j->t_submit);
+    pthread_mutex_unlock(&s->m->mu);
+
+    pthread_mutex_lock(&s->mu);
+    if (t->slot >= 0) {
+        s->slots[t->slot].t = NULL;
+        s->n_running--;
+    }
+    pthread_mutex_lock(&s->m->mu);
+    s->m->running = s->n_running;
+    pthread_mutex_unlock(&s->m->mu);
+    pthread_cond_broadcast(&s->idle_cv);
+    pthread_mutex_unlock(&s->mu);
+    task_free(t);
+}
+
+/* Flushes the detokenizer and releases everything held back, still honouring
+ * stop strings. Returns true when a stop string matched. */
+static bool drain_text(srv_sched *s, task *t, bool *oom) {
+    size_t n = ig_detok_stream_flush(t->detok, s->detok_buf, sizeof s->detok_buf);
+    if (n && !srv_buf_append(&t->pend, s->detok_buf, n)) {
+        *oom = true;
+        return false;
+    }
+    bool matched = false;
+    size_t len = t->pend.len;
+    size_t rel = len ? srv_stop_scan(t->pend.data, len, t->job->req.stop, t->job->req.n_stop,
+                                     &matched)
+                     : 0;
+    if (!matched) rel = len;
+    if (rel && !emit(t, t->pend.data, rel, NULL)) *oom = true;
+    t->pend.len = 0;
+    return matched;
+}
+
+static void top_logprobs(const float *lp, int n_vocab, int k, srv_token_lp *out) {
+    out->n_top = 0;
+    for (int id = 0; id < n_vocab; id++) {
+        float v = lp[id];
+        if (isnan(v)) continue;
+        if (out->n_top == k && !(v > out->top[k - 1].logprob)) continue;
+        int pos = out->n_top < k ? out->n_top++ : k - 1;
+        while (pos > 0 && out->top[pos - 1].logprob < v) {
+            out->top[pos] = out->top[pos - 1];
+            pos--;
+        }
+        out->top[pos].id = id;
+        out->top[pos].logprob = v;
+    }
+}
+
+static bool is_stop_id(const srv_sched *s, int32_t id) {
+    for (int i = 0; i < 4; i++)
+        if (s->p.stop_ids[i] >= 0 && s->p.stop_ids[i] == id) return true;
+    return false;
+}
+
+/* Samples the next token of t from logits and streams its text. */
+static void process_token(srv_sched *s, task *t, const float *logits) {
+    srv_job *j = t->job;
+    srv_token_lp lpe;
+    bool want_lp = j->req.logprobs;
+    if (want_lp) ig_sampler_logprobs(t->smp, logits, s->lp);
+    int32_t tok = ig_sampler_sample(t->smp, logits);
+    double now = ig_time_now();
+    if (tok < 0 || tok >= s->n_vocab) {
+        finish(s, t, NULL, "sampling failed");
+        return;
+    }
+    pthread_mutex_lock(&s->m->mu);
+    if (t->n_gen == 0) srv_hist_observe(&s->m->ttft, now - j->t_submit);
+    else srv_hist_observe(&s->m->itl, now - t->t_last);
+    s->m->generated_tokens++;
+    pthread_mutex_unlock(&s->m->mu);
+    t->t_last = now;
+    t->n_gen++;
+
+    bool oom = false;
+    if (is_stop_id(s, tok)) {
+        drain_text(s, t, &oom);
+        finish(s, t, oom ? NULL : "stop", oom ? "out of memory" : NULL);
+        return;
+    }
+    ig_sampler_accept(t->smp, tok);
+    if (want_lp) {
+        lpe.id = tok;
+        lpe.logprob = s->lp[tok];
+        lpe.n_top = 0;
+        int k = j->req.top_logprobs;
+        if (k > SRV_MAX_TOP_LOGPROBS) k = SRV_MAX_TOP_LOGPROBS;
+        if (k > 0) top_logprobs(s->lp, s->n_vocab, k, &lpe);
+    }
+    size_t n = ig_detok_stream_push(t->detok, tok, s->detok_buf, sizeof s->detok_buf);
+    if (n && !srv_buf_append(&t->pend, s->detok_buf, n)) oom = true;
+    bool matched = false;
+    size_t rel = 0;
+    if (!oom && t->pend.len)
+        rel = srv_stop_scan(t->pend.data, t->pend.len, j->req.stop, j->req.n_stop, &matched);
+    if (!oom && !emit(t, t->pend.data, rel, want_lp ? &lpe : NULL)) oom = true;
+    if (oom) {
+        finish(s, t, NULL, "out of memory");
+        return;
+    }
+    if (matched) {
+        finish(s, t, "stop", NULL);
+        return;
+    }
+    memmove(t->pend.data, t->pend.data + rel, t->pend.len - rel);
+    t->pend.len -= rel;
+    if (t->pend.data) t->pend.data[t->pend.len] = '\0';
+
+    const slot *sl = &s->slots[t->slot];
+    if (t->n_gen >= j->max_tokens || sl->n_cache >= s->n_ctx) {
+        matched = drain_text(s, t, &oom);
+        finish(s, t, oom ? NULL : matched ? "stop" : "length", oom ? "out of memory" : NULL);
+        return;
+    }
+    t->last_tok = tok;
+    t->generating = true;
+}
+
+/* ---- engine thread --------------------------------------------------------- */
+
+static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb) {
+    int n = na < nb ? na : nb, i = 0;
+    while (i < n && a[i] == b[i]) i++;
+    return i;
+}
+
+/* Places t into the free slot whose cache shares the longest prefix with its
+ * prompt, keeping that prefix. Called with s->mu held. */
+static void assign_slot(srv_sched *s, task *t) {
+    int best = -1, best_lcp = -1;
+    for (int i = 0; i < s->p.n_parallel; i++) {
+        if (s->slots[i].t) continue;
+        int l = common_prefix(s->slots[i].cache, s->slots[i].n_cache, t->job->prompt,
+                              t->job->n_prompt);
+        if (l > best_lcp) {
+            best = i;
+            best_lcp = l;
+        }
+    }
+    slot *sl = &s->slots[best];
+    sl->t = t;
+    t->slot = best;
+    t->admit_no = ++s->admit_counter;
+    s->n_running++;
+}
+
+static void reuse_prefix(srv_sched *s, task *t) {
+    slot *sl = &s->slots[t->slot];
+    int lcp = common_prefix(sl->cache, sl->n_cache, t->job->prompt, t->job->n_prompt);
+    int keep = lcp < t->job->n_prompt - 1 ? lcp : t->job->n_prompt - 1;
+    if (keep < 0) keep = 0;
+    if (keep < sl->n_cache) {
+        if (keep == 0 || ig_seq_truncate(s->ctx, t->slot, keep) != IG_OK) {
+            ig_seq_clear(s->ctx, t->slot);
+            keep = 0;
+        }
+    }
+    sl->n_cache = keep;
+    t->n_fed = keep;
+    if (t->index == 0) {
+        pthread_mutex_lock(&t->job->mu);
+        t->job->n_cached = keep;
+        pthread_mutex_unlock(&t->job->mu);
+    }
+    pthread_mutex_lock(&s->m->mu);
+    s->m->cached_prompt_tokens += (uint64_t)keep;
+    pthread_mutex_unlock(&s->m->mu);
+}
+
+static int cmp_admit(const void *a, const void *b) {
+    const task *x = *(task *const *)a, *y = *(task *const *)b;
+    return x->admit_no < y->admit_no ? -1 : x->admit_no > y->admit_no;
+}
+
+static void update_kv_metrics(srv_sched *s) {
+    int64_t used = 0;
+    for (int i = 0; i < s->p.n_parallel; i++) used += s->slots[i].n_cache;
+    pthread_mutex_lock(&s->m->mu);
+    s->m->kv_tokens = used;
+    s->m->kv_capacity = (int64_t)s->n_ctx * s->p.n_parallel;
+    pthread_mutex_unlock(&s->m->mu);
+}
+
+/* One engine step over every running sequence. */
+static void step(srv_sched *s) {
+    int N = s->p.n_parallel, nb = 0, n_out = 0;
+    task *prefill[256];
+    int n_prefill = 0;
+
+    /* cancelled sequences give their slot back first */
+    for (int i = 0; i < N; i++) {
+        task *t = s->slots[i].t;
+        if (!t) continue;
+        if (s->cancel_all) finish(s, t, NULL, "the server is shutting down");
+        else if (job_cancelled(t->job)) finish(s, t, NULL, NULL);
+    }
+    /* the next token of every generating sequence */
+    for (int i = 0; i < N; i++) {
+        task *t = s->slots[i].t;
+        if (!t) continue;
+        t->out_idx = -1;
+        if (!t->generating) {
+            if (n_prefill < (int)IG_ARRAY_LEN(prefill)) prefill[n_prefill++] = t;
+            continue;
+        }
+        slot *sl = &s->slots[i];
+        s->b_tok[nb] = t->last_tok;
+        s->b_pos[nb] = sl->n_cache;
+        s->b_seq[nb] = i;
+        s->b_want[nb] = 1;
+        sl->cache[sl->n_cache++] = t->last_tok;
+        t->out_idx = n_out++;
+        nb++;
+    }
+    /* prompt chunks, oldest admission first, within the batch budget */
+    qsort(prefill, (size_t)n_prefill, sizeof prefill[0], cmp_admit);
+    for (int k = 0; k < n_prefill && nb < s->p.n_batch; k++) {
+        task *t = prefill[k];
+        slot *sl = &s->slots[t->slot];
+        int left = t->job->n_prompt - t->n_fed;
+        int take = s->p.n_batch - nb < left ? s->p.n_batch - nb : left;
+        for (int q = 0; q < take; q++) {
+            int32_t id = t->job->prompt[t->n_fed + q];
+            s->b_tok[nb] = id;
+            s->b_pos[nb] = sl->n_cache;
+            s->b_seq[nb] = t->slot;
+            s->b_want[nb] = 0;
+            sl->cache[sl->n_cache++] = id;
+            nb++;
+        }
+        t->n_fed += take;
+        if (t->n_fed == t->job->n_prompt) {
+            s->b_want[nb - 1] = 1;
+            t->out_idx = n_out++;
+        }
+    }
+    if (nb == 0) return;
+
+    ig_batch b = {
+        .n_tokens = nb, .tokens = s->b_tok, .pos = s->b_pos, .seq = s->b_seq, .want_logits = s->b_want};
+    ig_status st = ig_decode(s->ctx, &b);
+    pthread_mutex_lock(&s->m->mu);
+    s->m->decode_calls++;
+    pthread_mutex_unlock(&s->m->mu);
+    if (st != IG_OK) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "decode failed: %s", *ig_last_error() ? ig_last_error()
+                                                                       : ig_status_str(st));
+        fprintf(stderr, "ignis serve: %s\n", msg);
+        bool in_batch[256] = {0};
+        for (int q = 0; q < nb; q++)
+            if (s->b_seq[q] >= 0 && s->b_seq[q] < 256) in_batch[s->b_seq[q]] = true;
+        for (int i = 0; i < N; i++) {
+            if (!in_batch[i]) continue;
+            ig_seq_clear(s->ctx, i);
+            s->slots[i].n_cache = 0;
+            if (s->slots[i].t) finish(s, s->slots[i].t, NULL, msg);
+        }
+        update_kv_metrics(s);
+        return;
+    }
+    for (int i = 0; i < N; i++) {
+        task *t = s->slots[i].t;
+        if (!t || t->out_idx < 0) continue;
+        const float *logits = ig_get_logits(s->ctx, t->out_idx);
+        if (!logits) {
+            finish(s, t, NULL, "internal error: missing logits");
+            continue;
+        }
+        process_token(s, t, logits);
+    }
+    update_kv_metrics(s);
+}
+
+static void *engine_main(void *arg) {
+    srv_sched *s = arg;
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        while (!s->stop && !s->cancel_all && s->n_running == 0 && !s->wait_head)
+            pthread_cond_wait(&s->cv, &s->mu);
+        /* drop waiting sequences whose client went away, or all on shutdown */
+        task **pp = &s->wait_head, *fail = NULL, *last = NULL;
+        while (*pp) {
+            task *t = *pp;
+            if (s->cancel_all || job_cancelled(t->job)) {
+                *pp = t->next;
+                t->next = fail;
+                fail = t;
+                s->n_waiting--;
+            } else {
+                last = t;
+                pp = &t->next;
+            }
+        }
+        s->wait_tail = last;
+        /* admit into free slots */
+        task *admitted[256];
+        int n_adm = 0;
+        while (s->wait_head && s->n_running < s->p.n_parallel && n_adm < 256) {
+            task *t = s->wait_head;
+            s->wait_head = t->next;
+            if (!s->wait_head) s->wait_tail = NULL;
+            t->next = NULL;
+            s->n_waiting--;
+            assign_slot(s, t);
+            admitted[n_adm++] = t;
+        }
+        bool quit = s->stop && s->n_running == 0 && !s->wait_head;
+        pthread_mutex_lock(&s->m->mu);
+        s->m->waiting = s->n_waiting;
+        s->m->running = s->n_running;
+        pthread_mutex_unlock(&s->m->mu);
+        pthread_mutex_unlock(&s->mu);
+
+        while (fail) {
+            task *t = fail;
+            fail = t->next;
+            finish(s, t, NULL, s->cancel_all ? "the server is shutting down" : NULL);
+        }
+        for (int i = 0; i < n_adm; i++) reuse_prefix(s, admitted[i]);
+        if (quit) break;
+        step(s);
+    }
+    return NULL;
+}
+
+ig_status srv_sched_start(ig_model *model, ig_context *ctx, const srv_sched_params *p,
+                          srv_metrics *metrics, srv_sched **out) {
+    *out = NULL;
+    if (p->n_parallel < 1 || p->n_parallel > 256 || p->n_batch < p->n_parallel)
+        return ig_fail(IG_ERR_INVALID_ARG, "bad scheduler parameters");
+    srv_sched *s = calloc(1, sizeof *s);
+    if (!s) return ig_fail(IG_ERR_NO_MEMORY, "out of memory");
+    s->model = model;
+    s->ctx = ctx;
+    s->tok = ig_model_tokenizer(model);
+    s->n_vocab = ig_model_hparams(model)->n_vocab_real;
+    s->n_ctx = ig_context_params_get(ctx)->n_ctx;
+    s->p = *p;
+    s->m = metrics;
+    s->accepting = true;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    pthread_cond_init(&s->idle_cv, NULL);
+    s->slots = calloc((size_t)p->n_parallel, sizeof *s->slots);
+    s->b_tok = calloc((size_t)p->n_batch, sizeof *s->b_tok);
+    s->b_pos = calloc((size_t)p->n_batch, sizeof *s->b_pos);
+    s->b_seq = calloc((size_t)p->n_batch, sizeof *s->b_seq);
+    s->b_want = calloc((size_t)p->n_batch, sizeof *s->b_want);
+    s->lp = calloc((size_t)(s->n_vocab > 0 ? s->n_vocab : 1), sizeof *s->lp);
+    bool ok = s->slots && s->b_tok && s->b_pos && s->b_seq && s->b_want && s->lp && s->tok;
+    for (int i = 0; ok && i < p->n_parallel; i++) {
+        s->slots[i].cache = calloc((size_t)s->n_ctx + 1, sizeof(int32_t));
+        if (!s->slots[i].cache) ok = false;
+    }
+    if (ok && pthread_create(&s->thread, NULL, engine_main, s) != 0) ok = false;
+    if (!ok) {
+        s->thread_started = false;
+        srv_sched_shutdown(s, 0);
+        return ig_fail(IG_ERR_NO_MEMORY, "cannot start the scheduler");
+    }
+    s->thread_started = true;
+    pthread_mutex_lock(&metrics->mu);
+    metrics->slots = p->n_parallel;
+    metrics->kv_capacity = (int64_t)s->n_ctx * p->n_parallel;
+    pthread_mutex_unlock(&metrics->mu);
+    *out = s;
+    return IG_OK;
+}
+
+void srv_sched_shutdown(srv_sched *s, double grace_s) {
+    if (!s) return;
+    pthread_mutex_lock(&s->mu);
+    s->accepting = false;
+    if (s->thread_started && grace_s > 0) {
+        double deadline = ig_time_now() + grace_s;
+        while ((s->n_running > 0 || s->wait_head) && ig_time_now() < deadline) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 100 * 1000 * 1000;
+            if (ts.tv_nsec >= 1000000000) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000;
+            }
+            pthread_cond_timedwait(&s->idle_cv, &s->mu, &ts);
+        }
+    }
+    s->cancel_all = true;
+    s->stop = true;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    if (s->thread_started) pthread_join(s->thread, NULL);
+    /* nothing is left when the thread ran; free whatever never got one */
+    while (s->wait_head) {
+        task *t = s->wait_head;
+        s->wait_head = t->next;
+        task_free(t);
+    }
+    if (s->slots)
+        for (int i = 0; i < s->p.n_parallel; i++) free(s->slots[i].cache);
+    free(s->slots);
+    free(s->b_tok);
+    free(s->b_pos);
+    free(s->b_seq);
+    free(s->b_want);
+    free(s->lp);
+    pthread_cond_destroy(&s->idle_cv);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}

@@ -1,0 +1,90 @@
+/* Continuous-batching scheduler: N slots, each a sequence id of one
+ * ig_context; one engine thread steps all running sequences together.
+ *
+ * A job is one HTTP request; each of its n choices becomes a sequence that
+ * waits in a bounded queue until a slot is free. The engine thread appends
+ * generated text (and logprobs) to the job's per-choice output under the
+ * job's mutex and signals its condition variable; the HTTP thread reads it
+ * from there. Jobs are reference-counted (HTTP side + each sequence). */
+#ifndef IG_SERVER_SCHED_H
+#define IG_SERVER_SCHED_H
+
+#include "ignis.h"
+#include "server/metrics.h"
+#include "server/request.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define SRV_MAX_TOP_LOGPROBS 20
+
+typedef struct srv_top_lp {
+    int32_t id;
+    float logprob;
+} srv_top_lp;
+
+typedef struct srv_token_lp {
+    int32_t id;
+    float logprob;
+    int n_top;
+    srv_top_lp top[SRV_MAX_TOP_LOGPROBS];
+} srv_token_lp;
+
+typedef struct srv_choice_out {
+    srv_buf text;           /* text released to the client so far */
+    srv_token_lp *lps;      /* one per generated token (when logprobs) */
+    size_t n_lps, cap_lps;
+    int n_gen;              /* tokens generated */
+    const char *finish;     /* "stop" / "length" once done, else NULL */
+    bool done;
+} srv_choice_out;
+
+typedef struct srv_job {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int refs;
+
+    srv_request req;
+    int32_t *prompt; /* token ids (owned) */
+    int n_prompt;
+    int max_tokens;  /* resolved (>= 1) */
+    int n_choices;
+    srv_choice_out *out;
+    int n_done;
+    int n_cached;    /* prompt tokens reused from a slot (first choice) */
+    bool cancel;     /* set by the HTTP side: stop generating */
+    bool failed;     /* the engine failed this job */
+    char fail_msg[256];
+    double t_submit;
+} srv_job;
+
+/* Creates a job that takes ownership of *req (left empty) and prompt. */
+srv_job *srv_job_create(srv_request *req, int32_t *prompt, int n_prompt, int max_tokens);
+void srv_job_ref(srv_job *j);
+void srv_job_unref(srv_job *j);
+/* Asks the engine to stop the job's sequences (client went away). */
+void srv_job_cancel(srv_job *j);
+
+typedef struct srv_sched srv_sched;
+
+typedef struct srv_sched_params {
+    int n_parallel;  /* slots; the context must have n_seq >= this */
+    int n_batch;     /* tokens per ig_decode */
+    int max_queue;   /* sequences allowed to wait beyond free slots */
+    int32_t stop_ids[4]; /* end-of-generation ids (-1 unused) */
+} srv_sched_params;
+
+/* Creates the scheduler and starts its engine thread. */
+ig_status srv_sched_start(ig_model *model, ig_context *ctx, const srv_sched_params *p,
+                          srv_metrics *metrics, srv_sched **out);
+/* Queues a job's sequences. Returns 0, or -1 when the queue is full, or -2
+ * when the scheduler is shutting down. */
+int srv_sched_submit(srv_sched *s, srv_job *j);
+/* Stops admitting; waits until nothing runs or grace_s passes; then cancels
+ * the rest, stops the engine thread and frees the scheduler. */
+void srv_sched_shutdown(srv_sched *s, double grace_s);
+/* Sequences running / waiting. */
+void srv_sched_load(srv_sched *s, int *running, int *waiting);
+
+#endif

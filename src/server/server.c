@@ -1,0 +1,1049 @@
+#define _GNU_SOURCE
+#include "server/server.h"
+
+#include "core/util.h"
+#include "server/metrics.h"
+#include "server/request.h"
+#include "server/respond.h"
+#include "server/sched.h"
+#include "server/text.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { ST_LOADING = 0, ST_READY = 1, ST_FAILED = -1 };
+
+struct ig_server {
+    ig_server_params p;
+    char *model_path, *model_id, *host, *api_key;
+    size_t api_key_len;
+    struct MHD_Daemon *d;
+    int port;
+    srv_metrics metrics;
+
+    pthread_t loader;
+    bool loader_started;
+    atomic_int state;
+    char load_error[512];
+    atomic_bool stopping;   /* refuse new generation requests */
+    atomic_bool hard_stop;  /* streams give up */
+    atomic_int active_conns;
+    atomic_ullong id_counter;
+    long long created;
+
+    ig_model *model;
+    ig_context *ctx;
+    const ig_tokenizer *tok;
+    srv_sched *sched;
+    int n_ctx, n_vocab;
+};
+
+ig_server_params ig_server_default_params(void) {
+    ig_server_params p;
+    memset(&p, 0, sizeof p);
+    p.host = "127.0.0.1";
+    p.port = 8006;
+    p.n_parallel = 4;
+    p.n_ctx = 0;
+    p.n_batch = 256;
+    p.max_queue = 64;
+    p.max_body = 16u << 20;
+    p.timeout_s = 600;
+    p.max_connections = 512;
+    p.log_requests = 1;
+    p.backend = IG_BACKEND_CPU;
+    return p;
+}
+
+/* ---- per-request state ------------------------------------------------------ */
+
+typedef enum route {
+    R_NONE = 0,
+    R_HEALTH,
+    R_MODELS,
+    R_MODEL_ONE,
+    R_METRICS,
+    R_CHAT,
+    R_COMPLETIONS,
+    R_TOKENIZE,
+    R_DETOKENIZE,
+} route;
+
+typedef struct conn {
+    double t0;
+    char method[16];
+    char path[128];
+    route r;
+    srv_buf body;
+    bool too_large;
+    bool counted;
+    int status;
+    srv_job *job; /* for the log line */
+} conn;
+
+static double now_s(void) { return ig_time_now(); }
+
+static void make_id(ig_server *S, const char *prefix, char *out, size_t cap) {
+    unsigned long long c = atomic_fetch_add(&S->id_counter, 1) + 1;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = ((uint64_t)ts.tv_sec * 1000000007ull) ^ (uint64_t)ts.tv_nsec ^
+                 (c * 0x9E3779B97F4A7C15ull);
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    snprintf(out, cap, "%s%016llx%08llx", prefix, (unsigned long long)x, c & 0xffffffffull);
+}
+
+/* ---- responses ---------------------------------------------------------------- */
+
+static enum MHD_Result queue_body(struct MHD_Connection *c, conn *cn, int status, char *body,
+                                  const char *ctype, const char *h1, const char *v1) {
+    if (!body) {
+        static const char oom_body[] =
+            "{\"error\":{\"message\":\"Out of memory\",\"type\":\"server_error\",\"param\":null,"
+            "\"code\":null}}";
+        body = strdup(oom_body);
+        status = 500;
+        ctype = "application/json";
+        h1 = NULL;
+        if (!body) return MHD_NO;
+    }
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", ctype);
+    if (h1) MHD_add_response_header(r, h1, v1);
+    if (cn) cn->status = status;
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result queue_json(struct MHD_Connection *c, conn *cn, int status, json_t *j) {
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    return queue_body(c, cn, status, s, "application/json", NULL, NULL);
+}
+
+static enum MHD_Result queue_error_h(struct MHD_Connection *c, conn *cn, const srv_error *e,
+                                     const char *h, const char *v) {
+    return queue_body(c, cn, e->status, srv_error_json(e), "application/json", h, v);
+}
+
+static enum MHD_Result queue_error(struct MHD_Connection *c, conn *cn, const srv_error *e) {
+    return queue_error_h(c, cn, e, NULL, NULL);
+}
+
+static enum MHD_Result reply_error(struct MHD_Connection *c, conn *cn, int status,
+                                   const char *type, const char *param, const char *code,
+                                   const char *msg) {
+    srv_error e;
+    srv_error_set(&e, status, type, param, code, "%s", msg);
+    const char *h = NULL, *v = NULL;
+    if (status == 503) {
+        h = "Retry-After";
+        v = "1";
+    } else if (status == 401) {
+        h = "WWW-Authenticate";
+        v = "Bearer";
+    }
+    return queue_error_h(c, cn, &e, h, v);
+}
+
+/* ---- client liveness ---------------------------------------------------------- */
+
+static int conn_fd(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? ci->connect_fd : -1;
+}
+
+/* True when the peer has closed its side (or the socket failed). */
+static bool peer_gone(int fd) {
+    if (fd < 0) return false;
+    struct pollfd pfd = {.fd = fd, .events = POLLIN | POLLRDHUP};
+    int r = poll(&pfd, 1, 0);
+    if (r <= 0) return false;
+    if (pfd.revents & (POLLERR | POLLHUP | POLLNVAL | POLLRDHUP)) return true;
+    if (pfd.revents & POLLIN) {
+        char b;
+        ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (n == 0) return true;
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return true;
+    }
+    return false;
+}
+
+static void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, int ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += (long)ms * 1000000L;
+    while (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(cv, mu, &ts);
+}
+
+/* ---- simple routes ----------------------------------------------------------- */
+
+static json_t *model_object(ig_server *S) {
+    json_t *m = json_object();
+    if (!m) return NULL;
+    json_object_set_new(m, "id", srv_json_text(S->model_id, strlen(S->model_id)));
+    json_object_set_new(m, "object", json_string("model"));
+    json_object_set_new(m, "created", json_integer(S->created));
+    json_object_set_new(m, "owned_by", json_string("ignis"));
+    if (atomic_load(&S->state) == ST_READY)
+        json_object_set_new(m, "max_model_len", json_integer(S->n_ctx));
+    return m;
+}
+
+static bool model_matches(ig_server *S, const char *name) {
+    if (!name || !*name) return true;
+    if (!strcmp(name, S->model_id)) return true;
+    const char *base = strrchr(S->model_path, '/');
+    base = base ? base + 1 : S->model_path;
+    return !strcmp(name, base) || !strcmp(name, S->model_path);
+}
+
+static enum MHD_Result handle_health(ig_server *S, struct MHD_Connection *c, conn *cn) {
+    int st = atomic_load(&S->state);
+    if (st == ST_READY && !atomic_load(&S->stopping)) {
+        json_t *j = json_pack("{s:s}", "status", "ok");
+        return queue_json(c, cn, 200, j);
+    }
+    const char *msg = st == ST_FAILED     ? S->load_error
+                      : st == ST_LOADING ? "Loading model"
+                                         : "Server is shutting down";
+    return reply_error(c, cn, 503, "unavailable_error", NULL, NULL, msg);
+}
+
+static enum MHD_Result handle_models(ig_server *S, struct MHD_Connection *c, conn *cn) {
+    json_t *list = json_array();
+    if (list) json_array_append_new(list, model_object(S));
+    json_t *j = json_object();
+    if (j) {
+        json_object_set_new(j, "object", json_string("list"));
+        json_object_set_new(j, "data", list);
+    } else json_decref(list);
+    return queue_json(c, cn, 200, j);
+}
+
+static enum MHD_Result handle_model_one(ig_server *S, struct MHD_Connection *c, conn *cn,
+                                        const char *url) {
+    const char *name = url + strlen("/v1/models/");
+    if (!model_matches(S, name) || !*name) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "The model `%.200s` does not exist", name);
+        return reply_error(c, cn, 404, "invalid_request_error", "model", "model_not_found", msg);
+    }
+    return queue_json(c, cn, 200, model_object(S));
+}
+
+static enum MHD_Result handle_metrics(ig_server *S, struct MHD_Connection *c, conn *cn) {
+    srv_buf b = {0};
+    if (!srv_metrics_render(&S->metrics, &b)) {
+        srv_buf_free(&b);
+        return queue_body(c, cn, 500, NULL, NULL, NULL, NULL);
+    }
+    return queue_body(c, cn, 200, b.data, "text/plain; version=0.0.4; charset=utf-8", NULL, NULL);
+}
+
+static bool not_ready(ig_server *S, struct MHD_Connection *c, conn *cn, enum MHD_Result *ret) {
+    int st = atomic_load(&S->state);
+    if (st == ST_READY && !atomic_load(&S->stopping)) return false;
+    const char *msg = st == ST_LOADING  ? "The model is still loading"
+                      : st == ST_FAILED ? "The model failed to load"
+                                        : "The server is shutting down";
+    *ret = reply_error(c, cn, 503, "unavailable_error", NULL, NULL, msg);
+    return true;
+}
+
+static enum MHD_Result handle_tokenize(ig_server *S, struct MHD_Connection *c, conn *cn) {
+    enum MHD_Result ret;
+    if (not_ready(S, c, cn, &ret)) return ret;
+    srv_tokenize_req tr;
+    srv_error e;
+    if (!srv_parse_tokenize(cn->body.data, cn->body.len, &tr, &e)) return queue_error(c, cn, &e);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    ig_status st = ig_tokenize(S->tok, tr.text, tr.len, tr.add_special, tr.parse_special, &ids, &n);
+    srv_tokenize_req_free(&tr);
+    if (st != IG_OK) {
+        free(ids);
+        return reply_error(c, cn, 400, "invalid_request_error", "content", NULL,
+                           "The text could not be tokenized");
+    }
+    json_t *arr = json_array(), *pieces = tr.with_pieces ? json_array() : NULL;
+    for (size_t i = 0; arr && i < n; i++) {
+        json_array_append_new(arr, json_integer(ids[i]));
+        if (pieces) {
+            const char *pc = ig_token_piece(S->tok, ids[i]);
+            json_array_append_new(pieces, srv_json_text(pc ? pc : "", pc ? strlen(pc) : 0));
+        }
+    }
+    free(ids);
+    json_t *j = json_object();
+    if (j) {
+        json_object_set_new(j, "tokens", arr);
+        if (pieces) json_object_set_new(j, "pieces", pieces);
+        json_object_set_new(j, "count", json_integer((json_int_t)n));
+        json_object_set_new(j, "max_model_len", json_integer(S->n_ctx));
+    } else {
+        json_decref(arr);
+        json_decref(pieces);
+    }
+    return queue_json(c, cn, 200, j);
+}
+
+static enum MHD_Result handle_detokenize(ig_server *S, struct MHD_Connection *c, conn *cn) {
+    enum MHD_Result ret;
+    if (not_ready(S, c, cn, &ret)) return ret;
+    int32_t *ids;
+    size_t n;
+    srv_error e;
+    if (!srv_parse_detokenize(cn->body.data, cn->body.len, S->n_vocab, &ids, &n, &e))
+        return queue_error(c, cn, &e);
+    char *text = NULL;
+    ig_status st = ig_detokenize(S->tok, ids, n, false, &text);
+    free(ids);
+    if (st != IG_OK) {
+        free(text);
+        return reply_error(c, cn, 400, "invalid_request_error", "tokens", NULL,
+                           "The tokens could not be detokenized");
+    }
+    json_t *j = json_object();
+    if (j) json_object_set_new(j, "content", srv_json_text(text, text ? strlen(text) : 0));
+    free(text);
+    return queue_json(c, cn, 200, j);
+}
+
+/* ---- generation ------------------------------------------------------------- */
+
+/* Renders and tokenizes the prompt of r. */
+static bool build_prompt(ig_server *S, const srv_request *r, int32_t **ids, int *n_ids,
+                         srv_error *e) {
+    *ids = NULL;
+    *n_ids = 0;
+    if (r->kind == SRV_COMPLETION && r->prompt_ids) {
+        if (r->n_prompt_ids > (size_t)INT32_MAX) goto too_long;
+        *ids = malloc(r->n_prompt_ids * sizeof **ids);
+        if (!*ids) goto oom;
+        memcpy(*ids, r->prompt_ids, r->n_prompt_ids * sizeof **ids);
+        *n_ids = (int)r->n_prompt_ids;
+        return true;
+    }
+    char *text = NULL;
+    const char *src;
+    size_t len;
+    bool add_bos;
+    if (r->kind == SRV_CHAT) {
+        ig_chat_message *msgs = calloc(r->n_messages, sizeof *msgs);
+        if (!msgs) goto oom;
+        for (size_t i = 0; i < r->n_messages; i++) {
+            msgs[i].role = r->messages[i].role;
+            msgs[i].content = r->messages[i].content;
+        }
+        ig_status st = ig_chat_render(msgs, r->n_messages, true, &text);
+        free(msgs);
+        if (st != IG_OK) {
+            free(text);
+            srv_error_bad(e, "messages", "The messages could not be rendered with the chat "
+                          "template: %s", *ig_last_error() ? ig_last_error() : ig_status_str(st));
+            return false;
+        }
+        src = text;
+        len = strlen(text);
+        add_bos = false;
+    } else {
+        src = r->prompt;
+        len = r->prompt_len;
+        add_bos = true;
+    }
+    size_t n = 0;
+    ig_status st = ig_tokenize(S->tok, src, len, add_bos, true, ids, &n);
+    free(text);
+    if (st != IG_OK) {
+        free(*ids);
+        *ids = NULL;
+        if (st == IG_ERR_NO_MEMORY) goto oom;
+        srv_error_bad(e, r->kind == SRV_CHAT ? "messages" : "prompt",
+                      "The prompt could not be tokenized");
+        return false;
+    }
+    if (n > (size_t)INT32_MAX) {
+        free(*ids);
+        *ids = NULL;
+        goto too_long;
+    }
+    *n_ids = (int)n;
+    return true;
+too_long:
+    srv_error_set(e, 400, "invalid_request_error", r->kind == SRV_CHAT ? "messages" : "prompt",
+                  "context_length_exceeded", "This model's maximum context length is %d tokens",
+                  S->n_ctx);
+    return false;
+oom:
+    srv_error_set(e, 500, "server_error", NULL, NULL, "Out of memory");
+    return false;
+}
+
+typedef struct stream {
+    ig_server *S;
+    srv_job *job;
+    int fd;
+    srv_resp_info ri;
+    char id[64];
+    char *model;
+    srv_buf out;
+    size_t out_off;
+    size_t *sent_text;
+    size_t *sent_lps;
+    size_t *sent_bytes; /* text offset for legacy logprobs */
+    bool *sent_finish;
+    bool started;
+    bool eos;
+} stream;
+
+static void stream_free(void *cls) {
+    stream *st = cls;
+    if (!st) return;
+    srv_job_cancel(st->job); /* no-op when it already finished */
+    srv_job_unref(st->job);
+    srv_buf_free(&st->out);
+    free(st->sent_text);
+    free(st->sent_lps);
+    free(st->sent_bytes);
+    free(st->sent_finish);
+    free(st->model);
+    free(st);
+}
+
+/* How many bytes of choice i's text can be sent now (complete UTF-8 only,
+ * unless the choice is done). Caller holds the job mutex. */
+static size_t sendable(const stream *st, int i) {
+    const srv_choice_out *o = &st->job->out[i];
+    size_t from = st->sent_text[i];
+    if (o->text.len <= from) return from;
+    if (o->done) return o->text.len;
+    return from + srv_utf8_valid_prefix(o->text.data + from, o->text.len - from);
+}
+
+static bool has_news(const stream *st) {
+    const srv_job *j = st->job;
+    if (j->n_done == j->n_choices) return true;
+    for (int i = 0; i < j->n_choices; i++) {
+        if (sendable(st, i) > st->sent_text[i]) return true;
+        if (j->out[i].n_lps > st->sent_lps[i]) return true;
+        if (j->out[i].done && !st->sent_finish[i]) return true;
+    }
+    return false;
+}
+
+/* Serializes everything new into st->out. Caller holds the job mutex. */
+static bool collect(stream *st) {
+    srv_job *j = st->job;
+    bool ok = true, usage_null = j->req.include_usage;
+    for (int i = 0; ok && i < j->n_choices; i++) {
+        srv_choice_out *o = &j->out[i];
+        size_t upto = sendable(st, i);
+        size_t nl = o->n_lps - st->sent_lps[i];
+        if (upto > st->sent_text[i] || nl) {
+            ok = srv_render_chunk(&st->out, &st->ri, i, false, o->text.data + st->sent_text[i],
+                                  upto - st->sent_text[i], o->lps + st->sent_lps[i], nl,
+                                  st->sent_bytes[i], NULL, usage_null);
+            st->sent_bytes[i] += upto - st->sent_text[i];
+            st->sent_text[i] = upto;
+            st->sent_lps[i] = o->n_lps;
+        }
+        if (ok && o->done && !st->sent_finish[i] && st->sent_text[i] == o->text.len) {
+            if (o->finish)
+                ok = srv_render_chunk(&st->out, &st->ri, i, false, NULL, 0, NULL, 0, 0, o->finish,
+                                      usage_null);
+            st->sent_finish[i] = true;
+        }
+    }
+    if (ok && j->n_done == j->n_choices) {
+        bool all = true;
+        for (int i = 0; i < j->n_choices; i++) all = all && st->sent_finish[i];
+        if (all) {
+            if (j->failed) ok = srv_render_error_event(&st->out, j->fail_msg, "server_error");
+            if (ok && j->req.include_usage) ok = srv_render_usage_chunk(&st->out, &st->ri, j);
+            if (ok) ok = srv_buf_puts(&st->out, "data: [DONE]\n\n");
+            st->eos = true;
+        }
+    }
+    return ok;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    stream *st = cls;
+    for (;;) {
+        if (st->out_off < st->out.len) {
+            size_t n = st->out.len - st->out_off;
+            if (n > max) n = max;
+            memcpy(buf, st->out.data + st->out_off, n);
+            st->out_off += n;
+            return (ssize_t)n;
+        }
+        st->out.len = 0;
+        st->out_off = 0;
+        if (st->eos) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (!st->started) {
+            st->started = true;
+            if (st->ri.kind == SRV_CHAT) {
+                for (int i = 0; i < st->job->n_choices; i++)
+                    if (!srv_render_chunk(&st->out, &st->ri, i, true, NULL, 0, NULL, 0, 0, NULL,
+                                          st->job->req.include_usage))
+                        return MHD_CONTENT_READER_END_WITH_ERROR;
+                continue;
+            }
+        }
+        srv_job *j = st->job;
+        pthread_mutex_lock(&j->mu);
+        while (!has_news(st)) {
+            timed_wait(&j->cv, &j->mu, 200);
+            if (has_news(st)) break;
+            pthread_mutex_unlock(&j->mu);
+            if (atomic_load(&st->S->hard_stop) || peer_gone(st->fd)) {
+                srv_job_cancel(j);
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+            }
+            pthread_mutex_lock(&j->mu);
+        }
+        bool ok = collect(st);
+        pthread_mutex_unlock(&j->mu);
+        if (!ok) {
+            srv_job_cancel(j);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+    }
+}
+
+static enum MHD_Result start_stream(ig_server *S, struct MHD_Connection *c, conn *cn, srv_job *j,
+                                    const char *id, const char *model) {
+    stream *st = calloc(1, sizeof *st);
+    int n = j->n_choices;
+    if (st) {
+        st->sent_text = calloc((size_t)n, sizeof *st->sent_text);
+        st->sent_lps = calloc((size_t)n, sizeof *st->sent_lps);
+        st->sent_bytes = calloc((size_t)n, sizeof *st->sent_bytes);
+        st->sent_finish = calloc((size_t)n, sizeof *st->sent_finish);
+        st->model = strdup(model);
+    }
+    if (!st || !st->sent_text || !st->sent_lps || !st->sent_bytes || !st->sent_finish ||
+        !st->model) {
+        if (st) {
+            free(st->sent_text);
+            free(st->sent_lps);
+            free(st->sent_bytes);
+            free(st->sent_finish);
+            free(st->model);
+            free(st);
+        }
+        srv_job_cancel(j);
+        return queue_body(c, cn, 500, NULL, NULL, NULL, NULL);
+    }
+    st->S = S;
+    srv_job_ref(j);
+    st->job = j;
+    st->fd = conn_fd(c);
+    snprintf(st->id, sizeof st->id, "%s", id);
+    st->ri.kind = j->req.kind;
+    st->ri.id = st->id;
+    st->ri.created = (long long)time(NULL);
+    st->ri.model = st->model;
+    st->ri.tok = S->tok;
+    struct MHD_Response *r =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, st, stream_free);
+    if (!r) {
+        stream_free(st);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "text/event-stream");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    MHD_add_response_header(r, "X-Accel-Buffering", "no");
+    cn->status = 200;
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result handle_generate(ig_server *S, struct MHD_Connection *c, conn *cn,
+                                       srv_kind kind) {
+    enum MHD_Result ret;
+    if (not_ready(S, c, cn, &ret)) return ret;
+    srv_limits lim = srv_default_limits();
+    lim.n_vocab = S->n_vocab;
+    srv_request req;
+    srv_error e;
+    if (!srv_parse_request(kind, cn->body.data, cn->body.len, &lim, &req, &e))
+        return queue_error(c, cn, &e);
+    if (!model_matches(S, req.model)) {
+        srv_error_set(&e, 404, "invalid_request_error", "model", "model_not_found",
+                      "The model `%.200s` does not exist", req.model);
+        srv_request_free(&req);
+        return queue_error(c, cn, &e);
+    }
+    int32_t *ids;
+    int n_ids;
+    if (!build_prompt(S, &req, &ids, &n_ids, &e)) {
+        srv_request_free(&req);
+        return queue_error(c, cn, &e);
+    }
+    const char *pname = kind == SRV_CHAT ? "messages" : "prompt";
+    if (n_ids <= 0) {
+        free(ids);
+        srv_request_free(&req);
+        srv_error_bad(&e, pname, "The prompt is empty");
+        return queue_error(c, cn, &e);
+    }
+    if (n_ids >= S->n_ctx) {
+        srv_error_set(&e, 400, "invalid_request_error", pname, "context_length_exceeded",
+                      "This model's maximum context length is %d tokens. However, your %s "
+                      "resulted in %d tokens. Please reduce the length of the %s.",
+                      S->n_ctx, kind == SRV_CHAT ? "messages" : "prompt", n_ids, pname);
+        free(ids);
+        srv_request_free(&req);
+        return queue_error(c, cn, &e);
+    }
+    int max_tokens = req.max_tokens;
+    if (max_tokens > 0 && (long long)n_ids + max_tokens > S->n_ctx) {
+        srv_error_set(&e, 400, "invalid_request_error", "max_tokens", "context_length_exceeded",
+                      "This model's maximum context length is %d tokens. However, you requested "
+                      "%lld tokens (%d in the %s, %d in the completion). Please reduce the length "
+                      "of the %s or the completion.",
+                      S->n_ctx, (long long)n_ids + max_tokens, n_ids, pname, max_tokens, pname);
+        free(ids);
+        srv_request_free(&req);
+        return queue_error(c, cn, &e);
+    }
+    if (max_tokens <= 0) max_tokens = S->n_ctx - n_ids;
+
+    bool stream_mode = req.stream;
+    srv_job *j = srv_job_create(&req, ids, n_ids, max_tokens);
+    if (!j) {
+        free(ids);
+        srv_request_free(&req);
+        return queue_body(c, cn, 500, NULL, NULL, NULL, NULL);
+    }
+    char model[256];
+    snprintf(model, sizeof model, "%s", S->model_id);
+    int rc = srv_sched_submit(S->sched, j);
+    if (rc != 0) {
+        srv_job_unref(j);
+        if (rc == -1)
+            return reply_error(c, cn, 503, "unavailable_error", NULL, "overloaded",
+                               "The server is overloaded: every slot is busy and the queue is "
+                               "full. Retry later.");
+        if (rc == -2)
+            return reply_error(c, cn, 503, "unavailable_error", NULL, NULL,
+                               "The server is shutting down");
+        return queue_body(c, cn, 500, NULL, NULL, NULL, NULL);
+    }
+    cn->job = j; /* the conn's reference (log line) */
+    char id[64];
+    make_id(S, kind == SRV_CHAT ? "chatcmpl-" : "cmpl-", id, sizeof id);
+    if (stream_mode) return start_stream(S, c, cn, j, id, model);
+
+    int fd = conn_fd(c);
+    pthread_mutex_lock(&j->mu);
+    while (j->n_done < j->n_choices) {
+        timed_wait(&j->cv, &j->mu, 200);
+        if (j->n_done == j->n_choices) break;
+        pthread_mutex_unlock(&j->mu);
+        if (peer_gone(fd)) {
+            srv_job_cancel(j);
+            cn->status = 499; /* client closed the request */
+            return MHD_NO;
+        }
+        pthread_mutex_lock(&j->mu);
+    }
+    if (j->failed) {
+        srv_error_set(&e, 500, "server_error", NULL, NULL, "%s", j->fail_msg);
+        pthread_mutex_unlock(&j->mu);
+        return queue_error(c, cn, &e);
+    }
+    srv_resp_info ri = {
+        .kind = kind, .id = id, .created = (long long)time(NULL), .model = model, .tok = S->tok};
+    char *body = srv_render_final(&ri, j);
+    pthread_mutex_unlock(&j->mu);
+    return queue_body(c, cn, 200, body, "application/json", NULL, NULL);
+}
+
+/* ---- dispatch --------------------------------------------------------------- */
+
+static route find_route(const char *url, const char **allow) {
+    static const struct {
+        const char *path;
+        route r;
+        const char *allow;
+    } routes[] = {
+        {"/health", R_HEALTH, "GET, HEAD"},
+        {"/v1/health", R_HEALTH, "GET, HEAD"},
+        {"/v1/models", R_MODELS, "GET, HEAD"},
+        {"/metrics", R_METRICS, "GET, HEAD"},
+        {"/v1/chat/completions", R_CHAT, "POST"},
+        {"/v1/completions", R_COMPLETIONS, "POST"},
+        {"/tokenize", R_TOKENIZE, "POST"},
+        {"/detokenize", R_DETOKENIZE, "POST"},
+    };
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
+        if (!strcmp(url, routes[i].path)) {
+            *allow = routes[i].allow;
+            return routes[i].r;
+        }
+    if (!strncmp(url, "/v1/models/", 11)) {
+        *allow = "GET, HEAD";
+        return R_MODEL_ONE;
+    }
+    *allow = NULL;
+    return R_NONE;
+}
+
+static bool authorized(ig_server *S, struct MHD_Connection *c) {
+    if (!S->api_key) return true;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    size_t n = 0;
+    const char *tok = srv_bearer_token(h, &n);
+    if (!tok) {
+        /* still spend the comparison time */
+        srv_ct_equal("", 0, S->api_key, S->api_key_len);
+        return false;
+    }
+    return srv_ct_equal(tok, n, S->api_key, S->api_key_len);
+}
+
+static enum MHD_Result dispatch(ig_server *S, struct MHD_Connection *c, conn *cn,
+                                const char *url, const char *method) {
+    const char *allow;
+    route r = find_route(url, &allow);
+    cn->r = r;
+    if (r != R_HEALTH && !authorized(S, c))
+        return reply_error(c, cn, 401, "authentication_error", NULL, "invalid_api_key",
+                           "Invalid or missing API key. Send it as 'Authorization: Bearer KEY'.");
+    if (r == R_NONE) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "Invalid URL (%.16s %.200s)", method, url);
+        return reply_error(c, cn, 404, "invalid_request_error", NULL, "not_found", msg);
+    }
+    bool is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+    bool is_post = !strcmp(method, "POST");
+    bool want_post = !strcmp(allow, "POST");
+    if ((want_post && !is_post) || (!want_post && !is_get)) {
+        srv_error e;
+        srv_error_set(&e, 405, "invalid_request_error", NULL, "method_not_allowed",
+                      "Method %.16s is not allowed on %.200s (allowed: %s)", method, url, allow);
+        return queue_error_h(c, cn, &e, "Allow", allow);
+    }
+    if (cn->too_large) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "The request body exceeds the limit of %zu bytes", S->p.max_body);
+        return reply_error(c, cn, 413, "invalid_request_error", NULL, "request_too_large", msg);
+    }
+    switch (r) {
+    case R_HEALTH: return handle_health(S, c, cn);
+    case R_MODELS: return handle_models(S, c, cn);
+    case R_MODEL_ONE: return handle_model_one(S, c, cn, url);
+    case R_METRICS: return handle_metrics(S, c, cn);
+    case R_CHAT: return handle_generate(S, c, cn, SRV_CHAT);
+    case R_COMPLETIONS: return handle_generate(S, c, cn, SRV_COMPLETION);
+    case R_TOKENIZE: return handle_tokenize(S, c, cn);
+    case R_DETOKENIZE: return handle_detokenize(S, c, cn);
+    case R_NONE: break;
+    }
+    return MHD_NO;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_size, void **con_cls) {
+    (void)version;
+    ig_server *S = cls;
+    conn *cn = *con_cls;
+    if (!cn) {
+        cn = calloc(1, sizeof *cn);
+        if (!cn) return MHD_NO;
+        cn->t0 = now_s();
+        snprintf(cn->method, sizeof cn->method, "%s", method ? method : "?");
+        snprintf(cn->path, sizeof cn->path, "%s", url ? url : "?");
+        *con_cls = cn;
+        atomic_fetch_add(&S->active_conns, 1);
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+        if (cl) {
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(cl, &end, 10);
+            if (errno || end == cl || v > S->p.max_body) {
+                cn->too_large = true;
+                const char *allow;
+                route r = find_route(url, &allow);
+                /* only answer early where the body would matter */
+                if (r != R_HEALTH && r != R_NONE && !authorized(S, c))
+                    return reply_error(c, cn, 401, "authentication_error", NULL,
+                                       "invalid_api_key", "Invalid or missing API key.");
+                char msg[128];
+                snprintf(msg, sizeof msg, "The request body exceeds the limit of %zu bytes",
+                         S->p.max_body);
+                return reply_error(c, cn, 413, "invalid_request_error", NULL, "request_too_large",
+                                   msg);
+            }
+        }
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (!cn->too_large) {
+            if (cn->body.len + *upload_size > S->p.max_body) {
+                cn->too_large = true;
+                srv_buf_free(&cn->body);
+            } else if (!srv_buf_append(&cn->body, upload_data, *upload_size)) {
+                return MHD_NO;
+            }
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    return dispatch(S, c, cn, url, method);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+    (void)c;
+    ig_server *S = cls;
+    conn *cn = *con_cls;
+    if (!cn) return;
+    *con_cls = NULL;
+    int status = cn->status ? cn->status : 499;
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && status == 200) status = 499;
+    srv_metrics_http(&S->metrics, status);
+    if (S->p.log_requests) {
+        int pt = 0, gt = 0;
+        if (cn->job) {
+            pthread_mutex_lock(&cn->job->mu);
+            pt = cn->job->n_prompt;
+            for (int i = 0; i < cn->job->n_choices; i++) gt += cn->job->out[i].n_gen;
+            pthread_mutex_unlock(&cn->job->mu);
+        }
+        fprintf(stderr, "ignis serve: %s %s %d %.3fs tokens=%d+%d\n", cn->method, cn->path, status,
+                now_s() - cn->t0, pt, gt);
+    }
+    if (cn->job) {
+        srv_job_cancel(cn->job);
+        srv_job_unref(cn->job);
+    }
+    srv_buf_free(&cn->body);
+    free(cn);
+    atomic_fetch_sub(&S->active_conns, 1);
+}
+
+/* ---- model loading ------------------------------------------------------------ */
+
+static void *loader_main(void *arg) {
+    ig_server *S = arg;
+    ig_model_params mp = ig_model_default_params();
+    mp.n_threads = S->p.n_threads;
+    mp.backend = S->p.backend;
+    mp.device = S->p.device;
+    ig_status st = ig_model_load(S->model_path, &mp, &S->model);
+    if (st == IG_OK) {
+        ig_context_params cp = ig_context_default_params();
+        cp.n_ctx = S->p.n_ctx;
+        cp.n_seq = S->p.n_parallel;
+        cp.n_batch = S->p.n_batch;
+        cp.n_threads = S->p.n_threads;
+        st = ig_context_create(S->model, &cp, &S->ctx);
+    }
+    if (st == IG_OK) {
+        S->tok = ig_model_tokenizer(S->model);
+        if (!S->tok) st = ig_fail(IG_ERR_UNSUPPORTED, "the model has no tokenizer");
+    }
+    if (st == IG_OK) {
+        const ig_hparams *hp = ig_model_hparams(S->model);
+        S->n_ctx = ig_context_params_get(S->ctx)->n_ctx;
+        S->n_vocab = hp->n_vocab_real;
+        srv_sched_params sp;
+        memset(&sp, 0, sizeof sp);
+        sp.n_parallel = S->p.n_parallel;
+        sp.n_batch = ig_context_params_get(S->ctx)->n_batch;
+        if (sp.n_batch < sp.n_parallel) sp.n_batch = sp.n_parallel;
+        sp.max_queue = S->p.max_queue;
+        for (int i = 0; i < 4; i++) sp.stop_ids[i] = -1;
+        int k = 0;
+        sp.stop_ids[k++] = hp->eos_id;
+        sp.stop_ids[k++] = hp->eot_id;
+        int32_t eot = ig_token_lookup(S->tok, "<end_of_turn>");
+        if (eot >= 0 && eot != hp->eot_id) sp.stop_ids[k++] = eot;
+        int32_t eos = ig_token_lookup(S->tok, "<eos>");
+        if (eos >= 0 && eos != hp->eos_id) sp.stop_ids[k++] = eos;
+        st = srv_sched_start(S->model, S->ctx, &sp, &S->metrics, &S->sched);
+    }
+    if (st != IG_OK) {
+        snprintf(S->load_error, sizeof S->load_error, "cannot load %s: %s", S->model_path,
+                 *ig_last_error() ? ig_last_error() : ig_status_str(st));
+        ig_context_free(S->ctx);
+        S->ctx = NULL;
+        ig_model_free(S->model);
+        S->model = NULL;
+        atomic_store(&S->state, ST_FAILED);
+        fprintf(stderr, "ignis serve: %s\n", S->load_error);
+        return NULL;
+    }
+    pthread_mutex_lock(&S->metrics.mu);
+    S->metrics.ready = true;
+    pthread_mutex_unlock(&S->metrics.mu);
+    atomic_store(&S->state, ST_READY);
+    fprintf(stderr, "ignis serve: model ready (%s, ctx %d per slot, %d slots, batch %d)\n",
+            S->model_id, S->n_ctx, S->p.n_parallel, ig_context_params_get(S->ctx)->n_batch);
+    return NULL;
+}
+
+/* ---- lifecycle ----------------------------------------------------------------- */
+
+static char *derive_model_id(const char *path) {
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') n--;
+    size_t b = n;
+    while (b > 0 && path[b - 1] != '/') b--;
+    size_t len = n - b;
+    if (len > 5 && !strncmp(path + n - 5, ".gguf", 5)) len -= 5;
+    return ig_strndup(path + b, len);
+}
+
+static void server_free(ig_server *S) {
+    if (!S) return;
+    srv_metrics_destroy(&S->metrics);
+    free(S->model_path);
+    free(S->model_id);
+    free(S->host);
+    free(S->api_key);
+    free(S);
+}
+
+ig_status ig_server_start(const ig_server_params *p, ig_server **out) {
+    *out = NULL;
+    if (!p || !p->model_path || !*p->model_path)
+        return ig_fail(IG_ERR_INVALID_ARG, "no model path given");
+    if (p->n_parallel < 1 || p->n_parallel > 256)
+        return ig_fail(IG_ERR_INVALID_ARG, "--parallel must be between 1 and 256");
+    if (p->port < 0 || p->port > 65535) return ig_fail(IG_ERR_INVALID_ARG, "bad port %d", p->port);
+    ig_server *S = calloc(1, sizeof *S);
+    if (!S) return ig_fail(IG_ERR_NO_MEMORY, "out of memory");
+    S->p = *p;
+    if (S->p.n_batch <= 0) S->p.n_batch = 256;
+    if (S->p.n_batch < S->p.n_parallel) S->p.n_batch = S->p.n_parallel;
+    if (S->p.max_queue < 0) S->p.max_queue = 0;
+    if (S->p.max_body == 0) S->p.max_body = 16u << 20;
+    if (S->p.timeout_s <= 0) S->p.timeout_s = 600;
+    if (S->p.max_connections <= 0) S->p.max_connections = 512;
+    srv_metrics_init(&S->metrics);
+    S->model_path = ig_strdup(p->model_path);
+    S->model_id = p->model_alias && *p->model_alias ? ig_strdup(p->model_alias)
+                                                    : derive_model_id(p->model_path);
+    S->host = ig_strdup(p->host && *p->host ? p->host : "127.0.0.1");
+    if (p->api_key && *p->api_key) {
+        S->api_key = ig_strdup(p->api_key);
+        S->api_key_len = strlen(p->api_key);
+    }
+    S->p.model_path = S->model_path;
+    S->p.host = S->host;
+    S->p.api_key = S->api_key;
+    S->created = (long long)time(NULL);
+    if (!S->model_path || !S->model_id || !S->host || (p->api_key && *p->api_key && !S->api_key)) {
+        server_free(S);
+        return ig_fail(IG_ERR_NO_MEMORY, "out of memory");
+    }
+    json_object_seed(0);
+
+    struct addrinfo hints, *ai = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    char port_s[16];
+    snprintf(port_s, sizeof port_s, "%d", p->port);
+    int gai = getaddrinfo(S->host, port_s, &hints, &ai);
+    if (gai != 0 || !ai) {
+        ig_status st = ig_fail(IG_ERR_INVALID_ARG, "cannot resolve host '%s': %s", S->host,
+                               gai_strerror(gai));
+        if (ai) freeaddrinfo(ai);
+        server_free(S);
+        return st;
+    }
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                     MHD_USE_ITC | MHD_USE_AUTO;
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    S->d = MHD_start_daemon(flags, (uint16_t)p->port, NULL, NULL, on_request, S,
+                            MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, S,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)S->p.timeout_s,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)S->p.max_connections,
+                            MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
+                            MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!S->d) {
+        server_free(S);
+        return ig_fail(IG_ERR_IO, "cannot listen on %s:%d (address in use or not permitted?)",
+                       p->host ? p->host : "127.0.0.1", p->port);
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(S->d, MHD_DAEMON_INFO_BIND_PORT);
+    S->port = di ? di->port : p->port;
+    if (pthread_create(&S->loader, NULL, loader_main, S) != 0) {
+        MHD_stop_daemon(S->d);
+        server_free(S);
+        return ig_fail(IG_ERR_INTERNAL, "cannot start the loader thread");
+    }
+    S->loader_started = true;
+    *out = S;
+    return IG_OK;
+}
+
+int ig_server_port(const ig_server *s) { return s ? s->port : 0; }
+
+int ig_server_state(ig_server *s, char *err, size_t cap) {
+    int st = atomic_load(&s->state);
+    if (st == ST_FAILED && err && cap) snprintf(err, cap, "%s", s->load_error);
+    return st;
+}
+
+void ig_server_shutdown(ig_server *S, double grace_s) {
+    if (!S) return;
+    atomic_store(&S->stopping, true);
+    MHD_socket lsock = MHD_quiesce_daemon(S->d);
+    if (S->loader_started) pthread_join(S->loader, NULL);
+    if (S->sched) {
+        int running, waiting;
+        srv_sched_load(S->sched, &running, &waiting);
+        if (running || waiting)
+            fprintf(stderr, "ignis serve: shutting down, waiting up to %.0fs for %d running and "
+                            "%d queued sequences\n", grace_s, running, waiting);
+        srv_sched_shutdown(S->sched, grace_s);
+        S->sched = NULL;
+    }
+    /* let finished streams deliver their last events */
+    double deadline = now_s() + 2.0;
+    while (atomic_load(&S->active_conns) > 0 && now_s() < deadline) usleep(20 * 1000);
+    atomic_store(&S->hard_stop, true);
+    MHD_stop_daemon(S->d);
+    if (lsock != MHD_INVALID_SOCKET) close(lsock);
+    ig_context_free(S->ctx);
+    ig_model_free(S->model);
+    server_free(S);
+}
