@@ -560,17 +560,19 @@ static ig_status encode_fragment(encoder *e, const char *raw, size_t n, bool spa
     }
     size_t len = e->esc.len;
     const uint8_t *s = (const uint8_t *)e->esc.p;
-    /* one symbol per character: at most len */
-    if (len > e->cap_sym) {
-        symbol *p = ig_realloc_array(e->sym, len, sizeof *p);
+    /* one symbol per character: at most one per raw byte, plus the prefix */
+    size_t max_sym = IG_MIN(len, n + 1);
+    if (max_sym > e->cap_sym) {
+        symbol *p = ig_realloc_array(e->sym, max_sym, sizeof *p);
         if (!p) return IG_ERR_NO_MEMORY;
         e->sym = p;
-        e->cap_sym = len;
+        e->cap_sym = max_sym;
     }
     int32_t ns = 0;
     for (size_t i = 0; i < len;) {
         size_t cl = 1;
         if (utf8_class(s + i, len - i, &cl) != U8_OK) cl = 1;
+        if ((size_t)ns >= max_sym) return ig_fail(IG_ERR_INTERNAL, "tokenizer: symbol overflow");
         symbol *y = &e->sym[ns];
         y->prev = ns - 1;
         y->next = i + cl < len ? ns + 1 : -1;
