@@ -211,7 +211,8 @@ typedef struct ig_sampler_params {
     float repeat_penalty;    /* 1: off; > 0. Positive logits / it, negative * it */
     float presence_penalty;  /* 0: off; subtracted once from each token in the window */
     float frequency_penalty; /* 0: off; subtracted count times */
-    int penalty_last_n;      /* tokens of history the penalties see; -1 = all, 0 = off */
+    int penalty_last_n;      /* tokens of history the penalties see; -1 = all, 0 = off
+                                (windows over 2^22 tokens count as all) */
     uint64_t seed;           /* used as is: equal seeds give equal draws */
     const ig_logit_bias *logit_bias; /* copied by ig_sampler_create */
     size_t n_logit_bias;
@@ -230,7 +231,8 @@ void ig_sampler_free(ig_sampler *s);
 /* Picks a token from logits (n_vocab_real floats read, not modified; the
  * array may be longer). When every processed logit is -inf (all NaN, -inf or
  * banned) it returns the argmax of the raw logits, or 0. -1 only for NULL
- * arguments. Each call with temperature > 0 consumes one random draw. */
+ * arguments. Each call with temperature > 0 consumes one random draw (none
+ * in that all -inf case). */
 int32_t ig_sampler_sample(ig_sampler *s, const float *logits);
 /* Records a token in the history the penalties look at (prompt and output);
  * ids outside [0, n_vocab_real) are ignored. */

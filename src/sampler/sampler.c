@@ -14,6 +14,7 @@
  * defines top-k and top-p ties (lower ids win). */
 #include "core/util.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,8 @@
 #define HB_SCALE 8.0f
 #define HB_N 697 /* -X_MIN * HB_SCALE + 1 */
 #define HB_LANES 4
+/* Penalty windows longer than this are kept as "all" (no ring buffer). */
+#define IG_SAMPLER_MAX_WINDOW (1 << 22)
 
 typedef struct ig_cand {
     float x; /* (logit - max) / temperature, <= 0 */
@@ -55,7 +58,8 @@ struct ig_sampler {
     float *bias_dense; /* n_vocab, 0 where no bias; NULL when n_bias == 0 */
 
     /* Penalties: counts over the window, the distinct tokens in it, and the
-     * window itself as a ring (absent when penalty_last_n == -1: never evicts). */
+     * window itself as a ring (absent for penalty_last_n == -1 or beyond
+     * IG_SAMPLER_MAX_WINDOW: nothing is ever evicted). */
     bool pen_on;
     int32_t *counts;   /* n_vocab */
     int32_t *dpos;     /* n_vocab: index into distinct[] */
@@ -247,7 +251,13 @@ static int32_t raw_argmax(const ig_sampler *s, const float *logits) {
     return best;
 }
 
-static inline float inv_temperature(float t) { return t > 0.0f ? 1.0f / t : 1.0f; }
+/* 1 / temperature (1 for temperature <= 0); finite even for denormal t, so
+ * that (l - max) * inv_t stays 0 for the max and never becomes NaN. */
+static inline float inv_temperature(float t) {
+    if (!(t > 0.0f)) return 1.0f;
+    float r = 1.0f / t;
+    return r <= FLT_MAX ? r : FLT_MAX;
+}
 
 /* ---- Selection helpers ----------------------------------------------------- */
 
@@ -315,6 +325,7 @@ static size_t cand_best(const ig_cand *a, size_t n) {
  * order, whose mass reaches target (all of it if the total is below target);
  * returns r >= 1. */
 static size_t cand_nucleus(ig_cand *a, size_t n, double target) {
+    if (n == 0) return 0;
     uint64_t rs = 0x9E3779B97F4A7C15ull;
     size_t lo = 0, hi = n;
     double acc = 0.0; /* mass of a[0, lo), all inside the nucleus */
@@ -580,6 +591,7 @@ static size_t build_candidates(ig_sampler *s, const float *logits) {
         /* top_p <= 0: the single best token. */
         size_t n_sure;
         n = collect(src, V, m, inv_t, 1.0f, HB_N, HB_N - 1, c, &n_sure); /* the max (ties) */
+        if (n == 0) return 0;
         c[0] = c[cand_best(c, n)];
         return 1;
     } else {
@@ -588,6 +600,7 @@ static size_t build_candidates(ig_sampler *s, const float *logits) {
     }
 
     /* c[0, n) is the top-k set, z its mass. */
+    if (n == 0) return 0;
     if (use_p && p->top_p <= 0.0f) {
         c[0] = c[cand_best(c, n)];
         return 1;
@@ -685,7 +698,7 @@ ig_status ig_sampler_create(const ig_sampler_params *params, int n_vocab_real, i
         s->dpos = ig_calloc_array(V, sizeof *s->dpos);
         s->distinct = ig_calloc_array(V, sizeof *s->distinct);
         if (!s->counts || !s->dpos || !s->distinct) goto oom;
-        if (p.penalty_last_n > 0) {
+        if (p.penalty_last_n > 0 && p.penalty_last_n <= IG_SAMPLER_MAX_WINDOW) {
             s->ring_cap = p.penalty_last_n;
             s->ring = ig_calloc_array((size_t)s->ring_cap, sizeof *s->ring);
             if (!s->ring) goto oom;

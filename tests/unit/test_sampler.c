@@ -23,13 +23,12 @@ static uint64_t t_rng_next(uint64_t *st) {
     return z ^ (z >> 31);
 }
 
-static double t_uniform(uint64_t *st) { return (double)(t_rng_next(st) >> 11) * 0x1.0p-53; }
 
-/* Approximately normal (sum of 4 uniforms, centred, unit variance). */
+/* Bell-shaped, unit variance (sum of two uniforms from one draw). */
 static float t_normal(uint64_t *st) {
-    double s = 0;
-    for (int i = 0; i < 4; i++) s += t_uniform(st);
-    return (float)((s - 2.0) * sqrt(3.0));
+    uint64_t r = t_rng_next(st);
+    double a = (double)(r >> 32) * 0x1.0p-32, b = (double)(r & 0xffffffffu) * 0x1.0p-32;
+    return (float)((a + b - 1.0) * 2.449489742783178);
 }
 
 static ig_sampler_params t_params(float temp, int top_k, float top_p, float min_p, uint64_t seed) {
@@ -369,13 +368,15 @@ IG_TEST(sampler_matches_reference_large_vocab) {
         float p, min_p, scale;
         bool quantise, mods;
     } cases[] = {
-        {1.0f, 40, 0.95f, 0.0f, 3.0f, false, false},  {1.0f, 0, 0.9f, 0.0f, 3.0f, false, false},
-        {0.7f, 0, 0.99f, 0.0f, 1.0f, false, false},   {1.0f, 5000, 0.9f, 0.01f, 1.0f, false, false},
-        {1.0f, 0, 1.0f, 0.05f, 2.0f, false, false},   {1.3f, 2000, 1.0f, 0.0f, 2.0f, false, false},
-        {1.0f, 64, 0.95f, 0.0f, 2.0f, true, false},   {1.0f, 0, 0.5f, 0.0f, 0.5f, true, false},
-        {1.0f, 3000, 0.95f, 0.02f, 1.0f, true, false}, {2.0f, 0, 0.999f, 0.0f, 0.3f, false, false},
-        {1.0f, 0, 0.9f, 0.0f, 2.0f, false, true},     {0.8f, 50, 0.9f, 0.01f, 2.0f, true, true},
-        {1.0f, 0, 1.0f, 0.0f, 2.0f, false, true},     {1.0f, 1500, 0.97f, 0.0f, 1.5f, true, true},
+        /* heap top-k; histogram top-p; top-p + min-p with ties */
+        {1.0f, 40, 0.95f, 0.0f, 3.0f, false, false},   {0.7f, 0, 0.99f, 0.0f, 1.0f, false, false},
+        {1.0f, 0, 0.5f, 0.02f, 0.5f, true, false},
+        /* histogram top-k (with / without ties), min-p only, near-flat p */
+        {1.0f, 5000, 0.9f, 0.01f, 1.0f, false, false}, {1.0f, 3000, 0.95f, 0.02f, 1.0f, true, false},
+        {1.0f, 0, 1.0f, 0.05f, 2.0f, false, false},    {2.0f, 0, 0.999f, 0.0f, 0.3f, false, false},
+        /* with bias and penalties: histogram top-p, heap, plain, large k */
+        {1.0f, 0, 0.9f, 0.0f, 2.0f, false, true},      {0.8f, 50, 0.9f, 0.01f, 2.0f, true, true},
+        {1.0f, 0, 1.0f, 0.0f, 2.0f, false, true},      {1.0f, 1500, 0.97f, 0.0f, 1.5f, true, true},
     };
     /* Bias and penalties (cases with mods): re-applied by hand for the
      * reference. The accepted history: 1, 2, 2, 3, 9, 9, 9. */
@@ -395,7 +396,7 @@ IG_TEST(sampler_matches_reference_large_vocab) {
         int32_t top = 0;
         for (int i = 0; i < V; i++)
             if (logits[i] > logits[top]) top = i;
-        ig_logit_bias bias[3] = {{7, 6.0f}, {top, -100.0f}, {100, -INFINITY}};
+        ig_logit_bias bias[3] = {{7, 2.0f}, {top, -100.0f}, {100, -INFINITY}};
         if (cases[c].mods) {
             p.logit_bias = bias;
             p.n_logit_bias = 3;
@@ -403,7 +404,7 @@ IG_TEST(sampler_matches_reference_large_vocab) {
             p.presence_penalty = 1.5f;
             p.frequency_penalty = 0.5f;
             p.penalty_last_n = -1;
-            mod[7] += 6.0f;
+            mod[7] += 2.0f;
             mod[top] = -INFINITY;
             mod[100] = -INFINITY;
             const int32_t cnt_ids[4] = {1, 2, 3, 9}, cnt[4] = {1, 2, 1, 3};
@@ -587,6 +588,24 @@ IG_TEST(sampler_penalties_exact) {
     ig_sampler_logprobs(s, logits, lp);
     CHECK_NEAR(lp[1] - lp[4], -1.0 - 1.0, 1e-5);
     CHECK_NEAR(lp[2] - lp[4], 0.5 - 2.0 - 1.0, 1e-5);
+
+    /* reset empties the window too; counting restarts cleanly. */
+    ig_sampler_reset(s);
+    ig_sampler_accept(s, 1);
+    ig_sampler_accept(s, 0);
+    ig_sampler_accept(s, 0);
+    ig_sampler_logprobs(s, logits, lp);
+    CHECK_NEAR(lp[0] - lp[4], 2.0 - 2.0 - 1.0, 1e-5);
+    CHECK_NEAR(lp[1] - lp[4], -1.0 - 1.0, 1e-5); /* evicted again */
+    CHECK_NEAR(lp[2] - lp[4], 0.5 - 1.0, 1e-5);
+    ig_sampler_free(s);
+
+    /* A huge window is accepted (kept as "all"). */
+    p.penalty_last_n = 2147483647;
+    REQUIRE_OK(ig_sampler_create(&p, 5, &s));
+    for (int i = 0; i < 4; i++) ig_sampler_accept(s, 2);
+    ig_sampler_logprobs(s, logits, lp);
+    CHECK_NEAR(lp[2] - lp[4], 0.5 - 4.0 - 1.0, 1e-5);
     ig_sampler_free(s);
 
     /* penalty_last_n = 0 disables penalties. */
@@ -657,6 +676,18 @@ IG_TEST(sampler_nan_inf_handling) {
     float lps[2];
     CHECK_EQ_INT(ig_sampler_top_logprobs(s, f, 2, ids, lps), 1);
     CHECK_EQ_INT(ids[0], 2);
+    ig_sampler_free(s);
+
+    /* A denormal temperature behaves like greedy, without NaN trouble. */
+    ig_sampler_params pt = t_params(1e-45f, 0, 1.0f, 0.0f, 1);
+    REQUIRE_OK(ig_sampler_create(&pt, 4, &s));
+    float h[4] = {1.0f, 3.0f, 3.0f - 1e-6f, 2.0f};
+    for (int i = 0; i < 20; i++) CHECK_EQ_INT(ig_sampler_sample(s, h), 1);
+    ig_sampler_free(s);
+    pt.top_p = 0.9f;
+    pt.top_k = 2;
+    REQUIRE_OK(ig_sampler_create(&pt, 4, &s));
+    CHECK_EQ_INT(ig_sampler_sample(s, h), 1);
     ig_sampler_free(s);
 
     /* NULL arguments do not crash. */
