@@ -258,6 +258,9 @@ IG_TEST(tokenizer_hf_gguf_agree) {
         "a  b", "a   b   c", "x\n\n\ny", "\t\tindent", "<table><tr>cell</tr></table>",
         "<start_of_turn>model\nok<end_of_turn>", "two\n\nlines", "  lead", "trail  ",
         "<unused99>x", "caf\xC3\xA9 na\xC3\xAFve", "\xE2\x96\x81" "already" "\xE2\x96\x81" "marked",
+        "<<table>> </table", "\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n",
+        "\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\tx",
+        " \n \t x \r\n y", "<start_of_image><end_of_image>",
     };
     int bad = 0, total = 0;
     for (size_t k = 0; k < IG_ARRAY_LEN(texts) + 70; k++) {
@@ -296,6 +299,11 @@ IG_TEST(tokenizer_hf_gguf_agree) {
      * U+2581 to ' '), and "▁▁" is no BPE piece, so it stays two "▁". */
     CHECK_ENCODE(hf, "\xE2\x96\x81\xE2\x96\x81 mixed", 138, 9726);
     CHECK_ENCODE(gg, "\xE2\x96\x81\xE2\x96\x81 mixed", 236743, 236743, 9726);
+    /* same cause: a literal U+2581 next to a space. HF normalizes to
+     * "▁▁▁" and BPE merges it to 139; the GGUF only knows the 3-space
+     * piece as raw spaces, so the escaped run stays three "▁". */
+    CHECK_ENCODE(hf, "\xE2\x96\x81 \xE2\x96\x81", 139);
+    CHECK_ENCODE(gg, "\xE2\x96\x81 \xE2\x96\x81", 236743, 236743, 236743);
 }
 
 IG_TEST(tokenizer_specials) {
