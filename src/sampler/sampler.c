@@ -6,9 +6,11 @@
  *  - top-k <= HEAP_TOPK_MAX: a size-k heap fused into one scan;
  *  - larger top-k: a histogram of x finds the bucket holding the k-th token,
  *    only tokens down to that bucket are collected, then quickselect;
- *  - top-p without top-k: one pass sums w per x-bucket; the bucket where
- *    the cumulative mass reaches p bounds the nucleus, only tokens down to
- *    it are collected, and a mass-guided quickselect finds the exact cut;
+ *  - top-p without top-k: the total mass, then w summed per x-bucket over
+ *    the tokens that can be in the nucleus at all (p_i >= (1-p)/V); the
+ *    bucket where the cumulative mass reaches p bounds the nucleus, only
+ *    tokens down to it are collected, and a mass-guided quickselect over
+ *    the boundary bucket finds the exact cut;
  *  - min-p is a threshold on w (w_max = 1), applied while collecting.
  * Candidates are ordered by (x desc, id asc); this strict total order
  * defines top-k and top-p ties (lower ids win). */
@@ -398,13 +400,21 @@ static float max_of(const float *src, size_t n) {
     return m;
 }
 
-/* Fills s->hist_mass with the sum of w per bucket; returns the total. */
-static double hist_mass_pass(ig_sampler *s, const float *src, size_t V, float m, float inv_t) {
+/* Adds w into s->hist_mass per bucket for every token of bucket <= blim
+ * (whole buckets; blocks of 4 with no such token are skipped, and tokens of
+ * deeper buckets that share a block may add too, so only buckets <= blim
+ * hold complete sums). */
+static void hist_mass_pass(ig_sampler *s, const float *src, size_t V, float m, float inv_t,
+                           int32_t blim) {
     memset(s->hist_mass, 0, sizeof s->hist_mass);
-    ig_v4f vm = IG_V4(m), vt = IG_V4(inv_t);
+    /* bucket <= blim  <=>  -x * HB_SCALE < blim + 1; a slightly loose bound */
+    float xlo = blim >= HB_N - 1 ? X_MIN : -(float)(blim + 1) / HB_SCALE - 1e-3f;
+    ig_v4f vm = IG_V4(m), vt = IG_V4(inv_t), vlo = IG_V4(xlo);
     size_t i = 0;
     for (; i + 4 <= V; i += 4) {
         ig_v4f x = (v_load(src + i) - vm) * vt;
+        ig_v4i hit = x >= vlo;
+        if (!(hit[0] | hit[1] | hit[2] | hit[3])) continue;
         ig_v4f w = v_exp_le0(x);
         ig_v4i b = v_bucket(x);
         for (int j = 0; j < HB_LANES; j++) s->hist_mass[j][b[j]] += w[j];
@@ -413,10 +423,6 @@ static double hist_mass_pass(ig_sampler *s, const float *src, size_t V, float m,
         float x = (src[i] - m) * inv_t;
         s->hist_mass[0][bucket_of(x)] += exp_le0(x);
     }
-    double z = 0.0;
-    for (int b = 0; b < HB_N; b++)
-        for (int j = 0; j < HB_LANES; j++) z += s->hist_mass[j][b];
-    return z;
 }
 
 /* Fills s->hist_count with the number of tokens (x >= X_MIN) per bucket. */
@@ -569,11 +575,17 @@ static size_t build_candidates(ig_sampler *s, const float *logits) {
          * order, so applying it while collecting (with the nucleus target
          * still from the full z) equals top-p followed by min-p: when it
          * drops a surely-inside token, it drops all boundary ones too. */
-        z = hist_mass_pass(s, src, V, m, inv_t);
+        z = sum_exp_le0(src, V, m, inv_t);
         double target = (double)p->top_p * z * (1.0 - TOP_P_REL_EPS);
+        /* A token with p_i < (1-p)/V has at most V tokens from it onwards,
+         * of total mass < 1-p, so it is outside the nucleus (halved for
+         * rounding): the histogram only needs the buckets down to there. */
+        float tail_w = (float)((1.0 - (double)p->top_p) * z / (double)V * 0.5);
+        int32_t blim = tail_w > 0.0f ? bucket_of(logf(tail_w)) : HB_N - 1;
+        hist_mass_pass(s, src, V, m, inv_t, blim);
         int32_t bsure = 0, bmax = HB_N - 1;
         double cum = 0.0;
-        for (int32_t b = 0; b < HB_N; b++) {
+        for (int32_t b = 0; b <= blim; b++) {
             for (int j = 0; j < HB_LANES; j++) cum += s->hist_mass[j][b];
             if (cum < target * (1.0 - 1e-5)) bsure = b + 1;
             if (cum >= target * (1.0 + 1e-5)) {
