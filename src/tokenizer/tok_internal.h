@@ -34,12 +34,12 @@ typedef struct ig_merge_slot {
 
 struct ig_tokenizer {
     int32_t n_vocab;
-    char **piece;         /* [n_vocab] owned, NUL-terminated (may also hold NULs) */
-    uint32_t *piece_len;  /* [n_vocab] bytes */
-    float *score;         /* [n_vocab] higher merges first */
-    uint8_t *type;        /* [n_vocab] ig_token_type */
-    uint8_t *attr;        /* [n_vocab] IG_TOKA_* */
-    uint8_t *byte_value;  /* [n_vocab] the byte of an IG_TOKEN_BYTE piece */
+    char **piece;        /* [n_vocab] owned, NUL-terminated (may also hold NULs) */
+    uint32_t *piece_len; /* [n_vocab] bytes */
+    float *score;        /* [n_vocab] higher merges first */
+    uint8_t *type;       /* [n_vocab] ig_token_type */
+    uint8_t *attr;       /* [n_vocab] IG_TOKA_* */
+    uint8_t *byte_value; /* [n_vocab] the byte of an IG_TOKEN_BYTE piece */
 
     int32_t bos, eos, unk, pad, eot;
     bool add_bos;
@@ -51,7 +51,7 @@ struct ig_tokenizer {
     int32_t *hash;           /* open addressing over pieces, -1 = empty */
     size_t hash_mask;
     uint32_t max_piece_len;
-    ig_trie_node *trie;      /* node 0 is the root */
+    ig_trie_node *trie; /* node 0 is the root */
     size_t trie_n;
     uint8_t trie_first[256]; /* 1 if some matched piece starts with this byte */
 

@@ -124,7 +124,8 @@ ig_status ig_tok_merge_add(ig_tokenizer *t, int32_t left, int32_t right, int32_t
 ig_status ig_tok_merges_alloc(ig_tokenizer *t, size_t n_merges) {
     size_t cap = 16;
     while (cap < n_merges * 2) {
-        if (!ig_size_mul(cap, 2, &cap)) return ig_fail(IG_ERR_NO_MEMORY, "tokenizer: too many merges");
+        if (!ig_size_mul(cap, 2, &cap))
+            return ig_fail(IG_ERR_NO_MEMORY, "tokenizer: too many merges");
     }
     t->merges = ig_calloc_array(cap, sizeof *t->merges);
     if (!t->merges) return IG_ERR_NO_MEMORY;
@@ -237,8 +238,9 @@ ig_status ig_tok_finalize(ig_tokenizer *t) {
         if (ty == IG_TOKEN_BYTE) {
             int b = parse_byte_piece(t->piece[id], t->piece_len[id]);
             if (b < 0)
-                return ig_fail(IG_ERR_FORMAT, "tokenizer: byte token %d has piece '%.16s', not <0xXX>",
-                               (int)id, t->piece[id]);
+                return ig_fail(IG_ERR_FORMAT,
+                               "tokenizer: byte token %d has piece '%.16s', not <0xXX>", (int)id,
+                               t->piece[id]);
             t->byte_value[id] = (uint8_t)b;
             if (t->byte_token[b] < 0) t->byte_token[b] = id;
             t->attr[id] &= (uint8_t)~IG_TOKA_MERGEABLE;
@@ -432,7 +434,7 @@ typedef struct encoder {
     bool parse_special;
     int32_t *ids;
     size_t n_ids, cap_ids;
-    bytebuf esc;        /* escaped fragment */
+    bytebuf esc; /* escaped fragment */
     symbol *sym;
     size_t cap_sym;
     bigram *heap;
@@ -599,8 +601,10 @@ static ig_status encode_fragment(encoder *e, const char *raw, size_t n, bool spa
     }
     for (int32_t i = ns > 0 ? 0 : -1; i >= 0; i = e->sym[i].next) {
         const symbol *y = &e->sym[i];
-        if (y->id >= 0) IG_TRY(emit(e, y->id));
-        else IG_TRY(emit_symbol_bytes(e, y));
+        if (y->id >= 0)
+            IG_TRY(emit(e, y->id));
+        else
+            IG_TRY(emit_symbol_bytes(e, y));
     }
     return IG_OK;
 }
@@ -655,8 +659,8 @@ ig_status ig_tokenize_ex(const ig_tokenizer *tok, const char *text, size_t len, 
     bool prefix = tok->add_space_prefix; /* at the start and after each special */
     for (size_t i = 0; i < len;) {
         size_t mlen = 0;
-        int32_t sp = tok->trie_first[(uint8_t)text[i]] ? match_special(&e, text + i, len - i, &mlen)
-                                                       : -1;
+        int32_t sp =
+            tok->trie_first[(uint8_t)text[i]] ? match_special(&e, text + i, len - i, &mlen) : -1;
         if (sp < 0) {
             i++;
             continue;
@@ -696,8 +700,7 @@ ig_status ig_tokenize(const ig_tokenizer *tok, const char *text, size_t len, boo
 
 /* Raw bytes of one token: U+2581 -> ' ', byte pieces -> their byte, control
  * and unknown pieces -> "" unless render_special. */
-static ig_status token_bytes(const ig_tokenizer *t, int32_t id, bool render_special,
-                             bytebuf *out) {
+static ig_status token_bytes(const ig_tokenizer *t, int32_t id, bool render_special, bytebuf *out) {
     int ty = t->type[id];
     if (ty == IG_TOKEN_BYTE) {
         uint8_t b = t->byte_value[id];
@@ -708,8 +711,8 @@ static ig_status token_bytes(const ig_tokenizer *t, int32_t id, bool render_spec
     size_t n = t->piece_len[id], i = 0;
     while (i < n) {
         size_t j = i;
-        while (j + 2 < n && !((uint8_t)p[j] == 0xE2 && (uint8_t)p[j + 1] == 0x96 &&
-                              (uint8_t)p[j + 2] == 0x81))
+        while (j + 2 < n &&
+               !((uint8_t)p[j] == 0xE2 && (uint8_t)p[j + 1] == 0x96 && (uint8_t)p[j + 2] == 0x81))
             j++;
         if (j + 2 >= n) {
             IG_TRY(buf_append(out, p + i, n - i));
@@ -729,8 +732,9 @@ ig_status ig_detokenize(const ig_tokenizer *tok, const int32_t *ids, size_t n_id
         return ig_fail(IG_ERR_INVALID_ARG, "ig_detokenize: NULL argument");
     for (size_t i = 0; i < n_ids; i++)
         if (ids[i] < 0 || ids[i] >= tok->n_vocab)
-            return ig_fail(IG_ERR_INVALID_ARG, "ig_detokenize: token id %d at %zu out of range (0..%d)",
-                           (int)ids[i], i, (int)tok->n_vocab - 1);
+            return ig_fail(IG_ERR_INVALID_ARG,
+                           "ig_detokenize: token id %d at %zu out of range (0..%d)", (int)ids[i], i,
+                           (int)tok->n_vocab - 1);
     bytebuf raw = {0}, out = {0};
     ig_status st = buf_reserve(&raw, 0);
     for (size_t i = 0; st == IG_OK && i < n_ids; i++)
@@ -751,9 +755,9 @@ ig_status ig_detokenize(const ig_tokenizer *tok, const int32_t *ids, size_t n_id
 
 struct ig_detok_stream {
     const ig_tokenizer *tok;
-    bytebuf raw;     /* bytes not yet validated (an incomplete character) */
-    bytebuf q;       /* well-formed text not yet handed out */
-    size_t q_off;    /* first byte of q not yet handed out */
+    bytebuf raw;  /* bytes not yet validated (an incomplete character) */
+    bytebuf q;    /* well-formed text not yet handed out */
+    size_t q_off; /* first byte of q not yet handed out */
 };
 
 ig_status ig_detok_stream_create(const ig_tokenizer *tok, ig_detok_stream **out) {

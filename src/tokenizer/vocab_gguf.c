@@ -9,9 +9,9 @@ static ig_status gguf_token_id(const gguf_file *f, const char *key, int32_t *id)
     const gguf_kv *kv = gguf_find(f, key);
     if (!kv) return IG_OK;
     int64_t v;
-    if (!gguf_get_i64(f, key, &v))
-        return ig_fail(IG_ERR_FORMAT, "gguf: %s is not an integer", key);
-    if (v < -1 || v > INT32_MAX) return ig_fail(IG_ERR_FORMAT, "gguf: %s = %lld is out of range", key, (long long)v);
+    if (!gguf_get_i64(f, key, &v)) return ig_fail(IG_ERR_FORMAT, "gguf: %s is not an integer", key);
+    if (v < -1 || v > INT32_MAX)
+        return ig_fail(IG_ERR_FORMAT, "gguf: %s = %lld is out of range", key, (long long)v);
     *id = (int32_t)v;
     return IG_OK;
 }
@@ -39,7 +39,8 @@ static ig_status load(const gguf_file *f, ig_tokenizer **out) {
     const gguf_kv *tokens = gguf_find(f, "tokenizer.ggml.tokens");
     if (!tokens || tokens->type != GGUF_TYPE_ARRAY || tokens->arr_type != GGUF_TYPE_STRING ||
         !tokens->arr_strs)
-        return ig_fail(IG_ERR_FORMAT, "gguf: tokenizer.ggml.tokens is missing or not a string array");
+        return ig_fail(IG_ERR_FORMAT,
+                       "gguf: tokenizer.ggml.tokens is missing or not a string array");
     uint64_t n = tokens->arr_count;
     if (n == 0 || n > IG_TOK_MAX_VOCAB)
         return ig_fail(IG_ERR_UNSUPPORTED, "gguf: tokenizer.ggml.tokens has %llu entries (1..%d)",
@@ -66,15 +67,15 @@ static ig_status load(const gguf_file *f, ig_tokenizer **out) {
         if (scores) {
             /* little-endian f32 inside the mapping, maybe unaligned */
             const uint8_t *p = (const uint8_t *)scores->arr_data + (size_t)i * 4;
-            uint32_t bits = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                            (uint32_t)p[3] << 24;
+            uint32_t bits =
+                (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
             memcpy(&t->score[i], &bits, 4);
         }
         int ty = IG_TOKEN_NORMAL;
         if (types) {
             const uint8_t *p = (const uint8_t *)types->arr_data + (size_t)i * 4;
-            uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                         (uint32_t)p[3] << 24;
+            uint32_t u =
+                (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
             int32_t v;
             memcpy(&v, &u, 4);
             if (v < IG_TOKEN_NORMAL || v > IG_TOKEN_BYTE) {

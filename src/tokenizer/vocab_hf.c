@@ -60,7 +60,8 @@ static ig_status apply_normalizer(ig_tokenizer *t, const json_t *n, int depth) {
     }
     if (str_is(type, "Prepend")) {
         if (!str_is(json_object_get(n, "prepend"), U2581))
-            return ig_fail(IG_ERR_UNSUPPORTED, "tokenizer.json: Prepend of something else than U+2581");
+            return ig_fail(IG_ERR_UNSUPPORTED,
+                           "tokenizer.json: Prepend of something else than U+2581");
         t->add_space_prefix = true;
         return IG_OK;
     }
@@ -72,7 +73,8 @@ static ig_status apply_normalizer(ig_tokenizer *t, const json_t *n, int depth) {
  * none, or a Split on ' ' (spaces are already U+2581 by then). */
 static ig_status check_pre_tokenizer(const json_t *p) {
     if (!p || json_is_null(p)) return IG_OK;
-    if (!json_is_object(p)) return ig_fail(IG_ERR_FORMAT, "tokenizer.json: pre_tokenizer is not an object");
+    if (!json_is_object(p))
+        return ig_fail(IG_ERR_FORMAT, "tokenizer.json: pre_tokenizer is not an object");
     const json_t *type = json_object_get(p, "type");
     const json_t *pat = json_object_get(p, "pattern");
     if (str_is(type, "Split") && json_is_object(pat) && str_is(json_object_get(pat, "String"), " "))
@@ -111,7 +113,8 @@ static ig_status json_id(const json_t *v, const char *what, int32_t *out) {
         return ig_fail(IG_ERR_FORMAT, "tokenizer.json: %s id is not an integer", what);
     json_int_t i = json_integer_value(v);
     if (i < 0 || i >= IG_TOK_MAX_VOCAB)
-        return ig_fail(IG_ERR_FORMAT, "tokenizer.json: %s id %lld out of range", what, (long long)i);
+        return ig_fail(IG_ERR_FORMAT, "tokenizer.json: %s id %lld out of range", what,
+                       (long long)i);
     *out = (int32_t)i;
     return IG_OK;
 }
@@ -122,7 +125,8 @@ static ig_status merge_parts(const json_t *m, size_t rank, const char **a, size_
     if (json_is_array(m)) {
         const json_t *x = json_array_get(m, 0), *y = json_array_get(m, 1);
         if (json_array_size(m) != 2 || !json_is_string(x) || !json_is_string(y))
-            return ig_fail(IG_ERR_FORMAT, "tokenizer.json: merge %zu is not a pair of strings", rank);
+            return ig_fail(IG_ERR_FORMAT, "tokenizer.json: merge %zu is not a pair of strings",
+                           rank);
         *a = json_string_value(x);
         *na = json_string_length(x);
         *b = json_string_value(y);
@@ -163,8 +167,8 @@ static ig_status apply_merges(ig_tokenizer *t, const json_t *merges) {
         if (st != IG_OK) break;
         int32_t ia = ig_tok_find(t, a, na), ib = ig_tok_find(t, b, nb);
         if (ia < 0 || ib < 0) {
-            st = ig_fail(IG_ERR_FORMAT, "tokenizer.json: merge %zu uses a piece not in the vocabulary",
-                         rank);
+            st = ig_fail(IG_ERR_FORMAT,
+                         "tokenizer.json: merge %zu uses a piece not in the vocabulary", rank);
             break;
         }
         /* both are pieces, so na, nb <= max_piece_len and cat is large enough */
@@ -172,8 +176,8 @@ static ig_status apply_merges(ig_tokenizer *t, const json_t *merges) {
         memcpy(cat + na, b, nb);
         int32_t id = ig_tok_find(t, cat, na + nb);
         if (id < 0) {
-            st = ig_fail(IG_ERR_FORMAT, "tokenizer.json: merge %zu gives a piece not in the vocabulary",
-                         rank);
+            st = ig_fail(IG_ERR_FORMAT,
+                         "tokenizer.json: merge %zu gives a piece not in the vocabulary", rank);
             break;
         }
         st = ig_tok_merge_add(t, ia, ib, (int32_t)rank, id);
@@ -195,12 +199,15 @@ static ig_status load_json(const json_t *root, ig_tokenizer **out) {
     if (!json_is_object(model)) return ig_fail(IG_ERR_FORMAT, "tokenizer.json: no 'model' object");
     const json_t *mtype = json_object_get(model, "type");
     if (mtype && !str_is(mtype, "BPE"))
-        return ig_fail(IG_ERR_UNSUPPORTED, "tokenizer.json: model type '%s' is not supported (BPE only)",
+        return ig_fail(IG_ERR_UNSUPPORTED,
+                       "tokenizer.json: model type '%s' is not supported (BPE only)",
                        json_is_string(mtype) ? json_string_value(mtype) : "?");
     const json_t *vocab = json_object_get(model, "vocab");
     const json_t *merges = json_object_get(model, "merges");
-    if (!json_is_object(vocab)) return ig_fail(IG_ERR_FORMAT, "tokenizer.json: model.vocab is not an object");
-    if (!json_is_array(merges)) return ig_fail(IG_ERR_FORMAT, "tokenizer.json: model.merges is not an array");
+    if (!json_is_object(vocab))
+        return ig_fail(IG_ERR_FORMAT, "tokenizer.json: model.vocab is not an object");
+    if (!json_is_array(merges))
+        return ig_fail(IG_ERR_FORMAT, "tokenizer.json: model.merges is not an array");
     const json_t *added = json_object_get(root, "added_tokens");
     if (added && !json_is_null(added) && !json_is_array(added))
         return ig_fail(IG_ERR_FORMAT, "tokenizer.json: added_tokens is not an array");
@@ -220,7 +227,9 @@ static ig_status load_json(const json_t *root, ig_tokenizer **out) {
     const json_t *a;
     if (json_is_array(added)) {
         json_array_foreach(added, i, a) {
-            if (!json_is_object(a)) return ig_fail(IG_ERR_FORMAT, "tokenizer.json: added token %zu is not an object", i);
+            if (!json_is_object(a))
+                return ig_fail(IG_ERR_FORMAT, "tokenizer.json: added token %zu is not an object",
+                               i);
             IG_TRY(json_id(json_object_get(a, "id"), "added token", &id));
             if (id > max_id) max_id = id;
         }
@@ -236,7 +245,8 @@ static ig_status load_json(const json_t *root, ig_tokenizer **out) {
     json_object_keylen_foreach((json_t *)vocab, key, key_len, val) {
         id = (int32_t)json_integer_value(val);
         if (t->piece[id]) {
-            st = ig_fail(IG_ERR_FORMAT, "tokenizer.json: id %d is used twice in model.vocab", (int)id);
+            st = ig_fail(IG_ERR_FORMAT, "tokenizer.json: id %d is used twice in model.vocab",
+                         (int)id);
             break;
         }
         st = ig_tok_set_piece(t, id, key, key_len);
@@ -248,14 +258,15 @@ static ig_status load_json(const json_t *root, ig_tokenizer **out) {
         json_array_foreach(added, i, a) {
             const json_t *content = json_object_get(a, "content");
             if (!json_is_string(content)) {
-                st = ig_fail(IG_ERR_FORMAT, "tokenizer.json: added token %zu has no content string", i);
+                st = ig_fail(IG_ERR_FORMAT, "tokenizer.json: added token %zu has no content string",
+                             i);
                 break;
             }
             id = (int32_t)json_integer_value(json_object_get(a, "id"));
             st = ig_tok_set_piece(t, id, json_string_value(content), json_string_length(content));
             if (st != IG_OK) break;
             t->type[id] = json_is_true(json_object_get(a, "special")) ? IG_TOKEN_CONTROL
-                                                                       : IG_TOKEN_USER_DEFINED;
+                                                                      : IG_TOKEN_USER_DEFINED;
         }
     }
     if (st == IG_OK) st = apply_normalizer(t, json_object_get(root, "normalizer"), 0);
@@ -264,7 +275,8 @@ static ig_status load_json(const json_t *root, ig_tokenizer **out) {
     if (st == IG_OK) st = apply_merges(t, merges);
     if (st == IG_OK) {
         const json_t *unk = json_object_get(model, "unk_token");
-        if (json_is_string(unk)) t->unk = ig_tok_find(t, json_string_value(unk), json_string_length(unk));
+        if (json_is_string(unk))
+            t->unk = ig_tok_find(t, json_string_value(unk), json_string_length(unk));
         find_template_bos(t, json_object_get(root, "post_processor"));
         if (t->bos < 0) t->bos = ig_token_lookup(t, "<bos>");
         t->eos = ig_token_lookup(t, "<eos>");
@@ -280,7 +292,8 @@ static ig_status load_json(const json_t *root, ig_tokenizer **out) {
 
 ig_status ig_tokenizer_from_hf_json_buf(const char *text, size_t len, ig_tokenizer **out) {
     if (out) *out = NULL;
-    if (!out || (!text && len)) return ig_fail(IG_ERR_INVALID_ARG, "ig_tokenizer_from_hf_json_buf: NULL argument");
+    if (!out || (!text && len))
+        return ig_fail(IG_ERR_INVALID_ARG, "ig_tokenizer_from_hf_json_buf: NULL argument");
     json_error_t err;
     json_t *root = json_loadb(text ? text : "", len, 0, &err);
     if (!root)
@@ -293,7 +306,8 @@ ig_status ig_tokenizer_from_hf_json_buf(const char *text, size_t len, ig_tokeniz
 
 ig_status ig_tokenizer_from_hf_json(const char *path, ig_tokenizer **out) {
     if (out) *out = NULL;
-    if (!path || !out) return ig_fail(IG_ERR_INVALID_ARG, "ig_tokenizer_from_hf_json: NULL argument");
+    if (!path || !out)
+        return ig_fail(IG_ERR_INVALID_ARG, "ig_tokenizer_from_hf_json: NULL argument");
     char *buf = NULL;
     size_t len = 0;
     ig_status st = ig_file_read_all(path, HF_JSON_MAX_BYTES, &buf, &len);

@@ -2,8 +2,8 @@
  * and the token layout of a rendered chat under the real tokenizers. */
 #include "test.h"
 
-#include "ignis.h"
 #include "core/util.h"
+#include "ignis.h"
 #include "tokenizer/tokenizer.h"
 
 #include <jansson.h>
@@ -14,8 +14,7 @@
 const ig_tokenizer *tok_test_hf(void);
 const ig_tokenizer *tok_test_gguf(bool *skipped);
 
-static void check_render(const ig_chat_message *m, size_t n, bool gen, const char *want,
-                         int line) {
+static void check_render(const ig_chat_message *m, size_t n, bool gen, const char *want, int line) {
     char *out = NULL;
     ig_status st = ig_chat_render(m, n, gen, &out);
     if (st != IG_OK) {
@@ -55,8 +54,10 @@ IG_TEST(chat_render_variants) {
      * (ASCII and Unicode whitespace, as Python's str.strip) */
     const ig_chat_message a[] = {
         {"user", "  \n\tWhat is 2+2?\n "},
-        {"model", "\xE3\x80\x80" "4" "\xC2\xA0"}, /* U+3000 ... U+00A0 */
-        {"user", "Thanks \xE2\x96\x81"},         /* U+2581 is not whitespace */
+        {"model", "\xE3\x80\x80"
+                  "4"
+                  "\xC2\xA0"},           /* U+3000 ... U+00A0 */
+        {"user", "Thanks \xE2\x96\x81"}, /* U+2581 is not whitespace */
     };
     check_render(a, 3, true,
                  "<bos><start_of_turn>user\nWhat is 2+2?<end_of_turn>\n"

@@ -3,8 +3,8 @@
  * detokenizer, robustness against bad input, and the cost of encoding. */
 #include "test.h"
 
-#include "ignis.h"
 #include "core/util.h"
+#include "ignis.h"
 #include "model/gguf.h"
 #include "tokenizer/tokenizer.h"
 
@@ -48,8 +48,9 @@ const ig_tokenizer *tok_test_gguf(bool *skipped) {
             ig_test_skip("real model not present (IGNIS_ALLOW_MISSING_MODEL)");
             *skipped = true;
         } else {
-            ig_test_fail_at(__FILE__, __LINE__, "real model not found (set IGNIS_MODEL or "
-                                                "IGNIS_ALLOW_MISSING_MODEL=1)");
+            ig_test_fail_at(__FILE__, __LINE__,
+                            "real model not found (set IGNIS_MODEL or "
+                            "IGNIS_ALLOW_MISSING_MODEL=1)");
         }
         return NULL;
     }
@@ -144,7 +145,8 @@ static int run_golden(const ig_tokenizer *t, const char *label) {
         size_t nw = json_array_size(jids);
         int32_t *want = calloc(nw + 1, sizeof *want);
         if (!want) break;
-        for (size_t k = 0; k < nw; k++) want[k] = (int32_t)json_integer_value(json_array_get(jids, k));
+        for (size_t k = 0; k < nw; k++)
+            want[k] = (int32_t)json_integer_value(json_array_get(jids, k));
         int32_t *ids = NULL;
         size_t n = 0;
         size_t tl = json_string_length(json_object_get(c, "text"));
@@ -164,8 +166,9 @@ static int run_golden(const ig_tokenizer *t, const char *label) {
                             ig_last_error());
         } else {
             if (strcmp(out, decoded) != 0)
-                ig_test_fail_at(__FILE__, __LINE__, "%s: case %zu decodes to \"%.80s\", want \"%.80s\"",
-                                label, i, out, decoded);
+                ig_test_fail_at(__FILE__, __LINE__,
+                                "%s: case %zu decodes to \"%.80s\", want \"%.80s\"", label, i, out,
+                                decoded);
             free(out);
         }
         free(want);
@@ -255,12 +258,26 @@ IG_TEST(tokenizer_hf_gguf_agree) {
     REQUIRE(gg);
     char spaces[200];
     static const char *texts[] = {
-        "a  b", "a   b   c", "x\n\n\ny", "\t\tindent", "<table><tr>cell</tr></table>",
-        "<start_of_turn>model\nok<end_of_turn>", "two\n\nlines", "  lead", "trail  ",
-        "<unused99>x", "caf\xC3\xA9 na\xC3\xAFve", "\xE2\x96\x81" "already" "\xE2\x96\x81" "marked",
-        "<<table>> </table", "\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n",
+        "a  b",
+        "a   b   c",
+        "x\n\n\ny",
+        "\t\tindent",
+        "<table><tr>cell</tr></table>",
+        "<start_of_turn>model\nok<end_of_turn>",
+        "two\n\nlines",
+        "  lead",
+        "trail  ",
+        "<unused99>x",
+        "caf\xC3\xA9 na\xC3\xAFve",
+        "\xE2\x96\x81"
+        "already"
+        "\xE2\x96\x81"
+        "marked",
+        "<<table>> </table",
+        "\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n",
         "\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\tx",
-        " \n \t x \r\n y", "<start_of_image><end_of_image>",
+        " \n \t x \r\n y",
+        "<start_of_image><end_of_image>",
     };
     int bad = 0, total = 0;
     for (size_t k = 0; k < IG_ARRAY_LEN(texts) + 70; k++) {
@@ -359,7 +376,11 @@ IG_TEST(tokenizer_decode) {
     const int32_t e_acute[] = {238 + 0xC3, 238 + 0xA9};
     check_decode(t, e_acute, 2, false, "\xC3\xA9", __LINE__);
     const int32_t broken[] = {238 + 0xC3, 236746, 238 + 0xFF};
-    check_decode(t, broken, 3, false, "\xEF\xBF\xBD" "a" "\xEF\xBF\xBD", __LINE__);
+    check_decode(t, broken, 3, false,
+                 "\xEF\xBF\xBD"
+                 "a"
+                 "\xEF\xBF\xBD",
+                 __LINE__);
     const int32_t cut[] = {238 + 0xF0, 238 + 0x9F, 238 + 0xA6};
     check_decode(t, cut, 3, false, "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD", __LINE__);
     /* U+2581 pieces become spaces; user-defined "▁▁▁" (139) three spaces */
@@ -384,14 +405,18 @@ IG_TEST(tokenizer_invalid_utf8) {
     REQUIRE(t);
     /* lone continuation, invalid lead, truncated sequence, overlong NUL,
      * surrogate, embedded NUL: all bytes fall back to <0xXX> pieces */
-    const char s[] = "a\x80" "b\xFF\xC3" "c\xC0\x80\xED\xA0\x80" "d\0e\xF0\x9F\xA6";
+    const char s[] = "a\x80"
+                     "b\xFF\xC3"
+                     "c\xC0\x80\xED\xA0\x80"
+                     "d\0e\xF0\x9F\xA6";
     size_t n_s = sizeof s - 1;
     int32_t *ids = NULL;
     size_t n = 0;
     REQUIRE(encode(t, s, n_s, false, true, &ids, &n));
-    static const int32_t want[] = {236746, 238 + 0x80, 236763, 238 + 0xFF, 238 + 0xC3, 236755,
-                                   238 + 0xC0, 238 + 0x80, 238 + 0xED, 238 + 0xA0, 238 + 0x80,
-                                   236753, 238 + 0x00, 236744, 238 + 0xF0, 238 + 0x9F, 238 + 0xA6};
+    static const int32_t want[] = {236746,     238 + 0x80, 236763,     238 + 0xFF, 238 + 0xC3,
+                                   236755,     238 + 0xC0, 238 + 0x80, 238 + 0xED, 238 + 0xA0,
+                                   238 + 0x80, 236753,     238 + 0x00, 236744,     238 + 0xF0,
+                                   238 + 0x9F, 238 + 0xA6};
     if (!ids_equal(ids, n, want, IG_ARRAY_LEN(want))) {
         ig_test_fail_at(__FILE__, __LINE__, "invalid UTF-8 ids differ");
         print_ids("got ", ids, n);
@@ -455,7 +480,8 @@ IG_TEST(tokenizer_stream_utf8) {
     /* a broken sequence is replaced as soon as it is known to be broken */
     CHECK_EQ_INT(ig_detok_stream_push(s, 238 + 0xC3, out, sizeof out), 0);
     CHECK_EQ_INT(ig_detok_stream_push(s, 236746, out, sizeof out), 4);
-    CHECK(strcmp(out, "\xEF\xBF\xBD" "a") == 0);
+    CHECK(strcmp(out, "\xEF\xBF\xBD"
+                      "a") == 0);
     /* small buffers: never half a character; the rest comes later */
     const int32_t e_acute = ig_token_lookup(t, "\xC3\xA9");
     REQUIRE(e_acute >= 0);
@@ -531,7 +557,8 @@ static ig_tokenizer *tiny_json(const char *merges, ig_status *st) {
              " \"content\": \"\xE2\x96\x81\"},"
              " \"pre_tokenizer\": null,"
              " \"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": "
-             "[{\"SpecialToken\": {\"id\": \"<bos>\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\"}}]},"
+             "[{\"SpecialToken\": {\"id\": \"<bos>\", \"type_id\": 0}}, {\"Sequence\": {\"id\": "
+             "\"A\"}}]},"
              " \"model\": {\"type\": \"BPE\", \"byte_fallback\": true, \"unk_token\": \"<unk>\","
              " \"vocab\": {\"<bos>\": 0, \"<unk>\": 1, \"a\": 2, \"b\": 3, \"c\": 4, \"ab\": 5,"
              " \"bc\": 6, \"<0x64>\": 7, \"\xE2\x96\x81\": 8, \"<x>\": 9, \"abc\": 10},"
@@ -549,8 +576,8 @@ IG_TEST(tokenizer_json_merge_ranks) {
     REQUIRE(t);
     CHECK_ENCODE(t, "abc", 2, 6);
     CHECK_ENCODE(t, "ab c", 5, 8, 4);
-    CHECK_ENCODE(t, "d", 7);                 /* byte fallback */
-    CHECK_ENCODE(t, "e", 1);                 /* no byte piece: <unk> */
+    CHECK_ENCODE(t, "d", 7); /* byte fallback */
+    CHECK_ENCODE(t, "e", 1); /* no byte piece: <unk> */
     CHECK_ENCODE(t, "a<x>b<bos>", 2, 9, 3, 0);
     CHECK_EQ_INT(ig_tokenizer_bos(t), 0);
     CHECK(ig_tokenizer_add_bos(t));
@@ -600,7 +627,8 @@ IG_TEST(tokenizer_json_malformed) {
         {"{\"model\": {\"type\": \"Unigram\", \"vocab\": []}}", IG_ERR_UNSUPPORTED},
         {"{\"model\": {\"type\": \"BPE\", \"vocab\": [], \"merges\": []}}", IG_ERR_FORMAT},
         {"{\"model\": {\"type\": \"BPE\", \"vocab\": {}, \"merges\": []}}", IG_ERR_FORMAT},
-        {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": \"0\"}, \"merges\": []}}", IG_ERR_FORMAT},
+        {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": \"0\"}, \"merges\": []}}",
+         IG_ERR_FORMAT},
         {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": -1}, \"merges\": []}}", IG_ERR_FORMAT},
         {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 99999999999}, \"merges\": []}}",
          IG_ERR_FORMAT},
@@ -609,19 +637,26 @@ IG_TEST(tokenizer_json_malformed) {
         {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": {}}}", IG_ERR_FORMAT},
         {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [5]}}", IG_ERR_FORMAT},
         {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []},"
-         " \"added_tokens\": {}}", IG_ERR_FORMAT},
+         " \"added_tokens\": {}}",
+         IG_ERR_FORMAT},
         {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []},"
-         " \"added_tokens\": [{\"id\": 1}]}", IG_ERR_FORMAT},
+         " \"added_tokens\": [{\"id\": 1}]}",
+         IG_ERR_FORMAT},
         {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []},"
-         " \"added_tokens\": [7]}", IG_ERR_FORMAT},
+         " \"added_tokens\": [7]}",
+         IG_ERR_FORMAT},
         {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"<0xZZ>\": 0}, \"merges\": [],"
-         " \"byte_fallback\": true}}", IG_ERR_FORMAT},
+         " \"byte_fallback\": true}}",
+         IG_ERR_FORMAT},
         {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []},"
-         " \"normalizer\": {\"type\": \"NFKC\"}}", IG_ERR_UNSUPPORTED},
+         " \"normalizer\": {\"type\": \"NFKC\"}}",
+         IG_ERR_UNSUPPORTED},
         {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []},"
-         " \"normalizer\": 3}", IG_ERR_FORMAT},
+         " \"normalizer\": 3}",
+         IG_ERR_FORMAT},
         {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []},"
-         " \"pre_tokenizer\": {\"type\": \"ByteLevel\"}}", IG_ERR_UNSUPPORTED},
+         " \"pre_tokenizer\": {\"type\": \"ByteLevel\"}}",
+         IG_ERR_UNSUPPORTED},
     };
     for (size_t i = 0; i < IG_ARRAY_LEN(cases); i++) {
         ig_tokenizer *t = (ig_tokenizer *)1;
@@ -633,7 +668,8 @@ IG_TEST(tokenizer_json_malformed) {
         if (st == IG_OK) ig_tokenizer_free(t);
     }
     /* a minimal valid one loads */
-    const char *ok = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 2}, \"merges\": []}}";
+    const char *ok =
+        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 2}, \"merges\": []}}";
     ig_tokenizer *t = NULL;
     REQUIRE_OK(ig_tokenizer_from_hf_json_buf(ok, strlen(ok), &t));
     CHECK_EQ_INT(ig_tokenizer_n_vocab(t), 3);
@@ -705,9 +741,23 @@ typedef struct tiny_gguf_opts {
     bool byte_piece_garbled; /* type BYTE on a non-<0xXX> piece */
 } tiny_gguf_opts;
 
-static const char *k_tiny_tokens[] = {"<pad>", "<eos>", "<bos>", "<unk>", "<ctl>", "  ",
-                                      "<tag>", "a",     "b",     "c",     "ab",    "bc",
-                                      "\xE2\x96\x81", "\xE2\x96\x81" "c", "<0x64>", "<0xC3>",
+static const char *k_tiny_tokens[] = {"<pad>",
+                                      "<eos>",
+                                      "<bos>",
+                                      "<unk>",
+                                      "<ctl>",
+                                      "  ",
+                                      "<tag>",
+                                      "a",
+                                      "b",
+                                      "c",
+                                      "ab",
+                                      "bc",
+                                      "\xE2\x96\x81",
+                                      "\xE2\x96\x81"
+                                      "c",
+                                      "<0x64>",
+                                      "<0xC3>",
                                       "<0xA9>"};
 static const float k_tiny_scores[] = {-1000, -1000, -1000, -1000, -1000, -1000, -1000, -5, -6,
                                       -7,    -2,    -1,    -8,    -3,    0,     0,     0};
@@ -776,13 +826,13 @@ IG_TEST(tokenizer_gguf_tiny) {
     CHECK_EQ_INT(ig_tokenizer_bos(t), 2);
     CHECK_EQ_INT(ig_tokenizer_unk(t), 3); /* no key: the UNKNOWN-type piece */
     CHECK_EQ_INT(ig_tokenizer_eos(t), -1);
-    CHECK(ig_tokenizer_add_bos(t)); /* default when the key is absent */
-    CHECK_ENCODE(t, "abc", 7, 11);         /* bc (-1) beats ab (-2) */
-    CHECK_ENCODE(t, "ab c", 10, 13);       /* "▁c" is a piece */
-    CHECK_ENCODE(t, "a  b", 7, 5, 8);      /* user-defined two spaces, raw */
+    CHECK(ig_tokenizer_add_bos(t));   /* default when the key is absent */
+    CHECK_ENCODE(t, "abc", 7, 11);    /* bc (-1) beats ab (-2) */
+    CHECK_ENCODE(t, "ab c", 10, 13);  /* "▁c" is a piece */
+    CHECK_ENCODE(t, "a  b", 7, 5, 8); /* user-defined two spaces, raw */
     CHECK_ENCODE(t, "a<tag>b", 7, 6, 8);
     CHECK_ENCODE(t, "d\xC3\xA9", 14, 15, 16); /* byte fallback */
-    CHECK_ENCODE(t, "e", 3);               /* no byte piece: <unk> */
+    CHECK_ENCODE(t, "e", 3);                  /* no byte piece: <unk> */
     CHECK_ENCODE(t, "<ctl>a", 4, 7);
     int32_t *ids = NULL;
     size_t n = 0;
@@ -829,7 +879,8 @@ IG_TEST(tokenizer_large_input) {
     static const char *parts[] = {
         "The quick brown fox jumps over the lazy dog. ",
         "def f(x):\n    return x * 2  # comment\n",
-        "\xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E\xE3\x81\xAE\xE3\x83\x86\xE3\x82\xAD\xE3\x82\xB9\xE3\x83\x88 ",
+        "\xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E\xE3\x81\xAE\xE3\x83\x86\xE3\x82\xAD\xE3\x82\xB9\xE3"
+        "\x83\x88 ",
         "\xF0\x9F\x98\x80\xF0\x9F\xA6\x84 ",
         "                                        ",
         "<start_of_turn>user\nhi<end_of_turn>\n",
@@ -858,8 +909,9 @@ IG_TEST(tokenizer_large_input) {
         free(text);
         REQUIRE_OK(st);
     }
-    fprintf(stderr, "    %zu bytes -> %zu tokens in %.3f s; %llu symbols, %llu bigrams, "
-                    "%llu heap steps, %llu trie steps\n",
+    fprintf(stderr,
+            "    %zu bytes -> %zu tokens in %.3f s; %llu symbols, %llu bigrams, "
+            "%llu heap steps, %llu trie steps\n",
             len, n, dt, (unsigned long long)stats.n_symbols, (unsigned long long)stats.n_bigrams,
             (unsigned long long)stats.heap_steps, (unsigned long long)stats.trie_steps);
     CHECK(n > len / 16 && n < len);
