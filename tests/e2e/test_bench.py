@@ -1,0 +1,120 @@
+"""`ignis bench` on a tiny fixture model: it runs, prints llama-bench-style
+rows, writes JSON with sane fields, and rejects bad arguments with a clear
+message. Speed is never asserted (docs/performance.md): only that the numbers
+are present, finite and positive.
+
+Interface (src/cli/cmd_bench.c):
+    ignis bench [MODEL] [-p N] [-n N] [-r N] [-t N,...] [--batch B,...] [--json FILE]
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = Path(os.environ.get("IGNIS_FIXTURES") or REPO.parent / "shared" / "fixtures")
+TINY = FIXTURES / "hf" / "tiny-1b-like" / "f32"
+
+pytestmark = pytest.mark.skipif(not (TINY / "config.json").is_file(), reason=f"no fixture {TINY}")
+
+
+def bench(ignis_build: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    exe = ignis_build / "ignis"
+    if not exe.is_file():
+        pytest.fail(f"{exe} not found: build the `ignis_cli` target first")
+    return subprocess.run([str(exe), "bench", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def positive(x) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
+
+
+@pytest.mark.asan
+def test_bench_tiny_json(ignis_build: Path, tmp_path: Path):
+    out = tmp_path / "bench.json"
+    p = bench(ignis_build, str(TINY), "-p", "16", "-n", "4", "-r", "1", "-t", "1",
+              "--batch", "2", "--json", str(out))
+    assert p.returncode == 0, p.stderr
+    # llama-bench-style table: a header and one row per test
+    assert "| model" in p.stdout and "t/s" in p.stdout
+    for test in ("pp16", "tg4", "tg4@b2"):
+        assert f"| {test} " in p.stdout, p.stdout
+
+    j = json.loads(out.read_text())
+    assert j["backend"] == "cpu"
+    m = j["model"]
+    assert m["arch"] == "gemma3"
+    assert m["type"] == "F32"
+    assert positive(m["size_bytes"]) and positive(m["weight_bytes"])
+    assert m["weight_bytes"] <= m["size_bytes"]
+    assert positive(m["n_params"])
+    # the F32 fixture: 4 bytes per parameter
+    assert m["size_bytes"] == 4 * m["n_params"]
+    assert 0 < m["layer_matrix_params"] + m["output_params"] <= m["n_params"]
+    assert j["config"] == {**j["config"], "n_prompt": 16, "n_gen": 4, "repetitions": 1}
+
+    (mc,) = j["machine"]
+    assert mc["threads"] == 1
+    assert positive(mc["mem_read_gbs"]) and positive(mc["fma_peak_gflops"])
+    assert mc["mem_buffer_bytes"] >= 64 << 20
+    assert mc["fma_isa"] in ("avx512", "avx2", "scalar")
+
+    rows = {r["test"]: r for r in j["results"]}
+    assert set(rows) == {"pp16", "tg4", "tg4@b2"}
+    for name, r in rows.items():
+        assert r["threads"] == 1
+        assert len(r["samples_ts"]) == 1
+        assert all(positive(x) for x in r["samples_ts"]), r
+        assert positive(r["avg_ts"]) and r["stddev_ts"] == 0
+        assert positive(r["bytes_per_token"]) and positive(r["flops_per_token"])
+        assert positive(r["limit_ts"]) and positive(r["fraction_of_limit"])
+        assert math.isclose(r["fraction_of_limit"], r["avg_ts"] / r["limit_ts"], rel_tol=1e-6)
+        assert r["bound"] in ("bandwidth", "compute")
+    assert rows["pp16"]["tokens"] == 16 and rows["pp16"]["n_seq"] == 1
+    assert rows["tg4"]["tokens"] == 4 and rows["tg4"]["n_seq"] == 1
+    assert rows["tg4@b2"]["tokens"] == 8 and rows["tg4@b2"]["n_seq"] == 2
+    # decode reads every weight per step: at least the weights per token
+    assert rows["tg4"]["bytes_per_token"] >= m["weight_bytes"]
+    # two sequences share the weight reads
+    assert rows["tg4@b2"]["bytes_per_token"] < rows["tg4"]["bytes_per_token"]
+    # prefill: at least 2 flops per layer matrix parameter per token
+    assert rows["pp16"]["flops_per_token"] >= 2 * m["layer_matrix_params"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-p", "abc"], "-p expects an integer"),
+    (["-p", "-5"], "-p expects an integer"),
+    (["-r", "0"], "-r expects an integer"),
+    (["-t", "1,x"], "-t expects an integer"),
+    (["-t", ""], "-t expects a comma-separated list"),
+    (["--batch", "2,,4"], "--batch expects an integer"),
+    (["-n"], "-n needs a value"),
+    (["--backend", "tpu"], "--backend expects cpu or vulkan"),
+    (["--kv", "q8"], "--kv expects f16 or f32"),
+    (["--frobnicate"], "unknown option --frobnicate"),
+    (["-p", "0", "-n", "0"], "nothing to run"),
+    (["--json"], "--json needs a file name"),
+    ([str(TINY), str(TINY)], "more than one MODEL"),
+])
+def test_bench_bad_args(ignis_build: Path, args: list[str], message: str):
+    p = bench(ignis_build, *args, timeout=60)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert message in p.stderr
+
+
+def test_bench_missing_model(ignis_build: Path, tmp_path: Path):
+    p = bench(ignis_build, str(tmp_path / "nope.gguf"), "-p", "8", "-n", "0", "-r", "1", timeout=60)
+    assert p.returncode == 1
+    assert "nope.gguf" in p.stderr
+
+
+def test_bench_help(ignis_build: Path):
+    p = bench(ignis_build, "--help", timeout=60)
+    assert p.returncode == 0
+    assert "usage: ignis bench" in p.stdout
