@@ -246,11 +246,11 @@ IG_TEST(sampler_top_p_excludes_tail) {
     t_check_freqs(counts, want, 4, 20000);
     ig_sampler_free(s);
 
-    /* Just above 0.8 the third token joins; 0.95 exactly includes the third
-     * only (0.5+0.3+0.15 >= 0.95 within rounding is not relied on: use 0.96). */
-    const float ps[4] = {0.81f, 0.5f, 0.3f, 0.96f};
-    const int want_n[4] = {3, 1, 1, 4};
-    for (int j = 0; j < 4; j++) {
+    /* Just above 0.8 the third token joins; a mass of exactly p counts as
+     * reaching it (0.5 -> one token, 0.95 -> three); above 0.95 all four. */
+    const float ps[5] = {0.81f, 0.5f, 0.3f, 0.95f, 0.96f};
+    const int want_n[5] = {3, 1, 1, 3, 4};
+    for (int j = 0; j < 5; j++) {
         p.top_p = ps[j];
         REQUIRE_OK(ig_sampler_create(&p, 4, &s));
         CHECK_EQ_INT(ig_sampler_debug_candidates(s, logits, ids, probs), want_n[j]);
