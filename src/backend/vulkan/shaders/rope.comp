@@ -1,0 +1,93 @@
+#version 450
+// NeoX RoPE over [t, n_heads, hd] rows: pairs (x[i], x[i + hd/2]) rotate by
+// angle pos[t] * freq[i], freq[i] = base^(-2i/hd) / factor (a table the host
+// fills with the CPU's f32 formula, so angles are bit-identical). Sine and
+// cosine come from an exact Cody-Waite reduction and minimax polynomials,
+// not from the driver's sin/cos (whose accuracy Vulkan leaves loose).
+//   default      rotate x in place
+//   KV_STORE     write the token's K row (rotated when ROTATE_K) and V row
+//                into the layer's cache at slot pos % cap of its sequence;
+//                x is left unchanged. KV_F16 / KV_F32 select the cache type.
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;
+
+layout(set = 0, binding = 1) buffer XB { float xs[]; };
+layout(set = 0, binding = 2) readonly buffer FB { float freq[]; };
+layout(set = 0, binding = 3) readonly buffer VB { float vs[]; };
+#if defined(KV_F16)
+layout(set = 0, binding = 4) writeonly buffer KC { uint16_t kc[]; };
+layout(set = 0, binding = 5) writeonly buffer VC { uint16_t vc[]; };
+#define KV_PUT(buf, i, v) buf[i] = uint16_t(f2h_rne(v))
+#else
+layout(set = 0, binding = 4) writeonly buffer KC { float kc[]; };
+layout(set = 0, binding = 5) writeonly buffer VC { float vc[]; };
+#define KV_PUT(buf, i, v) buf[i] = (v)
+#endif
+
+layout(push_constant) uniform PC {
+    uint n_heads, hd;
+    uint x_off, x_stride;
+    uint freq_off;
+    uint v_off, v_stride;
+    uint kc_off, vc_off; // element offsets of this layer's K and V caches
+    uint cap, n_seq;     // ring slots per sequence, sequences
+    uint kv_dim;         // elements per cache row (n_heads * hd)
+} pc;
+
+// sin and cos of x for 0 <= |x| < 2^18 * pi/2, to about 1 ulp: x - k*pi/2
+// with pi/2 split into six 6-bit pieces and a tail, so k * piece is exact.
+void sincos_acc(float x, out float s, out float c) {
+    float k = roundEven(x * 0.636619772367581343);
+    precise float r = x - k * 1.5625;
+    r = r - k * 0.008056640625;
+    r = r - k * 0.00023651123046875;
+    r = r - k * 3.159046173095703e-06;
+    r = r - k * 1.5832483768463135e-08;
+    r = r - k * 6.002665031701326e-11;
+    r = r - k * 7.443547731314504e-13;
+    float z = r * r;
+    float sn = r + r * z * (-1.6666654611e-1 + z * (8.3321608736e-3 + z * -1.9515295891e-4));
+    float cs = 1.0 - 0.5 * z + z * z * (4.166664568298827e-2 + z * (-1.388731625493765e-3 + z * 2.443315711809948e-5));
+    int q = int(k) & 3;
+    if (q == 0) { s = sn; c = cs; }
+    else if (q == 1) { s = cs; c = -sn; }
+    else if (q == 2) { s = -sn; c = -cs; }
+    else { s = -cs; c = sn; }
+}
+
+void main() {
+    const uint t = gl_WorkGroupID.y, h = gl_WorkGroupID.x;
+    if (t >= step_rows(0u)) return;
+    const uint tid = gl_LocalInvocationID.x, nt = gl_WorkGroupSize.x;
+    const uint half_ = pc.hd / 2u;
+    const uint xb = pc.x_off + t * pc.x_stride + h * pc.hd;
+    const int p = step_pos(t);
+#ifdef KV_STORE
+    const int s = step_seq(t);
+    if (p < 0 || s < 0 || uint(s) >= pc.n_seq) return;
+    const uint row = (uint(s) * pc.cap + uint(p) % pc.cap) * pc.kv_dim + h * pc.hd;
+    const uint vb = pc.v_off + t * pc.v_stride + h * pc.hd;
+    for (uint i = tid; i < pc.hd; i += nt) KV_PUT(vc, pc.vc_off + row + i, vs[vb + i]);
+#endif
+#if !defined(KV_STORE) || defined(ROTATE_K)
+    const float pf = float(p);
+    for (uint i = tid; i < half_; i += nt) {
+        precise float ang = pf * freq[pc.freq_off + i]; // rounded to f32, never fused
+        float sn, cs;
+        sincos_acc(ang, sn, cs);
+        float a = xs[xb + i], b = xs[xb + i + half_];
+        float ra = a * cs - b * sn, rb = b * cs + a * sn;
+#ifdef KV_STORE
+        KV_PUT(kc, pc.kc_off + row + i, ra);
+        KV_PUT(kc, pc.kc_off + row + i + half_, rb);
+#else
+        xs[xb + i] = ra;
+        xs[xb + i + half_] = rb;
+#endif
+    }
+#elif defined(KV_STORE)
+    for (uint i = tid; i < pc.hd; i += nt) KV_PUT(kc, pc.kc_off + row + i, xs[xb + i]);
+#endif
+}

@@ -1,0 +1,245 @@
+/* Vulkan compute backend: devices, device memory, and a recorded list of
+ * compute ops ("graph") that is replayed with one submit per step.
+ *
+ * Available when the build defines IGNIS_HAVE_VULKAN (Vulkan headers and a
+ * GLSL compiler were found). The loader is opened at run time, so every call
+ * fails cleanly (IG_ERR_UNSUPPORTED / IG_ERR_BACKEND, with ig_last_error())
+ * on a machine without Vulkan or without a usable device.
+ *
+ * Model of use
+ *  1. ig_vk_device_create() picks a device (an index from ig_vk_list_devices,
+ *     or automatic), opens a compute queue.
+ *  2. Weights: ig_vk_weight_create() + ig_vk_buffer_write() once; they never
+ *     move. Rows are split over several bindings when a tensor is larger than
+ *     maxStorageBufferRange (or maxMemoryAllocationSize). Activations and the
+ *     KV cache: ig_vk_buffer_create(). On UMA devices (integrated GPUs,
+ *     lavapipe) device memory is host-visible and written directly; on
+ *     discrete GPUs writes go through a staging buffer.
+ *  3. Per-step values (token ids, positions, sequences, output rows) live in
+ *     an ig_vk_step; ops never capture them.
+ *  4. ig_vk_graph_begin() starts recording for at most max_tokens rows (a
+ *     batch-size bucket); ig_vk_op_*() append dispatches (barriers are added
+ *     only where an op touches memory an earlier op wrote, or writes memory
+ *     it read); ig_vk_graph_end() closes it. Then, every step:
+ *     ig_vk_step_set(); ig_vk_graph_run() (or submit ... wait). Shaders read
+ *     the actual row counts from the step, so one recording serves every
+ *     n_tokens <= max_tokens.
+ *
+ * Views and layouts: activations are f32, row-major; a view is a buffer, a
+ * byte offset (a multiple of 4) and a row stride in elements. Row r of an op
+ * is a token of the step (IG_VK_ROWS_TOKENS) or one of its outputs
+ * (IG_VK_ROWS_OUTPUTS, rows 0..n_out-1).
+ *
+ * Threads: a device may be used from one thread at a time. */
+#ifndef IG_VK_BACKEND_H
+#define IG_VK_BACKEND_H
+
+#include "ignis.h"
+#include "quant/quant.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- Devices ---------------------------------------------------------- */
+
+#define IG_VK_MAX_HEAPS 16
+
+typedef struct ig_vk_device_info {
+    int index;                /* position in the loader's device list */
+    char name[256];
+    const char *type;         /* "discrete", "integrated", "virtual", "cpu", "other" */
+    uint32_t vendor_id, device_id;
+    uint32_t api_version;     /* VK_MAKE_API_VERSION packed */
+    char driver[256];         /* driver name and info, when known */
+    bool uma;                 /* device memory is host-visible (no staging copies) */
+    int n_heaps;
+    struct {
+        uint64_t size;
+        bool device_local;
+        bool host_visible;    /* some memory type of this heap is host-visible */
+    } heaps[IG_VK_MAX_HEAPS];
+    uint32_t subgroup_size, subgroup_min, subgroup_max;
+    bool subgroup_arith;      /* arithmetic subgroup ops in compute shaders */
+    bool subgroup_size_control;
+    uint64_t max_storage_buffer_range;
+    uint64_t max_memory_allocation_size;
+    uint64_t max_buffer_size; /* maintenance4, else = max_memory_allocation_size */
+    uint32_t min_storage_offset_align;
+    uint32_t max_push_constants, max_shared_memory, max_wg_invocations;
+    uint32_t max_wg_count[3];
+    bool storage16, storage8; /* 16/8-bit storage buffer access */
+    bool fp16, int8;          /* shaderFloat16 / shaderInt8 */
+    bool int_dot, int_dot_accel; /* integer dot product; 4x8 packed signed accelerated */
+    bool coopmat_khr, coopmat_nv;  /* device extensions */
+    char coopmat_shapes[256];      /* e.g. "f16 16x16x16->f32, ..." (KHR, else NV) */
+    bool usable;                   /* meets the backend's requirements */
+    char why_not[160];             /* when !usable */
+} ig_vk_device_info;
+
+/* Lists every physical device (*out malloc'ed, free() it; *n may be 0).
+ * Fails with IG_ERR_UNSUPPORTED when there is no Vulkan loader. */
+ig_status ig_vk_list_devices(ig_vk_device_info **out, int *n);
+
+/* Whether the GLSL compiler used at build time can build cooperative-matrix
+ * shaders (KHR / NV v1). */
+bool ig_vk_compiler_coopmat_khr(void);
+bool ig_vk_compiler_coopmat_nv(void);
+
+typedef struct ig_vk_device ig_vk_device;
+
+typedef struct ig_vk_device_params {
+    int index;                  /* device index; -1 = automatic (IGNIS_VK_DEVICE
+                                   in the environment, else the first usable
+                                   discrete, integrated, virtual, cpu device) */
+    uint64_t weight_part_bytes; /* 0 = the binding limit; smaller splits
+                                   weights into more parts (tests) */
+} ig_vk_device_params;
+
+ig_vk_device_params ig_vk_device_default_params(void);
+ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **out);
+void ig_vk_device_free(ig_vk_device *dev);
+const ig_vk_device_info *ig_vk_device_get_info(const ig_vk_device *dev);
+/* Bytes allocated from the device, by kind of memory. */
+uint64_t ig_vk_device_allocated(const ig_vk_device *dev);
+
+/* ---- Buffers ----------------------------------------------------------- */
+
+typedef enum ig_vk_mem {
+    IG_VK_MEM_DEVICE = 0, /* weights, activations, KV cache (host-visible on UMA) */
+    IG_VK_MEM_UPLOAD,     /* small buffers the host writes every step */
+    IG_VK_MEM_READBACK,   /* results the host reads (cached host memory) */
+} ig_vk_mem;
+
+typedef struct ig_vk_buffer ig_vk_buffer;
+
+/* A buffer of size bytes in one binding (size <= the binding limit). */
+ig_status ig_vk_buffer_create(ig_vk_device *dev, ig_vk_mem mem, uint64_t size, ig_vk_buffer **out);
+/* A weight matrix of ne1 rows of ne0 elements of type (row-major, ggml block
+ * layout); rows are split over several bindings when needed. */
+ig_status ig_vk_weight_create(ig_vk_device *dev, ig_dtype type, int64_t ne0, int64_t ne1,
+                              ig_vk_buffer **out);
+void ig_vk_buffer_free(ig_vk_buffer *buf);
+uint64_t ig_vk_buffer_size(const ig_vk_buffer *buf);
+int ig_vk_buffer_n_parts(const ig_vk_buffer *buf);
+/* Copies to / from the buffer (byte offsets; spans parts). Waits for the
+ * transfer; must not race with a submitted graph using the buffer. */
+ig_status ig_vk_buffer_write(ig_vk_buffer *buf, uint64_t offset, const void *src, uint64_t size);
+ig_status ig_vk_buffer_read(const ig_vk_buffer *buf, uint64_t offset, void *dst, uint64_t size);
+ig_status ig_vk_buffer_zero(ig_vk_buffer *buf);
+/* The mapped host address of a single-part host-visible buffer, else NULL. */
+void *ig_vk_buffer_host_ptr(const ig_vk_buffer *buf);
+
+/* A region of f32 rows: byte offset (multiple of 4), row stride in elements. */
+typedef struct ig_vk_view {
+    const ig_vk_buffer *buf;
+    uint64_t offset;
+    uint32_t stride;
+} ig_vk_view;
+
+/* ---- Per-step values ---------------------------------------------------- */
+
+typedef struct ig_vk_step ig_vk_step;
+
+ig_status ig_vk_step_create(ig_vk_device *dev, int max_tokens, ig_vk_step **out);
+void ig_vk_step_free(ig_vk_step *step);
+int ig_vk_step_capacity(const ig_vk_step *step);
+/* Writes the values of the next step. tokens may be NULL when no op embeds;
+ * pos/seq may be NULL (then 0); out_idx may be NULL when n_out == 0. Must not
+ * be called while a graph reading this step is in flight. */
+ig_status ig_vk_step_set(ig_vk_step *step, int n_tokens, const int32_t *tokens,
+                         const int32_t *pos, const int32_t *seq, int n_out,
+                         const int32_t *out_idx);
+
+/* ---- Graphs ------------------------------------------------------------- */
+
+typedef struct ig_vk_graph ig_vk_graph;
+
+typedef enum ig_vk_rows {
+    IG_VK_ROWS_TOKENS = 0,
+    IG_VK_ROWS_OUTPUTS = 1,
+} ig_vk_rows;
+
+typedef enum ig_vk_matmul_path {
+    IG_VK_MATMUL_AUTO = 0, /* mat-vec for <= 8 rows, tiled above */
+    IG_VK_MATMUL_VEC,
+    IG_VK_MATMUL_TILED,
+} ig_vk_matmul_path;
+
+typedef struct ig_vk_graph_stats {
+    int n_dispatch, n_barrier, n_sets;
+} ig_vk_graph_stats;
+
+ig_status ig_vk_graph_begin(ig_vk_device *dev, ig_vk_step *step, int max_tokens,
+                            ig_vk_graph **out);
+ig_status ig_vk_graph_end(ig_vk_graph *g);
+ig_status ig_vk_graph_submit(ig_vk_graph *g);
+ig_status ig_vk_graph_wait(ig_vk_graph *g);
+ig_status ig_vk_graph_run(ig_vk_graph *g); /* submit + wait */
+void ig_vk_graph_free(ig_vk_graph *g);
+ig_vk_graph_stats ig_vk_graph_get_stats(const ig_vk_graph *g);
+/* For the ops recorded after this call (tests and tuning). */
+void ig_vk_graph_set_matmul_path(ig_vk_graph *g, ig_vk_matmul_path path);
+
+/* A layer's KV cache: K and V are [n_seq][cap][n_head_kv * head_dim] of type,
+ * starting at the given byte offsets; position p of sequence s is in row
+ * s * cap + p % cap. For sliding layers cap must be >= window + max_tokens - 1
+ * so that a batch never overwrites a key an earlier token of it still sees. */
+typedef struct ig_vk_kv {
+    const ig_vk_buffer *k, *v;
+    uint64_t k_offset, v_offset;
+    ig_kv_type type;
+    int n_seq, cap;
+    int n_head_kv, head_dim;
+    int window; /* 0 = global layer */
+} ig_vk_kv;
+
+/* Recording errors are sticky: after a failure every later op and
+ * ig_vk_graph_end return it. */
+
+/* dst[t, :] = dequant(w[tokens[t], :]) * scale; w is ne1 rows of ne0. */
+ig_status ig_vk_op_embed(ig_vk_graph *g, const ig_vk_buffer *w, float scale, ig_vk_view dst);
+/* Rows of width = n_heads * d are n_heads rows of d:
+ * dst = src / sqrt(mean(src^2) + eps) * norm (norm: d floats; dst may be src). */
+ig_status ig_vk_op_rmsnorm(ig_vk_graph *g, ig_vk_rows rows, ig_vk_view src, ig_vk_view dst,
+                           const ig_vk_buffer *norm, int width, int n_heads, float eps);
+/* dst += rmsnorm(src) * norm over rows of width. */
+ig_status ig_vk_op_add_rmsnorm(ig_vk_graph *g, ig_vk_rows rows, ig_vk_view src, ig_vk_view dst,
+                               const ig_vk_buffer *norm, int width, float eps);
+/* dst[t, r] = sum_i w[r, i] src[t, i], r < ne1, i < ne0. */
+ig_status ig_vk_op_matmul(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buffer *w, ig_vk_view src,
+                          ig_vk_view dst);
+/* dst[t, r] = gelu_tanh(gate[r]·src[t]) * (up[r]·src[t]); gate and up have
+ * the same type and shape. */
+ig_status ig_vk_op_matmul_geglu(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buffer *gate,
+                                const ig_vk_buffer *up, ig_vk_view src, ig_vk_view dst);
+/* NeoX RoPE in place on [t, n_heads, head_dim] rows at the tokens' positions:
+ * angle = pos * (1 / base^(2i/head_dim) / factor), computed in f32 as the CPU
+ * backend does. */
+ig_status ig_vk_op_rope(ig_vk_graph *g, ig_vk_view x, int n_heads, int head_dim, float base,
+                        float factor);
+/* Writes each token's K and V rows ([t, n_head_kv * head_dim]) into the cache. */
+ig_status ig_vk_op_kv_store(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view k, ig_vk_view v);
+/* RoPE on K fused with the store: the cache gets rotated K rows and V rows;
+ * k itself is left unchanged. */
+ig_status ig_vk_op_rope_kv_store(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view k, ig_vk_view v,
+                                 float base, float factor);
+/* dst[t, h] = softmax_j(q[t, h]·K[j] * scale) V[j] over the cache (window
+ * honoured); softcap > 0 applies softcap * tanh(score / softcap). */
+ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, ig_vk_view dst,
+                             int n_head, float scale, float softcap);
+/* dst = gelu_tanh(gate) * up, over rows of width (dst may alias either). */
+ig_status ig_vk_op_geglu(ig_vk_graph *g, ig_vk_rows rows, ig_vk_view gate, ig_vk_view up,
+                         ig_vk_view dst, int width);
+/* dst = a + b. */
+ig_status ig_vk_op_add(ig_vk_graph *g, ig_vk_rows rows, ig_vk_view a, ig_vk_view b, ig_vk_view dst,
+                       int width);
+/* x = cap * tanh(x / cap), in place. */
+ig_status ig_vk_op_softcap(ig_vk_graph *g, ig_vk_rows rows, ig_vk_view x, int width, float cap);
+/* dst[j] = src[out_idx[j]] for the step's outputs. */
+ig_status ig_vk_op_gather(ig_vk_graph *g, ig_vk_view src, ig_vk_view dst, int width);
+
+/* The f32 frequency table the RoPE ops use: freq[i] = (1 / base^(2i/hd)) / factor. */
+void ig_vk_rope_freqs(float base, float factor, int head_dim, float *freq);
+
+#endif

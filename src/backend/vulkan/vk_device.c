@@ -1,0 +1,439 @@
+/* Physical-device queries, device selection and logical-device creation. */
+#include "backend/vulkan/vk_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* VK_KHR_cooperative_matrix is newer than Debian 12's headers (1.3.239):
+ * the few definitions needed to query it, from the Vulkan registry. */
+#define IG_VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR ((VkStructureType)1000506001)
+typedef struct ig_vk_coopmat_props_khr {
+    VkStructureType sType;
+    void *pNext;
+    uint32_t MSize, NSize, KSize;
+    int32_t AType, BType, CType, ResultType; /* VkComponentTypeKHR (= NV values) */
+    VkBool32 saturatingAccumulation;
+    int32_t scope;                           /* VkScopeKHR: 3 = subgroup */
+} ig_vk_coopmat_props_khr;
+typedef VkResult(VKAPI_PTR *ig_pfn_coopmat_khr)(VkPhysicalDevice, uint32_t *, ig_vk_coopmat_props_khr *);
+
+bool ig_vk_compiler_coopmat_khr(void) { return IG_VK_GLSL_COOPMAT_KHR != 0; }
+bool ig_vk_compiler_coopmat_nv(void) { return IG_VK_GLSL_COOPMAT_NV != 0; }
+
+static const char *type_name(VkPhysicalDeviceType t) {
+    switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "cpu";
+    default: return "other";
+    }
+}
+
+static const char *component_name(int32_t c) {
+    switch (c) {
+    case 0: return "f16";
+    case 1: return "f32";
+    case 2: return "f64";
+    case 3: return "s8";
+    case 4: return "s16";
+    case 5: return "s32";
+    case 6: return "s64";
+    case 7: return "u8";
+    case 8: return "u16";
+    case 9: return "u32";
+    case 10: return "u64";
+    case 1000141000: return "bf16";
+    default: return "?";
+    }
+}
+
+static void append(char *dst, size_t cap, const char *s) {
+    size_t n = strlen(dst);
+    if (n + 1 < cap) snprintf(dst + n, cap - n, "%s", s);
+}
+
+static bool has_ext(const VkExtensionProperties *e, uint32_t n, const char *name) {
+    for (uint32_t i = 0; i < n; i++)
+        if (strcmp(e[i].extensionName, name) == 0) return true;
+    return false;
+}
+
+static void coopmat_shapes(VkPhysicalDevice pd, ig_vk_device_info *info) {
+    char *out = info->coopmat_shapes;
+    size_t cap = sizeof info->coopmat_shapes;
+    out[0] = 0;
+    if (info->coopmat_khr && ig_vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR) {
+        ig_pfn_coopmat_khr fn;
+        PFN_vkVoidFunction v = ig_vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR;
+        memcpy(&fn, &v, sizeof fn);
+        uint32_t n = 0;
+        if (fn(pd, &n, NULL) != VK_SUCCESS || n == 0) return;
+        ig_vk_coopmat_props_khr *p = calloc(n, sizeof *p);
+        if (!p) return;
+        for (uint32_t i = 0; i < n; i++) p[i].sType = IG_VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR;
+        VkResult r = fn(pd, &n, p);
+        if (r == VK_SUCCESS || r == VK_INCOMPLETE) {
+            for (uint32_t i = 0; i < n; i++) {
+                if (p[i].scope != 3) continue;
+                char s[64];
+                snprintf(s, sizeof s, "%s%s %ux%ux%u->%s", out[0] ? ", " : "", component_name(p[i].AType),
+                         p[i].MSize, p[i].NSize, p[i].KSize, component_name(p[i].ResultType));
+                append(out, cap, s);
+            }
+        }
+        free(p);
+    } else if (info->coopmat_nv && ig_vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV) {
+        uint32_t n = 0;
+        if (ig_vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(pd, &n, NULL) != VK_SUCCESS || n == 0)
+            return;
+        VkCooperativeMatrixPropertiesNV *p = calloc(n, sizeof *p);
+        if (!p) return;
+        for (uint32_t i = 0; i < n; i++) p[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+        if (ig_vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(pd, &n, p) == VK_SUCCESS) {
+            for (uint32_t i = 0; i < n; i++) {
+                char s[64];
+                snprintf(s, sizeof s, "%s%s %ux%ux%u->%s", out[0] ? ", " : "", component_name((int32_t)p[i].AType),
+                         p[i].MSize, p[i].NSize, p[i].KSize, component_name((int32_t)p[i].DType));
+                append(out, cap, s);
+            }
+        }
+        free(p);
+    }
+}
+
+void ig_vk_query_device(VkPhysicalDevice pd, int index, uint32_t instance_api, ig_vk_device_info *info) {
+    memset(info, 0, sizeof *info);
+    info->index = index;
+    VkPhysicalDeviceProperties props;
+    ig_vk.vkGetPhysicalDeviceProperties(pd, &props);
+    snprintf(info->name, sizeof info->name, "%s", props.deviceName);
+    info->type = type_name(props.deviceType);
+    info->vendor_id = props.vendorID;
+    info->device_id = props.deviceID;
+    uint32_t api = props.apiVersion < instance_api ? props.apiVersion : instance_api;
+    info->api_version = props.apiVersion;
+
+    uint32_t n_ext = 0;
+    VkExtensionProperties *ext = NULL;
+    if (ig_vk.vkEnumerateDeviceExtensionProperties(pd, NULL, &n_ext, NULL) == VK_SUCCESS && n_ext) {
+        ext = calloc(n_ext, sizeof *ext);
+        if (!ext || ig_vk.vkEnumerateDeviceExtensionProperties(pd, NULL, &n_ext, ext) != VK_SUCCESS)
+            n_ext = 0;
+    }
+    bool v12 = api >= VK_API_VERSION_1_2, v13 = api >= VK_API_VERSION_1_3;
+    bool has_maint4 = v13 || has_ext(ext, n_ext, "VK_KHR_maintenance4");
+    bool has_driver = v12 || has_ext(ext, n_ext, "VK_KHR_driver_properties");
+    bool has_f16i8 = v12 || has_ext(ext, n_ext, "VK_KHR_shader_float16_int8");
+    bool has_8bit = v12 || has_ext(ext, n_ext, "VK_KHR_8bit_storage");
+    bool has_sgsc = v13 || has_ext(ext, n_ext, "VK_EXT_subgroup_size_control");
+    bool has_idot = v13 || has_ext(ext, n_ext, "VK_KHR_shader_integer_dot_product");
+    info->coopmat_khr = has_ext(ext, n_ext, "VK_KHR_cooperative_matrix");
+    info->coopmat_nv = has_ext(ext, n_ext, "VK_NV_cooperative_matrix");
+
+    /* properties */
+    VkPhysicalDeviceSubgroupProperties sg = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceMaintenance3Properties m3 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES,
+                                                 .pNext = &sg};
+    VkPhysicalDeviceMaintenance4Properties m4 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES};
+    VkPhysicalDeviceDriverProperties drv = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+    VkPhysicalDeviceSubgroupSizeControlProperties sgsc = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
+    VkPhysicalDeviceShaderIntegerDotProductProperties idot = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES};
+    void *chain = &m3;
+    if (has_maint4) { m4.pNext = chain; chain = &m4; }
+    if (has_driver) { drv.pNext = chain; chain = &drv; }
+    if (has_sgsc) { sgsc.pNext = chain; chain = &sgsc; }
+    if (has_idot) { idot.pNext = chain; chain = &idot; }
+    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = chain};
+    ig_vk.vkGetPhysicalDeviceProperties2(pd, &p2);
+
+    if (has_driver) snprintf(info->driver, sizeof info->driver, "%.120s %.120s", drv.driverName, drv.driverInfo);
+    info->subgroup_size = sg.subgroupSize;
+    info->subgroup_min = info->subgroup_max = sg.subgroupSize;
+    if (has_sgsc && sgsc.minSubgroupSize) {
+        info->subgroup_min = sgsc.minSubgroupSize;
+        info->subgroup_max = sgsc.maxSubgroupSize;
+        info->subgroup_size_control = (sgsc.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
+    }
+    const VkSubgroupFeatureFlags need = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
+    info->subgroup_arith = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                           (sg.supportedOperations & need) == need;
+    info->max_storage_buffer_range = props.limits.maxStorageBufferRange;
+    info->max_memory_allocation_size = m3.maxMemoryAllocationSize;
+    info->max_buffer_size = has_maint4 && m4.maxBufferSize ? m4.maxBufferSize : m3.maxMemoryAllocationSize;
+    info->min_storage_offset_align = (uint32_t)props.limits.minStorageBufferOffsetAlignment;
+    info->max_push_constants = props.limits.maxPushConstantsSize;
+    info->max_shared_memory = props.limits.maxComputeSharedMemorySize;
+    info->max_wg_invocations = props.limits.maxComputeWorkGroupInvocations;
+    for (int i = 0; i < 3; i++) info->max_wg_count[i] = props.limits.maxComputeWorkGroupCount[i];
+    info->int_dot = has_idot;
+    info->int_dot_accel = has_idot && idot.integerDotProduct4x8BitPackedSignedAccelerated;
+
+    /* features */
+    VkPhysicalDevice16BitStorageFeatures s16 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
+    VkPhysicalDevice8BitStorageFeatures s8 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES};
+    VkPhysicalDeviceShaderFloat16Int8Features f16 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
+    chain = &s16;
+    if (has_8bit) { s8.pNext = chain; chain = &s8; }
+    if (has_f16i8) { f16.pNext = chain; chain = &f16; }
+    VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = chain};
+    ig_vk.vkGetPhysicalDeviceFeatures2(pd, &f2);
+    info->storage16 = s16.storageBuffer16BitAccess;
+    info->storage8 = has_8bit && s8.storageBuffer8BitAccess;
+    info->fp16 = has_f16i8 && f16.shaderFloat16;
+    info->int8 = has_f16i8 && f16.shaderInt8;
+
+    /* memory */
+    VkPhysicalDeviceMemoryProperties mp;
+    ig_vk.vkGetPhysicalDeviceMemoryProperties(pd, &mp);
+    info->n_heaps = (int)(mp.memoryHeapCount < IG_VK_MAX_HEAPS ? mp.memoryHeapCount : IG_VK_MAX_HEAPS);
+    for (int h = 0; h < info->n_heaps; h++) {
+        info->heaps[h].size = mp.memoryHeaps[h].size;
+        info->heaps[h].device_local = (mp.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) != 0;
+    }
+    const VkMemoryPropertyFlags hv = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    for (uint32_t t = 0; t < mp.memoryTypeCount; t++) {
+        uint32_t h = mp.memoryTypes[t].heapIndex;
+        if (h < IG_VK_MAX_HEAPS && (mp.memoryTypes[t].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT))
+            info->heaps[h].host_visible = true;
+    }
+    /* UMA: an integrated or CPU device whose device-local memory is host-visible */
+    if (props.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU ||
+        props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) {
+        for (uint32_t t = 0; t < mp.memoryTypeCount; t++)
+            if ((mp.memoryTypes[t].propertyFlags & (hv | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)) ==
+                (hv | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT))
+                info->uma = true;
+    }
+    coopmat_shapes(pd, info);
+
+    /* requirements */
+    info->usable = true;
+    if (props.apiVersion < VK_API_VERSION_1_1 || instance_api < VK_API_VERSION_1_1)
+        snprintf(info->why_not, sizeof info->why_not, "needs Vulkan 1.1");
+    else if (!info->storage16)
+        snprintf(info->why_not, sizeof info->why_not, "no storageBuffer16BitAccess");
+    else if (!info->subgroup_arith)
+        snprintf(info->why_not, sizeof info->why_not, "no subgroup arithmetic in compute shaders");
+    else if (info->subgroup_size < 4)
+        snprintf(info->why_not, sizeof info->why_not, "subgroup size %u < 4", info->subgroup_size);
+    else if (info->max_shared_memory < 24 * 1024)
+        snprintf(info->why_not, sizeof info->why_not, "less than 24 KiB of shared memory");
+    else if (info->max_wg_invocations < 256)
+        snprintf(info->why_not, sizeof info->why_not, "workgroups of 256 not supported");
+    else if (info->max_push_constants < IG_VK_PUSH_BYTES)
+        snprintf(info->why_not, sizeof info->why_not, "push constants < 128 bytes");
+    if (info->why_not[0]) info->usable = false;
+    free(ext);
+}
+
+ig_status ig_vk_list_devices(ig_vk_device_info **out, int *n) {
+    *out = NULL;
+    *n = 0;
+    VkInstance inst;
+    uint32_t api;
+    IG_TRY(ig_vk_instance_acquire(&inst, &api));
+    uint32_t count = 0;
+    VkResult r = ig_vk.vkEnumeratePhysicalDevices(inst, &count, NULL);
+    ig_status st = IG_OK;
+    VkPhysicalDevice *pds = NULL;
+    if (r != VK_SUCCESS) { st = ig_vk_fail(r, "vkEnumeratePhysicalDevices"); goto done; }
+    if (count == 0) goto done;
+    pds = ig_calloc_array(count, sizeof *pds);
+    ig_vk_device_info *infos = ig_calloc_array(count, sizeof *infos);
+    if (!pds || !infos) { free(infos); st = IG_ERR_NO_MEMORY; goto done; }
+    r = ig_vk.vkEnumeratePhysicalDevices(inst, &count, pds);
+    if (r != VK_SUCCESS && r != VK_INCOMPLETE) {
+        free(infos);
+        st = ig_vk_fail(r, "vkEnumeratePhysicalDevices");
+        goto done;
+    }
+    for (uint32_t i = 0; i < count; i++) ig_vk_query_device(pds[i], (int)i, api, &infos[i]);
+    *out = infos;
+    *n = (int)count;
+done:
+    free(pds);
+    ig_vk_instance_release();
+    return st;
+}
+
+ig_vk_device_params ig_vk_device_default_params(void) {
+    ig_vk_device_params p = {.index = -1, .weight_part_bytes = 0};
+    return p;
+}
+
+const ig_vk_device_info *ig_vk_device_get_info(const ig_vk_device *dev) { return &dev->info; }
+uint64_t ig_vk_device_allocated(const ig_vk_device *dev) { return dev->allocated; }
+
+static int type_rank(const char *t) {
+    if (strcmp(t, "discrete") == 0) return 0;
+    if (strcmp(t, "integrated") == 0) return 1;
+    if (strcmp(t, "virtual") == 0) return 2;
+    if (strcmp(t, "cpu") == 0) return 3;
+    return 4;
+}
+
+static ig_status choose_device(VkInstance inst, uint32_t api, int index, VkPhysicalDevice *pd_out,
+                               ig_vk_device_info *info) {
+    uint32_t count = 0;
+    VkResult r = ig_vk.vkEnumeratePhysicalDevices(inst, &count, NULL);
+    if (r != VK_SUCCESS) return ig_vk_fail(r, "vkEnumeratePhysicalDevices");
+    if (count == 0) return ig_fail(IG_ERR_UNSUPPORTED, "vulkan: no Vulkan device found");
+    VkPhysicalDevice *pds = ig_calloc_array(count, sizeof *pds);
+    if (!pds) return IG_ERR_NO_MEMORY;
+    r = ig_vk.vkEnumeratePhysicalDevices(inst, &count, pds);
+    if (r != VK_SUCCESS && r != VK_INCOMPLETE) {
+        free(pds);
+        return ig_vk_fail(r, "vkEnumeratePhysicalDevices");
+    }
+    ig_status st = IG_OK;
+    if (index < 0) {
+        const char *env = getenv("IGNIS_VK_DEVICE");
+        if (env && *env) {
+            char *end;
+            long v = strtol(env, &end, 10);
+            if (*end || v < 0 || v > 1000) {
+                free(pds);
+                return ig_fail(IG_ERR_INVALID_ARG, "vulkan: bad IGNIS_VK_DEVICE '%s'", env);
+            }
+            index = (int)v;
+        }
+    }
+    if (index >= 0) {
+        if ((uint32_t)index >= count) {
+            st = ig_fail(IG_ERR_INVALID_ARG, "vulkan: device %d does not exist (%u devices; see 'ignis devices')",
+                         index, count);
+        } else {
+            ig_vk_query_device(pds[index], index, api, info);
+            if (!info->usable)
+                st = ig_fail(IG_ERR_UNSUPPORTED, "vulkan: device %d (%s) is not usable: %s", index,
+                             info->name, info->why_not);
+            *pd_out = pds[index];
+        }
+    } else {
+        int best = -1, best_rank = 99;
+        char why[512] = "";
+        for (uint32_t i = 0; i < count; i++) {
+            ig_vk_device_info tmp;
+            ig_vk_query_device(pds[i], (int)i, api, &tmp);
+            if (!tmp.usable) {
+                snprintf(why, sizeof why, "%.250s: %.200s", tmp.name, tmp.why_not);
+                continue;
+            }
+            int rank = type_rank(tmp.type);
+            if (rank < best_rank) { best = (int)i; best_rank = rank; *info = tmp; }
+        }
+        if (best < 0) st = ig_fail(IG_ERR_UNSUPPORTED, "vulkan: no usable device (%s)", why);
+        else *pd_out = pds[best];
+    }
+    free(pds);
+    return st;
+}
+
+static ig_status create_logical(ig_vk_device *d) {
+    uint32_t nq = 0;
+    ig_vk.vkGetPhysicalDeviceQueueFamilyProperties(d->phys, &nq, NULL);
+    VkQueueFamilyProperties *qf = ig_calloc_array(nq ? nq : 1, sizeof *qf);
+    if (!qf) return IG_ERR_NO_MEMORY;
+    ig_vk.vkGetPhysicalDeviceQueueFamilyProperties(d->phys, &nq, qf);
+    int fam = -1;
+    /* a compute family without graphics first, then any compute family */
+    for (uint32_t i = 0; i < nq && fam < 0; i++)
+        if ((qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) && !(qf[i].queueFlags & VK_QUEUE_GRAPHICS_BIT) &&
+            qf[i].queueCount > 0)
+            fam = (int)i;
+    for (uint32_t i = 0; i < nq && fam < 0; i++)
+        if ((qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) && qf[i].queueCount > 0) fam = (int)i;
+    free(qf);
+    if (fam < 0) return ig_fail(IG_ERR_UNSUPPORTED, "vulkan: %s has no compute queue", d->info.name);
+    d->queue_family = (uint32_t)fam;
+
+    float prio = 1.0f;
+    VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                   .queueFamilyIndex = d->queue_family,
+                                   .queueCount = 1,
+                                   .pQueuePriorities = &prio};
+    VkPhysicalDevice16BitStorageFeatures s16 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES,
+                                                .storageBuffer16BitAccess = VK_TRUE};
+    VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &s16};
+    VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                              .pNext = &f2,
+                              .queueCreateInfoCount = 1,
+                              .pQueueCreateInfos = &qci};
+    VkResult r = ig_vk.vkCreateDevice(d->phys, &dci, NULL, &d->dev);
+    if (r != VK_SUCCESS) return ig_vk_fail(r, "vkCreateDevice");
+    ig_vk.vkGetDeviceQueue(d->dev, d->queue_family, 0, &d->queue);
+
+    VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                   .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                                   .queueFamilyIndex = d->queue_family};
+    r = ig_vk.vkCreateCommandPool(d->dev, &pci, NULL, &d->pool);
+    if (r != VK_SUCCESS) return ig_vk_fail(r, "vkCreateCommandPool");
+    VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                      .commandPool = d->pool,
+                                      .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                      .commandBufferCount = 1};
+    r = ig_vk.vkAllocateCommandBuffers(d->dev, &ai, &d->xfer_cb);
+    if (r != VK_SUCCESS) return ig_vk_fail(r, "vkAllocateCommandBuffers");
+    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    r = ig_vk.vkCreateFence(d->dev, &fci, NULL, &d->xfer_fence);
+    if (r != VK_SUCCESS) return ig_vk_fail(r, "vkCreateFence");
+    return IG_OK;
+}
+
+ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **out) {
+    *out = NULL;
+    ig_vk_device_params p = params ? *params : ig_vk_device_default_params();
+    ig_vk_device *d = ig_calloc_array(1, sizeof *d);
+    if (!d) return IG_ERR_NO_MEMORY;
+    uint32_t api = 0;
+    ig_status st = ig_vk_instance_acquire(&d->instance, &api);
+    if (st != IG_OK) {
+        free(d);
+        return st;
+    }
+    st = choose_device(d->instance, api, p.index, &d->phys, &d->info);
+    if (st == IG_OK) {
+        ig_vk.vkGetPhysicalDeviceMemoryProperties(d->phys, &d->memprops);
+        uint64_t mb = d->info.max_storage_buffer_range;
+        if (d->info.max_memory_allocation_size && d->info.max_memory_allocation_size < mb)
+            mb = d->info.max_memory_allocation_size;
+        if (d->info.max_buffer_size && d->info.max_buffer_size < mb) mb = d->info.max_buffer_size;
+        mb &= ~(uint64_t)255; /* whole 256-byte units */
+        d->max_binding = mb;
+        d->max_weight_part = p.weight_part_bytes && p.weight_part_bytes < mb ? p.weight_part_bytes : mb;
+        d->max_block = d->info.max_memory_allocation_size ? d->info.max_memory_allocation_size : mb;
+        if (d->info.max_buffer_size && d->info.max_buffer_size < d->max_block) d->max_block = d->info.max_buffer_size;
+        d->align = d->info.min_storage_offset_align > 256 ? d->info.min_storage_offset_align : 256;
+        d->wg_size = 64;
+        st = create_logical(d);
+    }
+    if (st == IG_OK) st = ig_vk_pipelines_init(d);
+    if (st == IG_OK) st = ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, 256, &d->dummy);
+    if (st != IG_OK) {
+        ig_vk_device_free(d);
+        return st;
+    }
+    *out = d;
+    return IG_OK;
+}
+
+void ig_vk_device_free(ig_vk_device *d) {
+    if (!d) return;
+    if (d->dev) ig_vk.vkDeviceWaitIdle(d->dev);
+    ig_vk_buffer_free(d->dummy);
+    ig_vk_buffer_free(d->staging);
+    if (d->dev) {
+        ig_vk_pipelines_free(d);
+        if (d->xfer_fence) ig_vk.vkDestroyFence(d->dev, d->xfer_fence, NULL);
+        if (d->pool) ig_vk.vkDestroyCommandPool(d->dev, d->pool, NULL);
+        ig_vk_memory_free_all(d);
+        ig_vk.vkDestroyDevice(d->dev, NULL);
+    }
+    if (d->instance) ig_vk_instance_release();
+    free(d);
+}

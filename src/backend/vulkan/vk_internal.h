@@ -1,0 +1,207 @@
+/* Internals of the Vulkan backend shared by its .c files. */
+#ifndef IG_VK_INTERNAL_H
+#define IG_VK_INTERNAL_H
+
+#define VK_NO_PROTOTYPES
+#include <vulkan/vulkan.h>
+
+#include "backend/vulkan/vk_backend.h"
+#include "core/util.h"
+
+#include <pthread.h>
+
+/* ---- Loader: entry points resolved at run time ------------------------- */
+
+#define IG_VK_GLOBAL_FNS(X)                                                                        \
+    X(vkCreateInstance)                                                                            \
+    X(vkEnumerateInstanceExtensionProperties)
+
+#define IG_VK_INSTANCE_FNS(X)                                                                      \
+    X(vkDestroyInstance)                                                                           \
+    X(vkEnumeratePhysicalDevices)                                                                  \
+    X(vkGetPhysicalDeviceProperties)                                                               \
+    X(vkGetPhysicalDeviceProperties2)                                                              \
+    X(vkGetPhysicalDeviceFeatures2)                                                                \
+    X(vkGetPhysicalDeviceMemoryProperties)                                                         \
+    X(vkGetPhysicalDeviceQueueFamilyProperties)                                                    \
+    X(vkEnumerateDeviceExtensionProperties)                                                        \
+    X(vkCreateDevice)                                                                              \
+    X(vkDestroyDevice)                                                                             \
+    X(vkGetDeviceQueue)                                                                            \
+    X(vkCreateBuffer)                                                                              \
+    X(vkDestroyBuffer)                                                                             \
+    X(vkGetBufferMemoryRequirements)                                                               \
+    X(vkAllocateMemory)                                                                            \
+    X(vkFreeMemory)                                                                                \
+    X(vkBindBufferMemory)                                                                          \
+    X(vkMapMemory)                                                                                 \
+    X(vkUnmapMemory)                                                                               \
+    X(vkCreateShaderModule)                                                                        \
+    X(vkDestroyShaderModule)                                                                       \
+    X(vkCreateDescriptorSetLayout)                                                                 \
+    X(vkDestroyDescriptorSetLayout)                                                                \
+    X(vkCreatePipelineLayout)                                                                      \
+    X(vkDestroyPipelineLayout)                                                                     \
+    X(vkCreateComputePipelines)                                                                    \
+    X(vkDestroyPipeline)                                                                           \
+    X(vkCreateDescriptorPool)                                                                      \
+    X(vkDestroyDescriptorPool)                                                                     \
+    X(vkAllocateDescriptorSets)                                                                    \
+    X(vkUpdateDescriptorSets)                                                                      \
+    X(vkCreateCommandPool)                                                                         \
+    X(vkDestroyCommandPool)                                                                        \
+    X(vkAllocateCommandBuffers)                                                                    \
+    X(vkFreeCommandBuffers)                                                                        \
+    X(vkBeginCommandBuffer)                                                                        \
+    X(vkEndCommandBuffer)                                                                          \
+    X(vkResetCommandBuffer)                                                                        \
+    X(vkCmdBindPipeline)                                                                           \
+    X(vkCmdBindDescriptorSets)                                                                     \
+    X(vkCmdPushConstants)                                                                          \
+    X(vkCmdDispatch)                                                                               \
+    X(vkCmdPipelineBarrier)                                                                        \
+    X(vkCmdCopyBuffer)                                                                             \
+    X(vkCmdFillBuffer)                                                                             \
+    X(vkQueueSubmit)                                                                               \
+    X(vkCreateFence)                                                                               \
+    X(vkDestroyFence)                                                                              \
+    X(vkWaitForFences)                                                                             \
+    X(vkResetFences)                                                                               \
+    X(vkDeviceWaitIdle)
+
+typedef struct ig_vk_fns {
+    PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr;
+#define IG_VK_DECL(name) PFN_##name name;
+    IG_VK_GLOBAL_FNS(IG_VK_DECL)
+    IG_VK_INSTANCE_FNS(IG_VK_DECL)
+#undef IG_VK_DECL
+    /* optional (NULL when the instance lacks them) */
+    PFN_vkEnumerateInstanceVersion vkEnumerateInstanceVersion;
+    PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV vkGetPhysicalDeviceCooperativeMatrixPropertiesNV;
+    PFN_vkVoidFunction vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR;
+} ig_vk_fns;
+
+extern ig_vk_fns ig_vk;
+
+/* Opens the loader and a process-wide instance (reference counted). */
+ig_status ig_vk_instance_acquire(VkInstance *out, uint32_t *api_version);
+void ig_vk_instance_release(void);
+
+const char *ig_vk_result_str(VkResult r);
+/* ig_fail with "what: VkResult" (IG_ERR_NO_MEMORY for out-of-memory codes). */
+ig_status ig_vk_fail(VkResult r, const char *what);
+
+/* Fills info for a physical device (vk_device.c). */
+void ig_vk_query_device(VkPhysicalDevice pd, int index, uint32_t instance_api, ig_vk_device_info *info);
+
+/* ---- Memory ------------------------------------------------------------ */
+
+typedef struct ig_vk_block {
+    struct ig_vk_block *next;
+    VkDeviceMemory mem;
+    VkBuffer buf;      /* one buffer spanning the block */
+    uint64_t size, used;
+    uint64_t alloc_size; /* bytes of device memory */
+    uint8_t *map;      /* persistently mapped, or NULL */
+    int kind;          /* ig_vk_mem */
+    int live;          /* sub-allocations not yet freed */
+    bool dedicated;    /* never shared with other buffers */
+} ig_vk_block;
+
+typedef struct ig_vk_part {
+    ig_vk_block *blk;
+    uint64_t offset, size; /* within the block */
+    int64_t row0, n_rows;  /* weights: rows held by this part */
+} ig_vk_part;
+
+struct ig_vk_buffer {
+    ig_vk_device *dev;
+    int mem;
+    uint64_t size;
+    ig_dtype type;         /* weights; IG_TYPE_F32 for plain buffers */
+    int64_t ne0, ne1;
+    uint64_t row_bytes;
+    bool is_weight;
+    int n_parts;
+    ig_vk_part *parts;
+};
+
+#define IG_VK_N_BINDINGS 8
+#define IG_VK_PUSH_BYTES 128
+
+typedef struct ig_vk_pipe {
+    int shader;
+    uint32_t spec[2];
+    VkPipeline pipe;
+} ig_vk_pipe;
+
+struct ig_vk_device {
+    ig_vk_device_info info;
+    VkInstance instance;
+    VkPhysicalDevice phys;
+    VkDevice dev;
+    VkQueue queue;
+    uint32_t queue_family;
+    VkPhysicalDeviceMemoryProperties memprops;
+    uint64_t max_binding; /* bytes one descriptor may cover */
+    uint64_t max_weight_part; /* <= max_binding */
+    uint64_t max_block;   /* largest allocation */
+    uint64_t align;       /* offset alignment of sub-allocations */
+    ig_vk_block *blocks;
+    uint64_t allocated;
+    /* transfers */
+    VkCommandPool pool;
+    VkCommandBuffer xfer_cb;
+    VkFence xfer_fence;
+    ig_vk_buffer *staging;
+    /* pipelines */
+    VkDescriptorSetLayout dsl;
+    VkPipelineLayout layout;
+    ig_vk_pipe *pipes;
+    int n_pipes, cap_pipes;
+    uint32_t wg_size; /* default local size for spec-constant shaders */
+    ig_vk_buffer *dummy; /* bound to unused descriptor slots */
+};
+
+/* Picks a memory type for kind; requires bits from VkMemoryRequirements. */
+int ig_vk_pick_memory(const ig_vk_device *d, int kind, uint32_t type_bits, int nth);
+void ig_vk_memory_free_all(ig_vk_device *d);
+/* Runs a one-off transfer command buffer: record(cb, user), submit, wait. */
+ig_status ig_vk_transfer(ig_vk_device *d, void (*record)(VkCommandBuffer cb, void *user), void *user);
+
+/* Pipeline for shader name with spec constants (created on first use). */
+ig_status ig_vk_pipeline(ig_vk_device *d, const char *name, uint32_t spec0, uint32_t spec1,
+                         VkPipeline *out);
+ig_status ig_vk_pipelines_init(ig_vk_device *d);
+void ig_vk_pipelines_free(ig_vk_device *d);
+
+/* The step's buffer (binding 0 of every dispatch). */
+const ig_vk_part *ig_vk_step_part(const ig_vk_step *step);
+
+/* ---- Graph recording (vk_graph.c), used by vk_ops.c --------------------- */
+
+/* One binding of a dispatch: a buffer part and the byte range it touches. */
+typedef struct ig_vk_bind {
+    const ig_vk_part *part;
+    uint64_t lo, hi; /* byte range within the part touched by the op */
+    bool write;
+} ig_vk_bind;
+
+/* Checks an op's accesses against what earlier ops touched since the last
+ * barrier and records a barrier when they conflict. Call once per op, before
+ * its dispatches (dispatches within one op never conflict). */
+ig_status ig_vk_rec_hazards(ig_vk_graph *g, const ig_vk_bind *b, int n);
+/* Records one dispatch: bindings at slots 1..n (slot 0 is the step buffer;
+ * NULL parts get a dummy), push constants, grid. */
+ig_status ig_vk_rec_dispatch(ig_vk_graph *g, VkPipeline pipe, const ig_vk_part *const *parts,
+                             int n, const void *pc, uint32_t pc_size, uint32_t gx, uint32_t gy,
+                             uint32_t gz);
+ig_vk_device *ig_vk_graph_device(ig_vk_graph *g);
+int ig_vk_graph_max_tokens(const ig_vk_graph *g);
+ig_vk_matmul_path ig_vk_graph_matmul_path(const ig_vk_graph *g);
+ig_status ig_vk_graph_error(const ig_vk_graph *g);
+ig_status ig_vk_graph_set_error(ig_vk_graph *g, ig_status st);
+/* A buffer owned by the graph (freed with it), e.g. a RoPE table. */
+ig_status ig_vk_graph_const(ig_vk_graph *g, const void *data, uint64_t size, const ig_vk_buffer **out);
+
+#endif

@@ -1,0 +1,376 @@
+/* The ops: argument checks, byte ranges for barrier tracking, push
+ * constants and grids. Shaders are in shaders/; every dispatch covers
+ * max_tokens rows of the graph and the shaders skip rows beyond the step's
+ * actual count. */
+#include "backend/vulkan/vk_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define MATVEC_MAX_COLS 8
+#define MATVEC_ROWS 2 /* NROWS in matvec.comp */
+#define MATMUL_TILE 64
+#define NORM_WG 128
+#define ELT_WG 256
+
+static ig_status bad(ig_vk_graph *g, const char *fmt, const char *what) {
+    return ig_vk_graph_set_error(g, ig_fail(IG_ERR_INVALID_ARG, fmt, what));
+}
+
+static const char *type_suffix(ig_dtype t) {
+    switch (t) {
+    case IG_TYPE_F32: return "f32";
+    case IG_TYPE_F16: return "f16";
+    case IG_TYPE_BF16: return "bf16";
+    case IG_TYPE_Q8_0: return "q8_0";
+    case IG_TYPE_Q4_0: return "q4_0";
+    case IG_TYPE_Q5_0: return "q5_0";
+    case IG_TYPE_Q4_K: return "q4_k";
+    case IG_TYPE_Q5_K: return "q5_k";
+    case IG_TYPE_Q6_K: return "q6_k";
+    }
+    return NULL;
+}
+
+/* Checks that a view of rows x width elements of esize bytes (rows stride
+ * apart) lies inside one binding; fills the access and the element offset. */
+static ig_status view_bind(ig_vk_graph *g, const char *what, const ig_vk_buffer *buf, uint64_t offset,
+                           uint64_t stride, uint64_t rows, uint64_t width, uint32_t esize, bool write,
+                           ig_vk_bind *bind, uint32_t *elem_off) {
+    if (!buf) return bad(g, "vulkan: %s: no buffer", what);
+    if (buf->n_parts != 1) return bad(g, "vulkan: %s: a split weight cannot be used as a view", what);
+    if (offset % esize) return bad(g, "vulkan: %s: offset not aligned to the element size", what);
+    if (rows > 1 && stride < width) return bad(g, "vulkan: %s: row stride smaller than the row", what);
+    const ig_vk_part *p = &buf->parts[0];
+    uint64_t extent = rows ? ((rows - 1) * stride + width) * esize : 0;
+    if (offset > p->size || extent > p->size - offset)
+        return ig_vk_graph_set_error(
+            g, ig_fail(IG_ERR_INVALID_ARG, "vulkan: %s: %llu rows of %llu elements at offset %llu exceed the buffer (%llu bytes)",
+                       what, (unsigned long long)rows, (unsigned long long)width, (unsigned long long)offset,
+                       (unsigned long long)p->size));
+    if (offset / esize > UINT32_MAX || stride > UINT32_MAX)
+        return bad(g, "vulkan: %s: offset or stride too large", what);
+    *bind = (ig_vk_bind){p, offset, offset + (extent ? extent : 1), write};
+    *elem_off = (uint32_t)(offset / esize);
+    return IG_OK;
+}
+
+static uint32_t ceil_div(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
+
+/* A 1-D count of workgroups folded into x (<= 65535) and z. */
+static void fold(uint32_t n, uint32_t *x, uint32_t *z) {
+    if (n <= 65535) {
+        *x = n;
+        *z = 1;
+    } else {
+        *z = (n + 65534) / 65535;
+        *x = (n + *z - 1) / *z;
+    }
+}
+
+static uint32_t stride_or(uint32_t stride, uint64_t width) { return stride ? stride : (uint32_t)width; }
+
+/* ---- embed ---- */
+
+ig_status ig_vk_op_embed(ig_vk_graph *g, const ig_vk_buffer *w, float scale, ig_vk_view dst) {
+    if (!g) return IG_ERR_INVALID_ARG;
+    IG_TRY(ig_vk_graph_error(g));
+    if (!w || !w->is_weight) return bad(g, "vulkan: %s: not a weight", "embed");
+    const uint64_t T = (uint64_t)ig_vk_graph_max_tokens(g), ne0 = (uint64_t)w->ne0;
+    uint32_t ys = stride_or(dst.stride, ne0), yoff;
+    ig_vk_bind bind; /* weights are read-only: never a hazard */
+    IG_TRY(view_bind(g, "embed dst", dst.buf, dst.offset, ys, T, ne0, 4, true, &bind, &yoff));
+    IG_TRY(ig_vk_rec_hazards(g, &bind, 1));
+    char name[32];
+    snprintf(name, sizeof name, "embed_%s", type_suffix(w->type));
+    VkPipeline pipe;
+    ig_vk_device *d = ig_vk_graph_device(g);
+    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(d, name, d->wg_size, 0, &pipe)));
+    for (int i = 0; i < w->n_parts; i++) {
+        const ig_vk_part *p = &w->parts[i];
+        struct {
+            uint32_t n_in, row_u16, row0, n_rows, y_off, y_stride;
+            float scale;
+        } pc = {(uint32_t)ne0, (uint32_t)(w->row_bytes / 2), (uint32_t)p->row0, (uint32_t)p->n_rows, yoff, ys, scale};
+        const ig_vk_part *parts[4] = {p, NULL, NULL, dst.buf->parts};
+        IG_TRY(ig_vk_rec_dispatch(g, pipe, parts, 4, &pc, sizeof pc, ceil_div(ceil_div(ne0, 8), d->wg_size),
+                                  (uint32_t)T, 1));
+    }
+    return IG_OK;
+}
+
+/* ---- norms ---- */
+
+static ig_status norm_common(ig_vk_graph *g, const char *shader, ig_vk_rows rows, ig_vk_view src, ig_vk_view dst,
+                             const ig_vk_buffer *norm, int width, int n_heads, float eps) {
+    if (!g) return IG_ERR_INVALID_ARG;
+    IG_TRY(ig_vk_graph_error(g));
+    if (width <= 0 || n_heads <= 0 || width % n_heads || n_heads > 65535)
+        return bad(g, "vulkan: %s: bad width / heads", shader);
+    if (!(eps >= 0.0f)) return bad(g, "vulkan: %s: bad eps", shader);
+    const uint64_t T = (uint64_t)ig_vk_graph_max_tokens(g), d = (uint64_t)(width / n_heads);
+    uint32_t xs = stride_or(src.stride, (uint64_t)width), ys = stride_or(dst.stride, (uint64_t)width);
+    uint32_t xoff, yoff, woff;
+    ig_vk_bind b[3];
+    IG_TRY(view_bind(g, "norm src", src.buf, src.offset, xs, T, (uint64_t)width, 4, false, &b[0], &xoff));
+    IG_TRY(view_bind(g, "norm weight", norm, 0, d, 1, d, 4, false, &b[1], &woff));
+    IG_TRY(view_bind(g, "norm dst", dst.buf, dst.offset, ys, T, (uint64_t)width, 4, true, &b[2], &yoff));
+    IG_TRY(ig_vk_rec_hazards(g, b, 3));
+    VkPipeline pipe;
+    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(ig_vk_graph_device(g), shader, NORM_WG, 0, &pipe)));
+    struct {
+        uint32_t rows_sel, d, x_off, x_stride, y_off, y_stride, w_off;
+        float eps;
+    } pc = {(uint32_t)rows, (uint32_t)d, xoff, xs, yoff, ys, woff, eps};
+    const ig_vk_part *parts[3] = {src.buf->parts, norm->parts, dst.buf->parts};
+    return ig_vk_rec_dispatch(g, pipe, parts, 3, &pc, sizeof pc, (uint32_t)n_heads, (uint32_t)T, 1);
+}
+
+ig_status ig_vk_op_rmsnorm(ig_vk_graph *g, ig_vk_rows rows, ig_vk_view src, ig_vk_view dst,
+                           const ig_vk_buffer *norm, int width, int n_heads, float eps) {
+    return norm_common(g, "rmsnorm", rows, src, dst, norm, width, n_heads, eps);
+}
+
+ig_status ig_vk_op_add_rmsnorm(ig_vk_graph *g, ig_vk_rows rows, ig_vk_view src, ig_vk_view dst,
+                               const ig_vk_buffer *norm, int width, float eps) {
+    return norm_common(g, "add_rmsnorm", rows, src, dst, norm, width, 1, eps);
+}
+
+/* ---- matmul ---- */
+
+static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buffer *wa, const ig_vk_buffer *wb,
+                               ig_vk_view src, ig_vk_view dst) {
+    if (!g) return IG_ERR_INVALID_ARG;
+    IG_TRY(ig_vk_graph_error(g));
+    if (!wa || !wa->is_weight) return bad(g, "vulkan: %s: not a weight", "matmul");
+    if (wb && (!wb->is_weight || wb->type != wa->type || wb->ne0 != wa->ne0 || wb->ne1 != wa->ne1 ||
+               wb->n_parts != wa->n_parts))
+        return bad(g, "vulkan: %s: gate and up differ in type or shape", "matmul");
+    if (wa->ne1 > UINT32_MAX / 2) return bad(g, "vulkan: %s: too many rows", "matmul");
+    ig_vk_device *d = ig_vk_graph_device(g);
+    const uint64_t T = (uint64_t)ig_vk_graph_max_tokens(g), n_in = (uint64_t)wa->ne0, n_out = (uint64_t)wa->ne1;
+    uint32_t xs = stride_or(src.stride, n_in), ys = stride_or(dst.stride, n_out), xoff, yoff;
+    ig_vk_bind b[2 + 2 * IG_VK_N_BINDINGS];
+    int nb = 0;
+    IG_TRY(view_bind(g, "matmul src", src.buf, src.offset, xs, T, n_in, 4, false, &b[nb++], &xoff));
+    IG_TRY(view_bind(g, "matmul dst", dst.buf, dst.offset, ys, T, n_out, 4, true, &b[nb++], &yoff));
+    IG_TRY(ig_vk_rec_hazards(g, b, nb)); /* weights are read-only: never a hazard */
+
+    ig_vk_matmul_path path = ig_vk_graph_matmul_path(g);
+    if (path == IG_VK_MATMUL_AUTO) path = T <= MATVEC_MAX_COLS ? IG_VK_MATMUL_VEC : IG_VK_MATMUL_TILED;
+    char name[40];
+    uint32_t spec0 = 0, spec1 = 0, gy;
+    if (path == IG_VK_MATMUL_VEC) {
+        uint32_t nc = 1;
+        while (nc < T && nc < MATVEC_MAX_COLS) nc *= 2;
+        spec0 = d->wg_size;
+        spec1 = nc;
+        gy = ceil_div(T, nc);
+        snprintf(name, sizeof name, "matvec%s_%s", wb ? "_geglu" : "", type_suffix(wa->type));
+    } else {
+        gy = ceil_div(T, MATMUL_TILE);
+        snprintf(name, sizeof name, "matmul%s_%s", wb ? "_geglu" : "", type_suffix(wa->type));
+    }
+    VkPipeline pipe;
+    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(d, name, spec0, spec1, &pipe)));
+    for (int i = 0; i < wa->n_parts; i++) {
+        const ig_vk_part *pa = &wa->parts[i], *pb = wb ? &wb->parts[i] : NULL;
+        if (pb && (pb->row0 != pa->row0 || pb->n_rows != pa->n_rows))
+            return bad(g, "vulkan: %s: gate and up are split differently", "matmul");
+        struct {
+            uint32_t rows_sel, n_in, n_rows, row_u16, x_off, x_stride, y_off, y_stride, y_row0;
+        } pc = {(uint32_t)rows, (uint32_t)n_in, (uint32_t)pa->n_rows, (uint32_t)(wa->row_bytes / 2), xoff, xs, yoff,
+                ys, (uint32_t)pa->row0};
+        uint32_t groups = path == IG_VK_MATMUL_VEC ? ceil_div((uint64_t)pa->n_rows, MATVEC_ROWS)
+                                                   : ceil_div((uint64_t)pa->n_rows, MATMUL_TILE);
+        uint32_t gx, gz;
+        fold(groups, &gx, &gz);
+        const ig_vk_part *parts[4] = {pa, pb, src.buf->parts, dst.buf->parts};
+        IG_TRY(ig_vk_rec_dispatch(g, pipe, parts, 4, &pc, sizeof pc, gx, gy, gz));
+    }
+    return IG_OK;
+}
+
+ig_status ig_vk_op_matmul(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buffer *w, ig_vk_view src, ig_vk_view dst) {
+    return matmul_common(g, rows, w, NULL, src, dst);
+}
+
+ig_status ig_vk_op_matmul_geglu(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buffer *gate, const ig_vk_buffer *up,
+                                ig_vk_view src, ig_vk_view dst) {
+    if (!up) return g ? bad(g, "vulkan: %s: no up weight", "matmul_geglu") : IG_ERR_INVALID_ARG;
+    return matmul_common(g, rows, gate, up, src, dst);
+}
+
+/* ---- RoPE and the KV cache ---- */
+
+void ig_vk_rope_freqs(float base, float factor, int head_dim, float *freq) {
+    /* the CPU backend's formula, operation for operation */
+    for (int i = 0; i < head_dim / 2; i++) {
+        float inv_freq = 1.0f / powf(base, (float)(2 * i) / (float)head_dim);
+        freq[i] = inv_freq / factor;
+    }
+}
+
+static ig_status rope_table(ig_vk_graph *g, int hd, float base, float factor, const ig_vk_buffer **out) {
+    if (!(base > 0.0f) || !(factor > 0.0f)) return bad(g, "vulkan: %s: bad base or factor", "rope");
+    float freq[512];
+    ig_vk_rope_freqs(base, factor, hd, freq);
+    return ig_vk_graph_const(g, freq, (uint64_t)(hd / 2) * 4, out);
+}
+
+typedef struct rope_pc {
+    uint32_t n_heads, hd, x_off, x_stride, freq_off, v_off, v_stride, kc_off, vc_off, cap, n_seq, kv_dim;
+} rope_pc;
+
+ig_status ig_vk_op_rope(ig_vk_graph *g, ig_vk_view x, int n_heads, int head_dim, float base, float factor) {
+    if (!g) return IG_ERR_INVALID_ARG;
+    IG_TRY(ig_vk_graph_error(g));
+    if (n_heads <= 0 || n_heads > 65535 || head_dim <= 0 || head_dim % 2 || head_dim > 1024)
+        return bad(g, "vulkan: %s: bad heads / head_dim", "rope");
+    const uint64_t T = (uint64_t)ig_vk_graph_max_tokens(g), width = (uint64_t)n_heads * (uint64_t)head_dim;
+    uint32_t xs = stride_or(x.stride, width), xoff, foff;
+    const ig_vk_buffer *table;
+    IG_TRY(rope_table(g, head_dim, base, factor, &table));
+    ig_vk_bind b[2];
+    IG_TRY(view_bind(g, "rope x", x.buf, x.offset, xs, T, width, 4, true, &b[0], &xoff));
+    IG_TRY(view_bind(g, "rope table", table, 0, 0, 1, (uint64_t)head_dim / 2, 4, false, &b[1], &foff));
+    IG_TRY(ig_vk_rec_hazards(g, b, 2));
+    ig_vk_device *d = ig_vk_graph_device(g);
+    VkPipeline pipe;
+    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(d, "rope", d->wg_size, 0, &pipe)));
+    rope_pc pc = {(uint32_t)n_heads, (uint32_t)head_dim, xoff, xs, foff, 0, 0, 0, 0, 1, 1, 0};
+    const ig_vk_part *parts[2] = {x.buf->parts, table->parts};
+    return ig_vk_rec_dispatch(g, pipe, parts, 2, &pc, sizeof pc, (uint32_t)n_heads, (uint32_t)T, 1);
+}
+
+/* Validates a KV description; fills the cache accesses and element offsets. */
+static ig_status kv_check(ig_vk_graph *g, const ig_vk_kv *kv, bool write, ig_vk_bind *bk, ig_vk_bind *bv,
+                          uint32_t *koff, uint32_t *voff) {
+    if (!kv || !kv->k || !kv->v) return bad(g, "vulkan: %s: no KV cache", "kv");
+    if ((kv->type != IG_KV_F16 && kv->type != IG_KV_F32) || kv->n_seq <= 0 || kv->cap <= 0 || kv->n_head_kv <= 0 ||
+        kv->head_dim <= 0 || kv->head_dim % 2 || kv->window < 0)
+        return bad(g, "vulkan: %s: bad KV cache description", "kv");
+    const uint32_t es = kv->type == IG_KV_F16 ? 2 : 4;
+    const uint64_t kv_dim = (uint64_t)kv->n_head_kv * (uint64_t)kv->head_dim;
+    const uint64_t rows = (uint64_t)kv->n_seq * (uint64_t)kv->cap;
+    if (rows * kv_dim > UINT32_MAX) return bad(g, "vulkan: %s: KV cache too large for 32-bit indexing", "kv");
+    IG_TRY(view_bind(g, "K cache", kv->k, kv->k_offset, kv_dim, rows, kv_dim, es, write, bk, koff));
+    IG_TRY(view_bind(g, "V cache", kv->v, kv->v_offset, kv_dim, rows, kv_dim, es, write, bv, voff));
+    return IG_OK;
+}
+
+static ig_status kv_store_common(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view k, ig_vk_view v, bool rotate,
+                                 float base, float factor) {
+    if (!g) return IG_ERR_INVALID_ARG;
+    IG_TRY(ig_vk_graph_error(g));
+    ig_vk_bind b[5];
+    uint32_t kcoff, vcoff, koff, voff, foff = 0;
+    IG_TRY(kv_check(g, kv, true, &b[0], &b[1], &kcoff, &vcoff));
+    if (kv->head_dim > 1024) return bad(g, "vulkan: %s: head_dim too large", "kv_store");
+    const uint64_t T = (uint64_t)ig_vk_graph_max_tokens(g), kv_dim = (uint64_t)kv->n_head_kv * (uint64_t)kv->head_dim;
+    uint32_t ks = stride_or(k.stride, kv_dim), vs = stride_or(v.stride, kv_dim);
+    IG_TRY(view_bind(g, "K rows", k.buf, k.offset, ks, T, kv_dim, 4, false, &b[2], &koff));
+    IG_TRY(view_bind(g, "V rows", v.buf, v.offset, vs, T, kv_dim, 4, false, &b[3], &voff));
+    int nb = 4;
+    const ig_vk_buffer *table = NULL;
+    if (rotate) {
+        IG_TRY(rope_table(g, kv->head_dim, base, factor, &table));
+        IG_TRY(view_bind(g, "rope table", table, 0, 0, 1, (uint64_t)kv->head_dim / 2, 4, false, &b[nb++], &foff));
+    }
+    IG_TRY(ig_vk_rec_hazards(g, b, nb));
+    ig_vk_device *d = ig_vk_graph_device(g);
+    char name[32];
+    snprintf(name, sizeof name, "%s_%s", rotate ? "rope_kv" : "kv_store", kv->type == IG_KV_F16 ? "f16" : "f32");
+    VkPipeline pipe;
+    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(d, name, d->wg_size, 0, &pipe)));
+    rope_pc pc = {(uint32_t)kv->n_head_kv, (uint32_t)kv->head_dim, koff, ks, foff, voff, vs, kcoff, vcoff,
+                  (uint32_t)kv->cap, (uint32_t)kv->n_seq, (uint32_t)kv_dim};
+    const ig_vk_part *parts[5] = {k.buf->parts, table ? table->parts : NULL, v.buf->parts, kv->k->parts,
+                                  kv->v->parts};
+    return ig_vk_rec_dispatch(g, pipe, parts, 5, &pc, sizeof pc, (uint32_t)kv->n_head_kv, (uint32_t)T, 1);
+}
+
+ig_status ig_vk_op_kv_store(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view k, ig_vk_view v) {
+    return kv_store_common(g, kv, k, v, false, 1.0f, 1.0f);
+}
+
+ig_status ig_vk_op_rope_kv_store(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view k, ig_vk_view v, float base,
+                                 float factor) {
+    return kv_store_common(g, kv, k, v, true, base, factor);
+}
+
+ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, ig_vk_view dst, int n_head,
+                             float scale, float softcap) {
+    if (!g) return IG_ERR_INVALID_ARG;
+    IG_TRY(ig_vk_graph_error(g));
+    ig_vk_bind b[4];
+    uint32_t kcoff, vcoff, qoff, ooff;
+    IG_TRY(kv_check(g, kv, false, &b[0], &b[1], &kcoff, &vcoff));
+    if (n_head <= 0 || n_head > 65535 || n_head % kv->n_head_kv)
+        return bad(g, "vulkan: %s: n_head must be a multiple of n_head_kv", "attention");
+    if (kv->head_dim > 256) return bad(g, "vulkan: %s: head_dim above 256", "attention");
+    if (!isfinite(scale) || !(softcap >= 0.0f)) return bad(g, "vulkan: %s: bad scale or softcap", "attention");
+    const uint64_t T = (uint64_t)ig_vk_graph_max_tokens(g), width = (uint64_t)n_head * (uint64_t)kv->head_dim;
+    uint32_t qs = stride_or(q.stride, width), os = stride_or(dst.stride, width);
+    IG_TRY(view_bind(g, "attention q", q.buf, q.offset, qs, T, width, 4, false, &b[2], &qoff));
+    IG_TRY(view_bind(g, "attention dst", dst.buf, dst.offset, os, T, width, 4, true, &b[3], &ooff));
+    IG_TRY(ig_vk_rec_hazards(g, b, 4));
+    VkPipeline pipe;
+    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(ig_vk_graph_device(g),
+                                                   kv->type == IG_KV_F16 ? "attention_f16" : "attention_f32", 0, 0,
+                                                   &pipe)));
+    struct {
+        uint32_t n_head, n_head_kv, hd, q_off, q_stride, o_off, o_stride, kc_off, vc_off, cap, n_seq, kv_dim, window;
+        float scale, softcap;
+    } pc = {(uint32_t)n_head, (uint32_t)kv->n_head_kv, (uint32_t)kv->head_dim, qoff, qs, ooff, os, kcoff, vcoff,
+            (uint32_t)kv->cap, (uint32_t)kv->n_seq, (uint32_t)kv->n_head_kv * (uint32_t)kv->head_dim,
+            (uint32_t)kv->window, scale, softcap};
+    const ig_vk_part *parts[4] = {q.buf->parts, kv->k->parts, kv->v->parts, dst.buf->parts};
+    return ig_vk_rec_dispatch(g, pipe, parts, 4, &pc, sizeof pc, (uint32_t)n_head, (uint32_t)T, 1);
+}
+
+/* ---- element-wise ---- */
+
+enum { ELT_ADD = 0, ELT_GEGLU = 1, ELT_SOFTCAP = 2, ELT_GATHER = 3 };
+
+static ig_status eltwise(ig_vk_graph *g, uint32_t op, ig_vk_rows rows, const ig_vk_view *a, const ig_vk_view *b,
+                         ig_vk_view y, int width, float cap) {
+    if (!g) return IG_ERR_INVALID_ARG;
+    IG_TRY(ig_vk_graph_error(g));
+    if (width <= 0) return bad(g, "vulkan: %s: bad width", "eltwise");
+    const uint64_t T = (uint64_t)ig_vk_graph_max_tokens(g), w = (uint64_t)width;
+    uint32_t as = stride_or(a->stride, w), bs = b ? stride_or(b->stride, w) : 0, ys = stride_or(y.stride, w);
+    uint32_t aoff, boff = 0, yoff;
+    ig_vk_bind bind[3];
+    int nb = 0;
+    IG_TRY(view_bind(g, "eltwise a", a->buf, a->offset, as, T, w, 4, false, &bind[nb++], &aoff));
+    if (b) IG_TRY(view_bind(g, "eltwise b", b->buf, b->offset, bs, T, w, 4, false, &bind[nb++], &boff));
+    IG_TRY(view_bind(g, "eltwise dst", y.buf, y.offset, ys, T, w, 4, true, &bind[nb++], &yoff));
+    IG_TRY(ig_vk_rec_hazards(g, bind, nb));
+    VkPipeline pipe;
+    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(ig_vk_graph_device(g), "eltwise", ELT_WG, 0, &pipe)));
+    struct {
+        uint32_t op, rows_sel, width, a_off, a_stride, b_off, b_stride, y_off, y_stride;
+        float cap;
+    } pc = {op, (uint32_t)rows, (uint32_t)w, aoff, as, boff, bs, yoff, ys, cap};
+    const ig_vk_part *parts[3] = {a->buf->parts, b ? b->buf->parts : NULL, y.buf->parts};
+    return ig_vk_rec_dispatch(g, pipe, parts, 3, &pc, sizeof pc, ceil_div(w, ELT_WG), (uint32_t)T, 1);
+}
+
+ig_status ig_vk_op_geglu(ig_vk_graph *g, ig_vk_rows rows, ig_vk_view gate, ig_vk_view up, ig_vk_view dst, int width) {
+    return eltwise(g, ELT_GEGLU, rows, &gate, &up, dst, width, 0.0f);
+}
+
+ig_status ig_vk_op_add(ig_vk_graph *g, ig_vk_rows rows, ig_vk_view a, ig_vk_view b, ig_vk_view dst, int width) {
+    return eltwise(g, ELT_ADD, rows, &a, &b, dst, width, 0.0f);
+}
+
+ig_status ig_vk_op_softcap(ig_vk_graph *g, ig_vk_rows rows, ig_vk_view x, int width, float cap) {
+    if (g && !(cap > 0.0f)) return bad(g, "vulkan: %s: cap must be > 0", "softcap");
+    return eltwise(g, ELT_SOFTCAP, rows, &x, NULL, x, width, cap);
+}
+
+ig_status ig_vk_op_gather(ig_vk_graph *g, ig_vk_view src, ig_vk_view dst, int width) {
+    return eltwise(g, ELT_GATHER, IG_VK_ROWS_OUTPUTS, &src, NULL, dst, width, 0.0f);
+}

@@ -1,0 +1,887 @@
+/* Vulkan backend: every op against a straightforward C reference, on random
+ * inputs of awkward sizes. Runs on any Vulkan device (lavapipe in CI); skips
+ * when there is none. Errors are measured as max|gpu - ref| / max|ref| over
+ * the whole output. */
+#include "test.h"
+
+#ifdef IGNIS_HAVE_VULKAN
+
+#include "backend/vulkan/vk_backend.h"
+#include "quant/quant.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define IG_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- fixtures -------------------------------------------------------------- */
+
+static ig_vk_device *g_dev, *g_dev_split;
+static bool g_tried, g_tried_split;
+
+static void free_devices(void) {
+    ig_vk_device_free(g_dev);
+    ig_vk_device_free(g_dev_split);
+    g_dev = g_dev_split = NULL;
+}
+
+/* The default device, or NULL (test skipped) when there is no usable one. */
+static ig_vk_device *device(void) {
+    if (!g_tried) {
+        g_tried = true;
+        if (ig_vk_device_create(NULL, &g_dev) != IG_OK) {
+            fprintf(stderr, "  (no Vulkan device: %s)\n", ig_last_error());
+            g_dev = NULL;
+        }
+        atexit(free_devices);
+    }
+    if (!g_dev) ig_test_skip("no usable Vulkan device");
+    return g_dev;
+}
+
+/* The same device with weights split into parts of at most 4 KiB. */
+static ig_vk_device *device_split(void) {
+    if (!device()) return NULL;
+    if (!g_tried_split) {
+        g_tried_split = true;
+        ig_vk_device_params p = ig_vk_device_default_params();
+        p.index = ig_vk_device_get_info(g_dev)->index;
+        p.weight_part_bytes = 4096;
+        if (ig_vk_device_create(&p, &g_dev_split) != IG_OK) g_dev_split = NULL;
+    }
+    return g_dev_split;
+}
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd_u32(void) {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (uint32_t)(g_rng >> 16);
+}
+static float rnd(void) { return (float)((double)rnd_u32() / 4294967296.0 * 2.0 - 1.0); }
+static void fill(float *x, size_t n, float scale) {
+    for (size_t i = 0; i < n; i++) x[i] = rnd() * scale;
+}
+
+static double rel_err(const float *got, const float *want, size_t n) {
+    double err = 0, mx = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - (double)want[i]);
+        if (!(e <= err)) err = e; /* NaN propagates */
+        if (fabs((double)want[i]) > mx) mx = fabs((double)want[i]);
+    }
+    return err / (mx > 1e-30 ? mx : 1e-30);
+}
+
+#define CHECK_REL(got, want, n, tol, ...)                                                          \
+    do {                                                                                           \
+        double e_ = rel_err((got), (want), (n));                                                   \
+        if (getenv("IGNIS_TEST_VERBOSE")) {                                                        \
+            fprintf(stderr, "    err %.3g: ", e_);                                                 \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr, "\n");                                                                 \
+        }                                                                                          \
+        if (!(e_ <= (tol))) {                                                                      \
+            ig_test_fail_at(__FILE__, __LINE__, "relative error %.3g > %.3g", e_, (double)(tol));  \
+            fprintf(stderr, "    case: " __VA_ARGS__);                                             \
+            fprintf(stderr, "\n");                                                                 \
+        }                                                                                          \
+    } while (0)
+
+static ig_vk_buffer *upload(ig_vk_device *d, const void *data, size_t bytes) {
+    ig_vk_buffer *b = NULL;
+    if (ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, bytes, &b) != IG_OK) return NULL;
+    if (ig_vk_buffer_write(b, 0, data, bytes) != IG_OK) {
+        ig_vk_buffer_free(b);
+        return NULL;
+    }
+    return b;
+}
+
+static const ig_dtype k_types[] = {IG_TYPE_F32,  IG_TYPE_F16,  IG_TYPE_BF16, IG_TYPE_Q8_0, IG_TYPE_Q4_0,
+                                   IG_TYPE_Q5_0, IG_TYPE_Q4_K, IG_TYPE_Q5_K, IG_TYPE_Q6_K};
+
+/* A random weight matrix of rows x n_in in type: host bytes and device copy. */
+typedef struct weight {
+    ig_dtype type;
+    int64_t n_in, rows;
+    size_t row_bytes;
+    uint8_t *data;
+    ig_vk_buffer *buf;
+} weight;
+
+static bool weight_make(ig_vk_device *d, ig_dtype type, int64_t n_in, int64_t rows, weight *w) {
+    memset(w, 0, sizeof *w);
+    w->type = type;
+    w->n_in = n_in;
+    w->rows = rows;
+    if (!ig_dtype_row_bytes(type, n_in, &w->row_bytes)) return false;
+    w->data = malloc(w->row_bytes * (size_t)rows);
+    float *tmp = malloc(sizeof(float) * (size_t)n_in);
+    if (!w->data || !tmp) {
+        free(tmp);
+        return false;
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        fill(tmp, (size_t)n_in, 1.0f);
+        ig_quantize_row(type, tmp, w->data + (size_t)r * w->row_bytes, n_in);
+    }
+    free(tmp);
+    if (ig_vk_weight_create(d, type, n_in, rows, &w->buf) != IG_OK) return false;
+    return ig_vk_buffer_write(w->buf, 0, w->data, w->row_bytes * (size_t)rows) == IG_OK;
+}
+
+static void weight_free(weight *w) {
+    ig_vk_buffer_free(w->buf);
+    free(w->data);
+    memset(w, 0, sizeof *w);
+}
+
+/* A step with n tokens: ids below vocab, positions pos0 + t, sequence 0. */
+static void step_simple(ig_vk_step *s, int n, int vocab, int pos0, int32_t *tok) {
+    int32_t pos[256], seq[256], out[256];
+    for (int t = 0; t < n; t++) {
+        if (tok) tok[t] = (int32_t)(rnd_u32() % (uint32_t)vocab);
+        pos[t] = pos0 + t;
+        seq[t] = 0;
+        out[t] = t;
+    }
+    ig_vk_step_set(s, n, tok, pos, seq, n, out);
+}
+
+/* ---- device and buffers ---------------------------------------------------- */
+
+IG_TEST(vulkan_list_devices) {
+    ig_vk_device_info *infos = NULL;
+    int n = 0;
+    ig_status st = ig_vk_list_devices(&infos, &n);
+    if (st != IG_OK) {
+        ig_test_skip("no Vulkan loader");
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        CHECK(infos[i].name[0] != 0);
+        CHECK(infos[i].max_storage_buffer_range > 0);
+        CHECK(infos[i].n_heaps > 0);
+    }
+    free(infos);
+}
+
+IG_TEST(vulkan_bad_device_index) {
+    ig_vk_device_params p = ig_vk_device_default_params();
+    p.index = 999;
+    ig_vk_device *d = NULL;
+    ig_status st = ig_vk_device_create(&p, &d);
+    CHECK(st != IG_OK);
+    CHECK(d == NULL);
+    CHECK(strlen(ig_last_error()) > 0);
+}
+
+IG_TEST(vulkan_buffer_roundtrip) {
+    ig_vk_device *d = device();
+    if (!d) return;
+    uint8_t src[1000], dst[1000];
+    for (int i = 0; i < 1000; i++) src[i] = (uint8_t)rnd_u32();
+    ig_vk_buffer *b;
+    REQUIRE_OK(ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, sizeof src, &b));
+    REQUIRE_OK(ig_vk_buffer_write(b, 0, src, sizeof src));
+    REQUIRE_OK(ig_vk_buffer_read(b, 0, dst, sizeof dst));
+    CHECK(memcmp(src, dst, sizeof src) == 0);
+    REQUIRE_OK(ig_vk_buffer_read(b, 17, dst, 100));
+    CHECK(memcmp(src + 17, dst, 100) == 0);
+    CHECK(ig_vk_buffer_write(b, 990, src, 20) != IG_OK);
+    REQUIRE_OK(ig_vk_buffer_zero(b));
+    REQUIRE_OK(ig_vk_buffer_read(b, 0, dst, sizeof dst));
+    int nz = 0;
+    for (int i = 0; i < 1000; i++) nz += dst[i] != 0;
+    CHECK_EQ_INT(nz, 0);
+    ig_vk_buffer_free(b);
+
+    /* a buffer larger than one binding is refused with a clear error */
+    uint64_t too_big = ig_vk_device_get_info(d)->max_storage_buffer_range + 1;
+    CHECK_STATUS(ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, too_big, &b), IG_ERR_UNSUPPORTED);
+}
+
+IG_TEST(vulkan_weight_split_roundtrip) {
+    ig_vk_device *d = device_split();
+    if (!d) return;
+    weight w;
+    REQUIRE(weight_make(d, IG_TYPE_Q8_0, 256, 50, &w)); /* 272 B rows, 15 per 4 KiB part */
+    CHECK_EQ_INT(ig_vk_buffer_n_parts(w.buf), 4);
+    size_t n = w.row_bytes * 50;
+    uint8_t *back = malloc(n);
+    REQUIRE(back != NULL);
+    REQUIRE_OK(ig_vk_buffer_read(w.buf, 0, back, n));
+    CHECK(memcmp(back, w.data, n) == 0);
+    free(back);
+    weight_free(&w);
+}
+
+/* ---- embed -------------------------------------------------------------------- */
+
+static void run_embed(ig_vk_device *d, ig_dtype type, int64_t n_in, int rows, int n_tok) {
+    weight w;
+    REQUIRE(weight_make(d, type, n_in, rows, &w));
+    const int stride = (int)n_in + 3;
+    ig_vk_step *s;
+    REQUIRE_OK(ig_vk_step_create(d, n_tok, &s));
+    int32_t tok[256];
+    step_simple(s, n_tok, rows, 0, tok);
+    ig_vk_buffer *y;
+    REQUIRE_OK(ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, (size_t)stride * n_tok * 4 + 64, &y));
+    ig_vk_graph *g;
+    REQUIRE_OK(ig_vk_graph_begin(d, s, n_tok, &g));
+    const float scale = 33.941f;
+    REQUIRE_OK(ig_vk_op_embed(g, w.buf, scale, (ig_vk_view){y, 64, (uint32_t)stride}));
+    REQUIRE_OK(ig_vk_graph_end(g));
+    REQUIRE_OK(ig_vk_graph_run(g));
+    float *got = malloc((size_t)n_in * 4), *want = malloc((size_t)n_in * 4);
+    REQUIRE(got && want);
+    for (int t = 0; t < n_tok; t++) {
+        REQUIRE_OK(ig_vk_buffer_read(y, 64 + (size_t)t * stride * 4, got, (size_t)n_in * 4));
+        ig_dequantize_row(type, w.data + (size_t)tok[t] * w.row_bytes, want, n_in);
+        for (int64_t i = 0; i < n_in; i++) want[i] *= scale;
+        CHECK_REL(got, want, (size_t)n_in, 1e-6, "embed %s n_in %lld token %d", ig_dtype_name(type),
+                  (long long)n_in, tok[t]);
+    }
+    free(got);
+    free(want);
+    ig_vk_graph_free(g);
+    ig_vk_buffer_free(y);
+    ig_vk_step_free(s);
+    weight_free(&w);
+}
+
+IG_TEST(vulkan_embed) {
+    ig_vk_device *d = device();
+    if (!d) return;
+    for (size_t i = 0; i < IG_ARRAY_LEN(k_types); i++) {
+        ig_dtype t = k_types[i];
+        int64_t be = (int64_t)ig_dtype_block_elems(t);
+        int64_t n_in = be == 1 ? 101 : be * 3;
+        run_embed(d, t, n_in, 37, 1);
+        run_embed(d, t, n_in, 37, 17);
+    }
+}
+
+IG_TEST(vulkan_embed_split) {
+    ig_vk_device *d = device_split();
+    if (!d) return;
+    run_embed(d, IG_TYPE_Q6_K, 512, 40, 17);
+    run_embed(d, IG_TYPE_F32, 100, 40, 3);
+}
+
+/* ---- rmsnorm ----------------------------------------------------------------- */
+
+static void ref_rmsnorm(const float *x, float *y, const float *w, int d, float eps) {
+    double ss = 0;
+    for (int i = 0; i < d; i++) ss += (double)x[i] * x[i];
+    float scale = (float)(1.0 / sqrt(ss / d + eps));
+    for (int i = 0; i < d; i++) y[i] = x[i] * scale * w[i];
+}
+
+static void run_rmsnorm(ig_vk_device *d, int width, int n_heads, int n_tok, bool add, bool in_place) {
+    const int hd = width / n_heads, stride = width + 5;
+    const float eps = 1e-6f;
+    size_t n = (size_t)stride * n_tok;
+    float *x = malloc(n * 4), *y0 = malloc(n * 4), *want = malloc(n * 4), *got = malloc(n * 4);
+    float *w = malloc((size_t)hd * 4);
+    REQUIRE(x && y0 && want && got && w);
+    fill(x, n, 3.0f);
+    fill(y0, n, 1.0f);
+    fill(w, (size_t)hd, 1.5f);
+    memcpy(want, in_place ? x : y0, n * 4);
+    for (int t = 0; t < n_tok; t++) {
+        for (int h = 0; h < n_heads; h++) {
+            const float *xr = x + (size_t)t * stride + (size_t)h * hd;
+            float *yr = want + (size_t)t * stride + (size_t)h * hd;
+            if (add) {
+                float tmp[8192];
+                ref_rmsnorm(xr, tmp, w, hd, eps);
+                for (int i = 0; i < hd; i++) yr[i] += tmp[i];
+            } else {
+                ref_rmsnorm(xr, yr, w, hd, eps);
+            }
+        }
+    }
+    ig_vk_step *s;
+    REQUIRE_OK(ig_vk_step_create(d, n_tok, &s));
+    step_simple(s, n_tok, 1, 0, NULL);
+    ig_vk_buffer *bx = upload(d, x, n * 4), *by = upload(d, y0, n * 4), *bw = upload(d, w, (size_t)hd * 4);
+    REQUIRE(bx && by && bw);
+    ig_vk_buffer *dst = in_place ? bx : by;
+    ig_vk_graph *g;
+    REQUIRE_OK(ig_vk_graph_begin(d, s, n_tok, &g));
+    ig_vk_view vx = {bx, 0, (uint32_t)stride}, vy = {dst, 0, (uint32_t)stride};
+    if (add) REQUIRE_OK(ig_vk_op_add_rmsnorm(g, IG_VK_ROWS_TOKENS, vx, vy, bw, width, eps));
+    else REQUIRE_OK(ig_vk_op_rmsnorm(g, IG_VK_ROWS_TOKENS, vx, vy, bw, width, n_heads, eps));
+    REQUIRE_OK(ig_vk_graph_end(g));
+    REQUIRE_OK(ig_vk_graph_run(g));
+    REQUIRE_OK(ig_vk_buffer_read(dst, 0, got, n * 4));
+    /* padding between rows must be untouched */
+    CHECK_REL(got, want, n, 1e-5, "rmsnorm%s width %d heads %d tokens %d%s", add ? "+add" : "", width, n_heads,
+              n_tok, in_place ? " in place" : "");
+    ig_vk_graph_free(g);
+    ig_vk_buffer_free(bx);
+    ig_vk_buffer_free(by);
+    ig_vk_buffer_free(bw);
+    ig_vk_step_free(s);
+    free(x);
+    free(y0);
+    free(want);
+    free(got);
+    free(w);
+}
+
+IG_TEST(vulkan_rmsnorm) {
+    ig_vk_device *d = device();
+    if (!d) return;
+    const int toks[] = {1, 3, 17, 64};
+    for (size_t i = 0; i < IG_ARRAY_LEN(toks); i++) {
+        run_rmsnorm(d, 1152, 1, toks[i], false, false);
+        run_rmsnorm(d, 4 * 256, 4, toks[i], false, true); /* QK-norm, hd 256 */
+        run_rmsnorm(d, 3 * 128, 3, toks[i], false, false);
+        run_rmsnorm(d, 5 * 32, 5, toks[i], false, true);
+        run_rmsnorm(d, 1000, 1, toks[i], true, false);
+    }
+    run_rmsnorm(d, 5376, 1, 3, true, false);
+}
+
+/* ---- matmul ------------------------------------------------------------------ */
+
+static void run_matmul(ig_vk_device *d, ig_dtype type, int64_t n_in, int rows, int n_tok, ig_vk_matmul_path path,
+                       bool geglu, ig_vk_rows rsel) {
+    weight wa, wb;
+    memset(&wb, 0, sizeof wb);
+    REQUIRE(weight_make(d, type, n_in, rows, &wa));
+    if (geglu) REQUIRE(weight_make(d, type, n_in, rows, &wb));
+    const int xs = (int)n_in + 2, ys = rows + 3;
+    size_t nx = (size_t)xs * n_tok, ny = (size_t)ys * n_tok;
+    float *x = malloc(nx * 4), *want = calloc(ny, 4), *got = malloc(ny * 4);
+    REQUIRE(x && want && got);
+    fill(x, nx, 1.0f);
+    /* OUTPUTS rows: only n_out = max(1, n_tok - 1) rows are computed */
+    int n_rows = rsel == IG_VK_ROWS_OUTPUTS ? (n_tok > 1 ? n_tok - 1 : 1) : n_tok;
+    for (int t = 0; t < n_rows; t++) {
+        for (int r = 0; r < rows; r++) {
+            const float *xr = x + (size_t)t * xs;
+            float a = ig_vec_dot_ref(type, wa.data + (size_t)r * wa.row_bytes, xr, n_in);
+            if (geglu) {
+                float b = ig_vec_dot_ref(type, wb.data + (size_t)r * wb.row_bytes, xr, n_in);
+                a = 0.5f * a * (1.0f + tanhf(0.7978845608028654f * (a + 0.044715f * a * a * a))) * b;
+            }
+            want[(size_t)t * ys + r] = a;
+        }
+    }
+    ig_vk_step *s;
+    REQUIRE_OK(ig_vk_step_create(d, n_tok, &s));
+    int32_t pos[128], out[128];
+    for (int t = 0; t < n_tok; t++) pos[t] = t, out[t] = t;
+    REQUIRE_OK(ig_vk_step_set(s, n_tok, NULL, pos, NULL, rsel == IG_VK_ROWS_OUTPUTS ? n_rows : 0, out));
+    ig_vk_buffer *bx = upload(d, x, nx * 4), *by = upload(d, want, ny * 4);
+    REQUIRE(bx && by);
+    REQUIRE_OK(ig_vk_buffer_zero(by));
+    ig_vk_graph *g;
+    REQUIRE_OK(ig_vk_graph_begin(d, s, n_tok, &g));
+    ig_vk_graph_set_matmul_path(g, path);
+    ig_vk_view vx = {bx, 0, (uint32_t)xs}, vy = {by, 0, (uint32_t)ys};
+    if (geglu) REQUIRE_OK(ig_vk_op_matmul_geglu(g, rsel, wa.buf, wb.buf, vx, vy));
+    else REQUIRE_OK(ig_vk_op_matmul(g, rsel, wa.buf, vx, vy));
+    REQUIRE_OK(ig_vk_graph_end(g));
+    REQUIRE_OK(ig_vk_graph_run(g));
+    REQUIRE_OK(ig_vk_buffer_read(by, 0, got, ny * 4));
+    CHECK_REL(got, want, ny, 1e-5, "matmul%s %s in %lld rows %d tokens %d path %s parts %d%s", geglu ? "_geglu" : "",
+              ig_dtype_name(type), (long long)n_in, rows, n_tok, path == IG_VK_MATMUL_VEC ? "vec" : "tiled",
+              ig_vk_buffer_n_parts(wa.buf), rsel == IG_VK_ROWS_OUTPUTS ? " outputs" : "");
+    ig_vk_graph_free(g);
+    ig_vk_buffer_free(bx);
+    ig_vk_buffer_free(by);
+    ig_vk_step_free(s);
+    free(x);
+    free(want);
+    free(got);
+    weight_free(&wa);
+    if (geglu) weight_free(&wb);
+}
+
+static int64_t awkward_in(ig_dtype t) {
+    int64_t be = (int64_t)ig_dtype_block_elems(t);
+    return be == 1 ? 203 : be == 32 ? 32 * 11 : 256 * 3;
+}
+
+IG_TEST(vulkan_matmul) {
+    ig_vk_device *d = device();
+    if (!d) return;
+    const int toks[] = {1, 3, 17, 64};
+    for (size_t i = 0; i < IG_ARRAY_LEN(k_types); i++) {
+        for (size_t k = 0; k < IG_ARRAY_LEN(toks); k++) {
+            ig_vk_matmul_path path = toks[k] <= 8 ? IG_VK_MATMUL_VEC : IG_VK_MATMUL_TILED;
+            run_matmul(d, k_types[i], awkward_in(k_types[i]), 67, toks[k], path, false, IG_VK_ROWS_TOKENS);
+        }
+        /* the other path on small / large counts */
+        run_matmul(d, k_types[i], awkward_in(k_types[i]), 67, 3, IG_VK_MATMUL_TILED, false, IG_VK_ROWS_TOKENS);
+        run_matmul(d, k_types[i], awkward_in(k_types[i]), 67, 17, IG_VK_MATMUL_VEC, false, IG_VK_ROWS_TOKENS);
+    }
+}
+
+IG_TEST(vulkan_matmul_geglu) {
+    ig_vk_device *d = device();
+    if (!d) return;
+    for (size_t i = 0; i < IG_ARRAY_LEN(k_types); i++) {
+        run_matmul(d, k_types[i], awkward_in(k_types[i]), 45, 1, IG_VK_MATMUL_VEC, true, IG_VK_ROWS_TOKENS);
+        run_matmul(d, k_types[i], awkward_in(k_types[i]), 45, 17, IG_VK_MATMUL_TILED, true, IG_VK_ROWS_TOKENS);
+    }
+}
+
+IG_TEST(vulkan_matmul_large_rows) {
+    ig_vk_device *d = device();
+    if (!d) return;
+    /* more than 65535 workgroups along x: the grid folds into z */
+    run_matmul(d, IG_TYPE_Q8_0, 32, 140000, 1, IG_VK_MATMUL_VEC, false, IG_VK_ROWS_TOKENS);
+    run_matmul(d, IG_TYPE_F16, 1152, 300, 64, IG_VK_MATMUL_TILED, false, IG_VK_ROWS_TOKENS);
+}
+
+IG_TEST(vulkan_matmul_outputs) {
+    ig_vk_device *d = device();
+    if (!d) return;
+    run_matmul(d, IG_TYPE_Q6_K, 256, 70, 5, IG_VK_MATMUL_AUTO, false, IG_VK_ROWS_OUTPUTS);
+    run_matmul(d, IG_TYPE_Q4_0, 64, 70, 20, IG_VK_MATMUL_AUTO, false, IG_VK_ROWS_OUTPUTS);
+}
+
+IG_TEST(vulkan_matmul_split) {
+    ig_vk_device *d = device_split();
+    if (!d) return;
+    run_matmul(d, IG_TYPE_Q4_K, 512, 50, 3, IG_VK_MATMUL_VEC, false, IG_VK_ROWS_TOKENS);
+    run_matmul(d, IG_TYPE_Q4_K, 512, 50, 17, IG_VK_MATMUL_TILED, false, IG_VK_ROWS_TOKENS);
+    run_matmul(d, IG_TYPE_F32, 100, 33, 3, IG_VK_MATMUL_VEC, true, IG_VK_ROWS_TOKENS);
+    run_matmul(d, IG_TYPE_Q8_0, 256, 40, 64, IG_VK_MATMUL_TILED, true, IG_VK_ROWS_TOKENS);
+}
+
+/* ---- RoPE and the KV cache ---------------------------------------------------- */
+
+static void ref_rope_row(float *x, int hd, int pos, const float *freq) {
+    int half = hd / 2;
+    for (int i = 0; i < half; i++) {
+        float ang = (float)pos * freq[i];
+        float c = cosf(ang), s = sinf(ang);
+        float a = x[i], b = x[i + half];
+        x[i] = a * c - b * s;
+        x[i + half] = b * c + a * s;
+    }
+}
+
+static void run_rope(ig_vk_device *d, int n_heads, int hd, int n_tok, float base, float factor, int pos_max) {
+    const int width = n_heads * hd, stride = width + 4;
+    size_t n = (size_t)stride * n_tok;
+    float *x = malloc(n * 4), *want = malloc(n * 4), *got = malloc(n * 4), freq[512];
+    REQUIRE(x && want && got);
+    fill(x, n, 2.0f);
+    memcpy(want, x, n * 4);
+    ig_vk_rope_freqs(base, factor, hd, freq);
+    int32_t pos[128], seq[128];
+    for (int t = 0; t < n_tok; t++) {
+        pos[t] = (int32_t)(rnd_u32() % (uint32_t)pos_max);
+        seq[t] = 0;
+        for (int h = 0; h < n_heads; h++) ref_rope_row(want + (size_t)t * stride + (size_t)h * hd, hd, pos[t], freq);
+    }
+    ig_vk_step *s;
+    REQUIRE_OK(ig_vk_step_create(d, n_tok, &s));
+    REQUIRE_OK(ig_vk_step_set(s, n_tok, NULL, pos, seq, 0, NULL));
+    ig_vk_buffer *bx = upload(d, x, n * 4);
+    REQUIRE(bx);
+    ig_vk_graph *g;
+    REQUIRE_OK(ig_vk_graph_begin(d, s, n_tok, &g));
+    REQUIRE_OK(ig_vk_op_rope(g, (ig_vk_view){bx, 0, (uint32_t)stride}, n_heads, hd, base, factor));
+    REQUIRE_OK(ig_vk_graph_end(g));
+    REQUIRE_OK(ig_vk_graph_run(g));
+    REQUIRE_OK(ig_vk_buffer_read(bx, 0, got, n * 4));
+    CHECK_REL(got, want, n, 1e-5, "rope heads %d hd %d tokens %d base %g factor %g pos < %d", n_heads, hd, n_tok,
+              (double)base, (double)factor, pos_max);
+    ig_vk_graph_free(g);
+    ig_vk_buffer_free(bx);
+    ig_vk_step_free(s);
+    free(x);
+    free(want);
+    free(got);
+}
+
+IG_TEST(vulkan_rope) {
+    ig_vk_device *d = device();
+    if (!d) return;
+    const int hds[] = {32, 128, 256};
+    const int toks[] = {1, 3, 17, 64};
+    for (size_t i = 0; i < IG_ARRAY_LEN(hds); i++) {
+        for (size_t k = 0; k < IG_ARRAY_LEN(toks); k++) {
+            run_rope(d, 3, hds[i], toks[k], 10000.0f, 1.0f, 600);
+            run_rope(d, 2, hds[i], toks[k], 1000000.0f, 8.0f, 131072);
+        }
+    }
+}
+
+static float kv_get(ig_kv_type type, const void *base, size_t i) {
+    return type == IG_KV_F16 ? ig_f16_to_f32(((const uint16_t *)base)[i]) : ((const float *)base)[i];
+}
+
+static void run_kv_store(ig_vk_device *d, ig_kv_type type, bool rotate, int n_kv, int hd, int n_tok) {
+    const int kv_dim = n_kv * hd, n_seq = 2, cap = 7, es = type == IG_KV_F16 ? 2 : 4;
+    const size_t cache_elems = (size_t)n_seq * cap * kv_dim;
+    const float base = 10000.0f, factor = 1.0f;
+    size_t nx = (size_t)kv_dim * n_tok;
+    float *k = malloc(nx * 4), *v = malloc(nx * 4), freq[512];
+    uint8_t *want_k = calloc(cache_elems, (size_t)es), *want_v = calloc(cache_elems, (size_t)es);
+    uint8_t *got_k = malloc(cache_elems * (size_t)es), *got_v = malloc(cache_elems * (size_t)es);
+    REQUIRE(k && v && want_k && want_v && got_k && got_v);
+    fill(k, nx, 1.0f);
+    fill(v, nx, 1.0f);
+    ig_vk_rope_freqs(base, factor, hd, freq);
+    /* tokens of two sequences; each (seq, slot) written at most once */
+    int32_t pos[128], seq[128];
+    int next[2] = {3, 40};
+    for (int t = 0; t < n_tok; t++) {
+        seq[t] = t % 2;
+        pos[t] = next[seq[t]]++;
+    }
+    for (int t = 0; t < n_tok; t++) {
+        /* a later token of the same sequence overwrites the ring slot, as on the GPU (same order) */
+        size_t row = ((size_t)seq[t] * cap + (size_t)(pos[t] % cap)) * kv_dim;
+        float kr[2048];
+        memcpy(kr, k + (size_t)t * kv_dim, (size_t)kv_dim * 4);
+        if (rotate)
+            for (int h = 0; h < n_kv; h++) ref_rope_row(kr + h * hd, hd, pos[t], freq);
+        for (int i = 0; i < kv_dim; i++) {
+            float vv = v[(size_t)t * kv_dim + i];
+            if (type == IG_KV_F16) {
+                ((uint16_t *)want_k)[row + i] = ig_f32_to_f16(kr[i]);
+                ((uint16_t *)want_v)[row + i] = ig_f32_to_f16(vv);
+            } else {
+                ((float *)want_k)[row + i] = kr[i];
+                ((float *)want_v)[row + i] = vv;
+            }
+        }
+    }
+    ig_vk_step *s;
+    REQUIRE_OK(ig_vk_step_create(d, n_tok, &s));
+    REQUIRE_OK(ig_vk_step_set(s, n_tok, NULL, pos, seq, 0, NULL));
+    ig_vk_buffer *bk = upload(d, k, nx * 4), *bv = upload(d, v, nx * 4), *kc, *vc;
+    REQUIRE(bk && bv);
+    /* both caches in one buffer, V after K, at an unaligned-to-256 offset */
+    const size_t kbytes = cache_elems * (size_t)es;
+    REQUIRE_OK(ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, 2 * kbytes + 64, &kc));
+    vc = kc;
+    REQUIRE_OK(ig_vk_buffer_zero(kc));
+    ig_vk_kv kv = {kc, vc, 16, 16 + kbytes, type, n_seq, cap, n_kv, hd, 0};
+    ig_vk_graph *g;
+    REQUIRE_OK(ig_vk_graph_begin(d, s, n_tok, &g));
+    ig_vk_view vk = {bk, 0, 0}, vv = {bv, 0, 0};
+    if (rotate) REQUIRE_OK(ig_vk_op_rope_kv_store(g, &kv, vk, vv, base, factor));
+    else REQUIRE_OK(ig_vk_op_kv_store(g, &kv, vk, vv));
+    REQUIRE_OK(ig_vk_graph_end(g));
+    REQUIRE_OK(ig_vk_graph_run(g));
+    REQUIRE_OK(ig_vk_buffer_read(kc, 16, got_k, kbytes));
+    REQUIRE_OK(ig_vk_buffer_read(kc, 16 + kbytes, got_v, kbytes));
+    float *a = malloc(cache_elems * 4), *b = malloc(cache_elems * 4);
+    REQUIRE(a && b);
+    for (size_t i = 0; i < cache_elems; i++) a[i] = kv_get(type, got_k, i), b[i] = kv_get(type, want_k, i);
+    CHECK_REL(a, b, cache_elems, type == IG_KV_F16 ? 1e-3 : 1e-5, "%s K %s kv %d hd %d tokens %d",
+              rotate ? "rope_kv_store" : "kv_store", type == IG_KV_F16 ? "f16" : "f32", n_kv, hd, n_tok);
+    for (size_t i = 0; i < cache_elems; i++) a[i] = kv_get(type, got_v, i), b[i] = kv_get(type, want_v, i);
+    CHECK_REL(a, b, cache_elems, 0.0, "%s V %s", rotate ? "rope_kv_store" : "kv_store",
+              type == IG_KV_F16 ? "f16" : "f32");
+    free(a);
+    free(b);
+    ig_vk_graph_free(g);
+    ig_vk_buffer_free(bk);
+    ig_vk_buffer_free(bv);
+    ig_vk_buffer_free(kc);
+    ig_vk_step_free(s);
+    free(k);
+    free(v);
+    free(want_k);
+    free(want_v);
+    free(got_k);
+    free(got_v);
+}
+
+IG_TEST(vulkan_kv_store) {
+    ig_vk_device *d = device();
+    if (!d) return;
+    const int hds[] = {32, 128, 256};
+    for (size_t i = 0; i < IG_ARRAY_LEN(hds); i++) {
+        for (int f16 = 0; f16 < 2; f16++) {
+            ig_kv_type t = f16 ? IG_KV_F16 : IG_KV_F32;
+            run_kv_store(d, t, false, 2, hds[i], 1);
+            run_kv_store(d, t, true, 2, hds[i], 3);
+            run_kv_store(d, t, true, 1, hds[i], 6);
+        }
+    }
+}
+
+/* ---- attention ----------------------------------------------------------------- */
+
+typedef struct attn_case {
+    int n_head, n_kv, hd, n_tok, window, n_seq, cap;
+    ig_kv_type type;
+    float softcap;
+} attn_case;
+
+static void run_attention(ig_vk_device *d, attn_case c) {
+    const int kv_dim = c.n_kv * c.hd, width = c.n_head * c.hd, qs = width + 2, os = width + 6;
+    const size_t cache_elems = (size_t)c.n_seq * c.cap * kv_dim, es = c.type == IG_KV_F16 ? 2 : 4;
+    const float scale = 1.0f / sqrtf((float)c.hd);
+    uint8_t *kc = malloc(cache_elems * es), *vc = malloc(cache_elems * es);
+    float *q = malloc((size_t)qs * c.n_tok * 4), *want = calloc((size_t)os * c.n_tok, 4),
+          *got = malloc((size_t)os * c.n_tok * 4);
+    double *sc = malloc(sizeof(double) * 200000);
+    REQUIRE(kc && vc && q && want && got && sc);
+    for (size_t i = 0; i < cache_elems; i++) {
+        float a = rnd() * 2.0f, b = rnd();
+        if (c.type == IG_KV_F16) {
+            ((uint16_t *)kc)[i] = ig_f32_to_f16(a);
+            ((uint16_t *)vc)[i] = ig_f32_to_f16(b);
+        } else {
+            ((float *)kc)[i] = a;
+            ((float *)vc)[i] = b;
+        }
+    }
+    fill(q, (size_t)qs * c.n_tok, 2.0f);
+    /* each sequence continues from a random length; tokens interleave */
+    int32_t pos[128], seq[128];
+    int next[4];
+    for (int s = 0; s < c.n_seq; s++) next[s] = (int)(rnd_u32() % 300u);
+    for (int t = 0; t < c.n_tok; t++) {
+        seq[t] = (int32_t)(rnd_u32() % (uint32_t)c.n_seq);
+        pos[t] = next[seq[t]]++;
+    }
+    const int group = c.n_head / c.n_kv;
+    for (int t = 0; t < c.n_tok; t++) {
+        int p = pos[t], s = seq[t];
+        int lo = c.window ? (p - c.window + 1 > 0 ? p - c.window + 1 : 0) : 0;
+        for (int h = 0; h < c.n_head; h++) {
+            const float *qr = q + (size_t)t * qs + (size_t)h * c.hd;
+            int kvh = h / group;
+            double mx = -1e300;
+            for (int j = lo; j <= p; j++) {
+                size_t row = ((size_t)s * c.cap + (size_t)(j % c.cap)) * kv_dim + (size_t)kvh * c.hd;
+                double dot = 0;
+                for (int i = 0; i < c.hd; i++) dot += (double)qr[i] * kv_get(c.type, kc, row + i);
+                dot *= scale;
+                if (c.softcap > 0) dot = c.softcap * tanh(dot / c.softcap);
+                sc[j - lo] = dot;
+                if (dot > mx) mx = dot;
+            }
+            double sum = 0;
+            for (int j = lo; j <= p; j++) sum += (sc[j - lo] = exp(sc[j - lo] - mx));
+            float *o = want + (size_t)t * os + (size_t)h * c.hd;
+            for (int i = 0; i < c.hd; i++) {
+                double acc = 0;
+                for (int j = lo; j <= p; j++) {
+                    size_t row = ((size_t)s * c.cap + (size_t)(j % c.cap)) * kv_dim + (size_t)kvh * c.hd;
+                    acc += sc[j - lo] * kv_get(c.type, vc, row + i);
+                }
+                o[i] = (float)(acc / sum);
+            }
+        }
+    }
+    ig_vk_step *st;
+    REQUIRE_OK(ig_vk_step_create(d, c.n_tok, &st));
+    REQUIRE_OK(ig_vk_step_set(st, c.n_tok, NULL, pos, seq, 0, NULL));
+    ig_vk_buffer *bq = upload(d, q, (size_t)qs * c.n_tok * 4), *bk = upload(d, kc, cache_elems * es),
+                 *bv = upload(d, vc, cache_elems * es), *bo;
+    REQUIRE(bq && bk && bv);
+    REQUIRE_OK(ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, (size_t)os * c.n_tok * 4, &bo));
+    REQUIRE_OK(ig_vk_buffer_zero(bo));
+    ig_vk_kv kv = {bk, bv, 0, 0, c.type, c.n_seq, c.cap, c.n_kv, c.hd, c.window};
+    ig_vk_graph *g;
+    REQUIRE_OK(ig_vk_graph_begin(d, st, c.n_tok, &g));
+    REQUIRE_OK(ig_vk_op_attention(g, &kv, (ig_vk_view){bq, 0, (uint32_t)qs}, (ig_vk_view){bo, 0, (uint32_t)os},
+                                  c.n_head, scale, c.softcap));
+    REQUIRE_OK(ig_vk_graph_end(g));
+    REQUIRE_OK(ig_vk_graph_run(g));
+    REQUIRE_OK(ig_vk_buffer_read(bo, 0, got, (size_t)os * c.n_tok * 4));
+    CHECK_REL(got, want, (size_t)os * c.n_tok, c.type == IG_KV_F16 ? 1e-3 : 1e-5,
+              "attention heads %d/%d hd %d tokens %d window %d seqs %d cap %d %s softcap %g", c.n_head, c.n_kv, c.hd,
+              c.n_tok, c.window, c.n_seq, c.cap, c.type == IG_KV_F16 ? "f16" : "f32", (double)c.softcap);
+    ig_vk_graph_free(g);
+    ig_vk_buffer_free(bq);
+    ig_vk_buffer_free(bk);
+    ig_vk_buffer_free(bv);
+    ig_vk_buffer_free(bo);
+    ig_vk_step_free(st);
+    free(kc);
+    free(vc);
+    free(q);
+    free(want);
+    free(got);
+    free(sc);
+}
+
+IG_TEST(vulkan_attention) {
+    ig_vk_device *d = device();
+    if (!d) return;
+    const int hds[] = {32, 128, 256};
+    const int toks[] = {1, 3, 17, 64};
+    for (size_t i = 0; i < IG_ARRAY_LEN(hds); i++) {
+        for (size_t k = 0; k < IG_ARRAY_LEN(toks); k++) {
+            int T = toks[k];
+            /* global layer: the whole context */
+            run_attention(d, (attn_case){4, 2, hds[i], T, 0, 2, 512, IG_KV_F32, 0.0f});
+            /* sliding layer with a ring smaller than the context */
+            run_attention(d, (attn_case){4, 1, hds[i], T, 37, 2, 37 + T - 1, IG_KV_F32, 0.0f});
+            run_attention(d, (attn_case){2, 2, hds[i], T, 100, 3, 100 + T - 1, IG_KV_F16, 0.0f});
+        }
+    }
+    run_attention(d, (attn_case){8, 4, 128, 5, 0, 1, 512, IG_KV_F16, 0.0f});
+    run_attention(d, (attn_case){4, 4, 64, 3, 0, 1, 512, IG_KV_F32, 50.0f}); /* softcap */
+}
+
+/* ---- element-wise ---------------------------------------------------------------- */
+
+IG_TEST(vulkan_eltwise) {
+    ig_vk_device *d = device();
+    if (!d) return;
+    const int toks[] = {1, 3, 17, 64};
+    for (size_t k = 0; k < IG_ARRAY_LEN(toks); k++) {
+        const int T = toks[k], width = 1000, st = 1003;
+        size_t n = (size_t)st * T;
+        float *a = malloc(n * 4), *b = malloc(n * 4), *want = malloc(n * 4), *got = malloc(n * 4);
+        REQUIRE(a && b && want && got);
+        fill(a, n, 6.0f);
+        fill(b, n, 2.0f);
+        ig_vk_step *s;
+        REQUIRE_OK(ig_vk_step_create(d, T, &s));
+        int32_t out[64];
+        int n_out = (T + 1) / 2;
+        for (int j = 0; j < n_out; j++) out[j] = T - 1 - 2 * j; /* any order */
+        REQUIRE_OK(ig_vk_step_set(s, T, NULL, NULL, NULL, n_out, out));
+        for (int op = 0; op < 4; op++) {
+            ig_vk_buffer *ba = upload(d, a, n * 4), *bb = upload(d, b, n * 4), *by = upload(d, a, n * 4);
+            REQUIRE(ba && bb && by);
+            memcpy(want, a, n * 4);
+            size_t rows = op == 3 ? (size_t)n_out : (size_t)T;
+            for (size_t t = 0; t < rows; t++) {
+                for (int i = 0; i < width; i++) {
+                    size_t j = t * st + (size_t)i;
+                    float x = a[j];
+                    if (op == 0) want[j] = x + b[j];
+                    else if (op == 1) want[j] = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))) * b[j];
+                    else if (op == 2) want[j] = 30.0f * tanhf(x / 30.0f);
+                    else want[j] = a[(size_t)out[t] * st + (size_t)i];
+                }
+            }
+            ig_vk_graph *g;
+            REQUIRE_OK(ig_vk_graph_begin(d, s, T, &g));
+            ig_vk_view va = {ba, 0, (uint32_t)st}, vb = {bb, 0, (uint32_t)st}, vy = {by, 0, (uint32_t)st};
+            if (op == 0) REQUIRE_OK(ig_vk_op_add(g, IG_VK_ROWS_TOKENS, va, vb, vy, width));
+            else if (op == 1) REQUIRE_OK(ig_vk_op_geglu(g, IG_VK_ROWS_TOKENS, vy, vb, vy, width)); /* in place */
+            else if (op == 2) REQUIRE_OK(ig_vk_op_softcap(g, IG_VK_ROWS_TOKENS, vy, width, 30.0f));
+            else REQUIRE_OK(ig_vk_op_gather(g, va, vy, width));
+            REQUIRE_OK(ig_vk_graph_end(g));
+            REQUIRE_OK(ig_vk_graph_run(g));
+            REQUIRE_OK(ig_vk_buffer_read(by, 0, got, n * 4));
+            CHECK_REL(got, want, n, op == 3 ? 0.0 : 1e-5, "eltwise op %d tokens %d", op, T);
+            ig_vk_graph_free(g);
+            ig_vk_buffer_free(ba);
+            ig_vk_buffer_free(bb);
+            ig_vk_buffer_free(by);
+        }
+        ig_vk_step_free(s);
+        free(a);
+        free(b);
+        free(want);
+        free(got);
+    }
+}
+
+/* ---- recording once, replaying with new step values ------------------------------ */
+
+IG_TEST(vulkan_graph_replay) {
+    ig_vk_device *d = device();
+    if (!d) return;
+    const int vocab = 50, H = 64, F = 96, T = 8;
+    weight e, wq, wk;
+    REQUIRE(weight_make(d, IG_TYPE_Q8_0, H, vocab, &e));
+    REQUIRE(weight_make(d, IG_TYPE_F16, H, F, &wq));
+    REQUIRE(weight_make(d, IG_TYPE_Q4_0, H, F, &wk));
+    float norm[64];
+    for (int i = 0; i < H; i++) norm[i] = 1.0f + 0.01f * (float)i;
+    ig_vk_buffer *bn = upload(d, norm, sizeof norm), *x, *y;
+    REQUIRE(bn);
+    REQUIRE_OK(ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, (size_t)T * H * 4, &x));
+    REQUIRE_OK(ig_vk_buffer_create(d, IG_VK_MEM_READBACK, (size_t)T * 2 * F * 4, &y));
+    ig_vk_step *s;
+    REQUIRE_OK(ig_vk_step_create(d, T, &s));
+    ig_vk_graph *g;
+    REQUIRE_OK(ig_vk_graph_begin(d, s, T, &g));
+    ig_vk_view vx = {x, 0, 0};
+    REQUIRE_OK(ig_vk_op_embed(g, e.buf, 2.0f, vx));
+    REQUIRE_OK(ig_vk_op_rmsnorm(g, IG_VK_ROWS_TOKENS, vx, vx, bn, H, 1, 1e-6f));
+    /* two independent products into one buffer: no barrier between them */
+    REQUIRE_OK(ig_vk_op_matmul(g, IG_VK_ROWS_TOKENS, wq.buf, vx, (ig_vk_view){y, 0, 2 * F}));
+    REQUIRE_OK(ig_vk_op_matmul(g, IG_VK_ROWS_TOKENS, wk.buf, vx, (ig_vk_view){y, (uint64_t)F * 4, 2 * F}));
+    REQUIRE_OK(ig_vk_graph_end(g));
+    ig_vk_graph_stats stats = ig_vk_graph_get_stats(g);
+    CHECK_EQ_INT(stats.n_dispatch, 4);
+    /* embed -> norm (in place) -> matmuls: one barrier before the norm, one
+     * after it; the strided outputs overlap in range, so a conservative
+     * tracker may add one between the two products */
+    CHECK(stats.n_barrier >= 2 && stats.n_barrier <= 3);
+    const float *host = ig_vk_buffer_host_ptr(y);
+    REQUIRE(host != NULL);
+    for (int round = 0; round < 3; round++) {
+        int n = round == 0 ? 1 : round == 1 ? 5 : 8;
+        int32_t tok[8];
+        step_simple(s, n, vocab, 0, tok);
+        REQUIRE_OK(ig_vk_graph_run(g));
+        for (int t = 0; t < n; t++) {
+            float xr[64], want[2 * 96];
+            ig_dequantize_row(IG_TYPE_Q8_0, e.data + (size_t)tok[t] * e.row_bytes, xr, H);
+            for (int i = 0; i < H; i++) xr[i] *= 2.0f;
+            ref_rmsnorm(xr, xr, norm, H, 1e-6f);
+            for (int r = 0; r < F; r++) {
+                want[r] = ig_vec_dot_ref(IG_TYPE_F16, wq.data + (size_t)r * wq.row_bytes, xr, H);
+                want[F + r] = ig_vec_dot_ref(IG_TYPE_Q4_0, wk.data + (size_t)r * wk.row_bytes, xr, H);
+            }
+            CHECK_REL(host + (size_t)t * 2 * F, want, 2 * (size_t)F, 1e-5, "replay round %d token %d", round, t);
+        }
+    }
+    ig_vk_graph_free(g);
+    ig_vk_step_free(s);
+    ig_vk_buffer_free(bn);
+    ig_vk_buffer_free(x);
+    ig_vk_buffer_free(y);
+    weight_free(&e);
+    weight_free(&wq);
+    weight_free(&wk);
+}
+
+IG_TEST(vulkan_op_errors) {
+    ig_vk_device *d = device();
+    if (!d) return;
+    ig_vk_step *s;
+    REQUIRE_OK(ig_vk_step_create(d, 4, &s));
+    ig_vk_graph *g;
+    CHECK(ig_vk_graph_begin(d, s, 5, &g) != IG_OK); /* more rows than the step holds */
+    REQUIRE_OK(ig_vk_graph_begin(d, s, 4, &g));
+    ig_vk_buffer *small;
+    REQUIRE_OK(ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, 64, &small));
+    /* 4 rows of 100 floats do not fit in 64 bytes: refused, and sticky */
+    CHECK_STATUS(ig_vk_op_add(g, IG_VK_ROWS_TOKENS, (ig_vk_view){small, 0, 0}, (ig_vk_view){small, 0, 0},
+                              (ig_vk_view){small, 0, 0}, 100),
+                 IG_ERR_INVALID_ARG);
+    CHECK(ig_vk_graph_end(g) != IG_OK);
+    CHECK(ig_vk_graph_submit(g) != IG_OK);
+    ig_vk_graph_free(g);
+    CHECK(ig_vk_step_set(s, 5, NULL, NULL, NULL, 0, NULL) != IG_OK);
+    int32_t bad_out[1] = {3};
+    CHECK(ig_vk_step_set(s, 2, NULL, NULL, NULL, 1, bad_out) != IG_OK);
+    ig_vk_buffer_free(small);
+    ig_vk_step_free(s);
+}
+
+#else /* !IGNIS_HAVE_VULKAN */
+
+IG_TEST(vulkan_ops) { ig_test_skip("built without the Vulkan backend"); }
+
+#endif
