@@ -55,6 +55,26 @@ static char *read_key_file(const char *path) {
     return data;
 }
 
+/* During the drain a second SIGINT/SIGTERM cuts the grace period short. */
+typedef struct sig_watch {
+    ig_server *srv;
+    sigset_t set;
+    volatile int done;
+} sig_watch;
+
+static void *watch_second_signal(void *arg) {
+    sig_watch *w = arg;
+    while (!__atomic_load_n(&w->done, __ATOMIC_SEQ_CST)) {
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        int sig = sigtimedwait(&w->set, NULL, &ts);
+        if (sig == SIGINT || sig == SIGTERM) {
+            fprintf(stderr, "ignis serve: second signal, cancelling running requests\n");
+            ig_server_abort_grace(w->srv);
+        }
+    }
+    return NULL;
+}
+
 int cmd_serve(int argc, char **argv) {
     ig_server_params p = ig_server_default_params();
     const char *model = NULL, *key = NULL, *key_file = NULL;
@@ -152,6 +172,9 @@ int cmd_serve(int argc, char **argv) {
         key = file_key;
     }
     p.api_key = key;
+    /* test hook: keep /health at 503 for a while before loading */
+    const char *delay = getenv("IGNIS_SERVE_LOAD_DELAY_MS");
+    if (delay && *delay) p.load_delay_ms = atoi(delay);
 
     /* Signals: block them in every thread and wait for them here. */
     sigset_t set;
@@ -160,6 +183,7 @@ int cmd_serve(int argc, char **argv) {
     sigaddset(&set, SIGTERM);
     sigset_t old;
     pthread_sigmask(SIG_BLOCK, &set, &old);
+    (void)old;
     signal(SIGPIPE, SIG_IGN);
 
     ig_server *srv = NULL;
@@ -187,9 +211,16 @@ int cmd_serve(int argc, char **argv) {
             break;
         }
     }
+    sig_watch w = {.srv = srv, .set = set, .done = 0};
+    pthread_t watcher;
+    bool watching = pthread_create(&watcher, NULL, watch_second_signal, &w) == 0;
     ig_server_shutdown(srv, rc ? 0 : grace);
+    if (watching) {
+        __atomic_store_n(&w.done, 1, __ATOMIC_SEQ_CST);
+        pthread_join(watcher, NULL);
+    }
     free(file_key);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    /* Signals stay blocked: one arriving now must not kill a clean exit. */
     fprintf(stderr, "ignis serve: stopped\n");
     return rc;
 }

@@ -632,7 +632,7 @@ ig_status srv_sched_start(ig_model *model, ig_context *ctx, const srv_sched_para
     if (ok && pthread_create(&s->thread, NULL, engine_main, s) != 0) ok = false;
     if (!ok) {
         s->thread_started = false;
-        srv_sched_shutdown(s, 0);
+        srv_sched_shutdown(s, 0, NULL);
         return ig_fail(IG_ERR_NO_MEMORY, "cannot start the scheduler");
     }
     s->thread_started = true;
@@ -644,13 +644,14 @@ ig_status srv_sched_start(ig_model *model, ig_context *ctx, const srv_sched_para
     return IG_OK;
 }
 
-void srv_sched_shutdown(srv_sched *s, double grace_s) {
+void srv_sched_shutdown(srv_sched *s, double grace_s, const volatile int *abort) {
     if (!s) return;
     pthread_mutex_lock(&s->mu);
     s->accepting = false;
     if (s->thread_started && grace_s > 0) {
         double deadline = ig_time_now() + grace_s;
-        while ((s->n_running > 0 || s->wait_head) && ig_time_now() < deadline) {
+        while ((s->n_running > 0 || s->wait_head) && ig_time_now() < deadline &&
+               !(abort && *abort)) {
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             ts.tv_nsec += 100 * 1000 * 1000;

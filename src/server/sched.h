@@ -81,9 +81,10 @@ ig_status srv_sched_start(ig_model *model, ig_context *ctx, const srv_sched_para
 /* Queues a job's sequences. Returns 0, or -1 when the queue is full, or -2
  * when the scheduler is shutting down. */
 int srv_sched_submit(srv_sched *s, srv_job *j);
-/* Stops admitting; waits until nothing runs or grace_s passes; then cancels
- * the rest, stops the engine thread and frees the scheduler. */
-void srv_sched_shutdown(srv_sched *s, double grace_s);
+/* Stops admitting; waits until nothing runs, grace_s passes or *abort
+ * becomes true (abort may be NULL); then cancels the rest, stops the engine
+ * thread and frees the scheduler. */
+void srv_sched_shutdown(srv_sched *s, double grace_s, const volatile int *abort);
 /* Sequences running / waiting. */
 void srv_sched_load(srv_sched *s, int *running, int *waiting);
 

@@ -40,6 +40,7 @@ struct ig_server {
     atomic_bool stopping;   /* refuse new generation requests */
     atomic_bool hard_stop;  /* streams give up */
     atomic_int active_conns;
+    volatile int abort_grace;
     atomic_ullong id_counter;
     long long created;
 
@@ -603,6 +604,13 @@ static enum MHD_Result handle_generate(ig_server *S, struct MHD_Connection *c, c
         srv_request_free(&req);
         return queue_error(c, cn, &e);
     }
+    if (req.n > S->p.n_parallel + S->p.max_queue) {
+        srv_error_bad(&e, "n", "'n' may be at most %d on this server (--parallel %d plus "
+                      "--max-queue %d)", S->p.n_parallel + S->p.max_queue, S->p.n_parallel,
+                      S->p.max_queue);
+        srv_request_free(&req);
+        return queue_error(c, cn, &e);
+    }
     int32_t *ids;
     int n_ids;
     if (!build_prompt(S, &req, &ids, &n_ids, &e)) {
@@ -792,8 +800,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             char *end;
             errno = 0;
             unsigned long long v = strtoull(cl, &end, 10);
-            if (errno || end == cl || v > S->p.max_body) {
-                cn->too_large = true;
+            if (errno || end == cl || v > S->p.max_body) cn->too_large = true;
+            /* Over the limit: the body is read and dropped, then 413 goes out
+             * (answering before reading it makes the close reset the socket
+             * under the client's feet). Absurd sizes are refused at once. */
+            size_t early = S->p.max_body > SIZE_MAX / 8 ? SIZE_MAX : S->p.max_body * 8;
+            if (early < (64u << 20)) early = 64u << 20;
+            if (errno || end == cl || v > early) {
                 const char *allow;
                 route r = find_route(url, &allow);
                 /* only answer early where the body would matter */
@@ -858,6 +871,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 
 static void *loader_main(void *arg) {
     ig_server *S = arg;
+    if (S->p.load_delay_ms > 0) usleep((useconds_t)S->p.load_delay_ms * 1000u);
     ig_model_params mp = ig_model_default_params();
     mp.n_threads = S->p.n_threads;
     mp.backend = S->p.backend;
@@ -1015,6 +1029,10 @@ ig_status ig_server_start(const ig_server_params *p, ig_server **out) {
     return IG_OK;
 }
 
+void ig_server_abort_grace(ig_server *s) {
+    if (s) __atomic_store_n(&s->abort_grace, 1, __ATOMIC_SEQ_CST);
+}
+
 int ig_server_port(const ig_server *s) { return s ? s->port : 0; }
 
 int ig_server_state(ig_server *s, char *err, size_t cap) {
@@ -1034,12 +1052,13 @@ void ig_server_shutdown(ig_server *S, double grace_s) {
         if (running || waiting)
             fprintf(stderr, "ignis serve: shutting down, waiting up to %.0fs for %d running and "
                             "%d queued sequences\n", grace_s, running, waiting);
-        srv_sched_shutdown(S->sched, grace_s);
+        srv_sched_shutdown(S->sched, grace_s, &S->abort_grace);
         S->sched = NULL;
     }
     /* let finished streams deliver their last events */
     double deadline = now_s() + 2.0;
-    while (atomic_load(&S->active_conns) > 0 && now_s() < deadline) usleep(20 * 1000);
+    while (atomic_load(&S->active_conns) > 0 && now_s() < deadline && !S->abort_grace)
+        usleep(20 * 1000);
     atomic_store(&S->hard_stop, true);
     MHD_stop_daemon(S->d);
     if (lsock != MHD_INVALID_SOCKET) close(lsock);

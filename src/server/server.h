@@ -28,6 +28,7 @@ typedef struct ig_server_params {
     int log_requests;         /* 1: one line per request on stderr (default) */
     ig_backend_kind backend;
     int device;
+    int load_delay_ms;        /* testing: wait this long before loading */
 } ig_server_params;
 
 ig_server_params ig_server_default_params(void);
@@ -42,5 +43,8 @@ int ig_server_state(ig_server *s, char *err, size_t cap);
 /* Stops accepting, lets running requests finish for up to grace_s seconds,
  * cancels the rest, stops every thread and frees everything. */
 void ig_server_shutdown(ig_server *s, double grace_s);
+/* Cuts a running ig_server_shutdown's grace period short (thread-safe; for
+ * a second Ctrl-C). */
+void ig_server_abort_grace(ig_server *s);
 
 #endif

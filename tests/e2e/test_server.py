@@ -1,0 +1,654 @@
+"""End-to-end tests of `ignis serve` with the official openai client and raw
+HTTP, against the real Gemma 3 270M model.
+
+The server under test is IGNIS_BUILD/ignis (default: build). Generation is
+slow on small machines, so every request asks for a handful of tokens.
+Tests marked `asan` (bad input, no long generation) also run against the
+sanitizer build (IGNIS_BUILD=build-asan IGNIS_ASAN=1); the fixture then
+checks that the server exits cleanly without sanitizer reports."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import http.client
+import openai
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+API_KEY = "test-key-7f3a9c"
+ASAN = os.environ.get("IGNIS_ASAN") == "1"
+CTX = 512
+MAX_BODY = 65536
+
+
+def model_path() -> Path:
+    env = os.environ.get("IGNIS_MODEL")
+    p = Path(env) if env else Path.home() / ".cache/ignis/gemma-3-270m-q4_k_m.gguf"
+    if not p.is_file():
+        if os.environ.get("IGNIS_ALLOW_MISSING_MODEL") == "1":
+            pytest.skip(f"model {p} missing")
+        pytest.fail(f"model {p} missing: run `make model`")
+    return p
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """One `ignis serve` process on a free loopback port."""
+
+    def __init__(self, binary: Path, args: list[str], env: dict[str, str] | None = None):
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log_file = tempfile.NamedTemporaryFile(prefix="ignis-serve-", suffix=".log",
+                                                    delete=False)
+        e = dict(os.environ)
+        if ASAN:
+            e["ASAN_OPTIONS"] = "detect_leaks=1"
+            e["UBSAN_OPTIONS"] = "print_stacktrace=1"
+        e.update(env or {})
+        self.proc = subprocess.Popen(
+            [str(binary), "serve", str(model_path()), "--port", str(self.port), *args],
+            stdout=subprocess.DEVNULL, stderr=self.log_file, env=e)
+
+    def log(self) -> str:
+        return Path(self.log_file.name).read_text(errors="replace")
+
+    def wait_ready(self, timeout: float = 120) -> None:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"server exited early:\n{self.log()}")
+            try:
+                if request(self.base, "GET", "/health", timeout=5).status_code == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"server not ready after {timeout}s:\n{self.log()}")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 120) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise AssertionError(f"server did not stop within {timeout}s:\n{self.log()}")
+        return self.proc.returncode
+
+    def close(self) -> None:
+        try:
+            os.unlink(self.log_file.name)
+        except OSError:
+            pass
+
+
+class Resp:
+    """A finished raw HTTP exchange (stdlib http.client: no extra deps)."""
+
+    def __init__(self, status: int, headers, body: bytes):
+        self.status_code = status
+        self.headers = {k.lower(): v for k, v in headers}
+        self.content = body
+        self.text = body.decode("utf-8", "replace")
+
+    def json(self):
+        return json.loads(self.content)
+
+
+def request(base: str, method: str, path: str, body=None, headers: dict | None = None,
+            timeout: float = 120) -> Resp:
+    host, port = base.rsplit("/", 1)[-1].split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
+    try:
+        h = dict(headers or {})
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body).encode()
+            h.setdefault("Content-Type", "application/json")
+        chunked = body is not None and not isinstance(body, (bytes, str))
+        conn.request(method, path, body=body, headers=h, encode_chunked=chunked)
+        r = conn.getresponse()
+        return Resp(r.status, r.getheaders(), r.read())
+    finally:
+        conn.close()
+
+
+def open_stream(base: str, path: str, body: dict, headers: dict | None = None):
+    """POSTs body and returns (connection, response) for reading SSE lines."""
+    host, port = base.rsplit("/", 1)[-1].split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=300)
+    conn.request("POST", path, body=json.dumps(body).encode(),
+                 headers={"Content-Type": "application/json", **(headers or {})})
+    return conn, conn.getresponse()
+
+
+def sse_lines(resp):
+    """Non-empty lines of an SSE response, as they arrive."""
+    while True:
+        line = resp.readline()
+        if not line:
+            return
+        line = line.decode().rstrip("\n")
+        if line:
+            yield line
+
+
+@pytest.fixture(scope="module")
+def server(ignis_build: Path):
+    binary = ignis_build / "ignis"
+    if not binary.is_file():
+        pytest.fail(f"{binary} not found: build the ignis_cli target first")
+    srv = Server(binary, ["--api-key", API_KEY, "--parallel", "4", "--ctx", str(CTX),
+                          "--max-body", str(MAX_BODY), "--max-queue", "32", "-t", "2"])
+    try:
+        srv.wait_ready()
+        yield srv
+    finally:
+        rc = srv.stop()
+        log = srv.log()
+        srv.close()
+        assert rc == 0, f"server exit status {rc}:\n{log[-4000:]}"
+        assert "Sanitizer" not in log and "runtime error" not in log, log[-8000:]
+
+
+@pytest.fixture(scope="module")
+def client(server: Server) -> openai.OpenAI:
+    return openai.OpenAI(base_url=server.base + "/v1", api_key=API_KEY, max_retries=0,
+                         timeout=300)
+
+
+@pytest.fixture(scope="module")
+def model_id(client: openai.OpenAI) -> str:
+    return client.models.list().data[0].id
+
+
+def auth() -> dict[str, str]:
+    return {"Authorization": f"Bearer {API_KEY}"}
+
+
+def metrics(server: Server) -> dict[str, float]:
+    """Flat {sample name{labels}: value} from /metrics, parsed by prometheus_client."""
+    r = request(server.base, "GET", "/metrics", headers=auth())
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/plain")
+    out = {}
+    for fam in text_string_to_metric_families(r.text):
+        for s in fam.samples:
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
+            out[f"{s.name}{{{labels}}}" if labels else s.name] = s.value
+    return out
+
+
+CHAT = [{"role": "user", "content": "Write one sentence about the sea."}]
+
+
+# ---------------------------------------------------------------- happy path
+
+def test_health_models_and_auth_free_health(server: Server, client: openai.OpenAI):
+    r = request(server.base, "GET", "/health")  # no key needed
+    assert r.status_code == 200 and r.json() == {"status": "ok"}
+    models = client.models.list()
+    assert len(models.data) == 1
+    assert models.data[0].id == "gemma-3-270m-q4_k_m"
+    assert models.data[0].owned_by == "ignis"
+    one = client.models.retrieve("gemma-3-270m-q4_k_m")
+    assert one.id == "gemma-3-270m-q4_k_m"
+
+
+def test_chat_completion_usage_and_length(client: openai.OpenAI, model_id: str):
+    r = client.chat.completions.create(model=model_id, messages=CHAT, max_tokens=4,
+                                       temperature=0)
+    assert r.object == "chat.completion"
+    assert r.id.startswith("chatcmpl-")
+    assert len(r.choices) == 1
+    c = r.choices[0]
+    assert c.index == 0 and c.message.role == "assistant"
+    assert isinstance(c.message.content, str) and c.message.content != ""
+    assert c.finish_reason == "length"
+    assert r.usage.completion_tokens == 4
+    assert r.usage.prompt_tokens > 5
+    assert r.usage.total_tokens == r.usage.prompt_tokens + 4
+    # max_completion_tokens is honoured too (the smaller of the two wins)
+    r2 = client.chat.completions.create(model=model_id, messages=CHAT, max_tokens=9,
+                                        max_completion_tokens=2, temperature=0)
+    assert r2.usage.completion_tokens == 2
+    assert c.message.content.startswith(r2.choices[0].message.content)
+
+
+def test_content_parts_equal_string_content(client: openai.OpenAI, model_id: str):
+    a = client.chat.completions.create(
+        model=model_id, max_tokens=3, temperature=0,
+        messages=[{"role": "user", "content": [{"type": "text", "text": "Name a colour."}]}])
+    b = client.chat.completions.create(
+        model=model_id, max_tokens=3, temperature=0,
+        messages=[{"role": "user", "content": "Name a colour."}])
+    assert a.choices[0].message.content == b.choices[0].message.content
+    assert a.usage.prompt_tokens == b.usage.prompt_tokens
+    # the second request reuses the first one's prompt from the KV cache
+    assert b.usage.prompt_tokens_details.cached_tokens > 0
+
+
+def test_chat_stream_matches_non_stream(client: openai.OpenAI, model_id: str):
+    full = client.chat.completions.create(model=model_id, messages=CHAT, max_tokens=5,
+                                          temperature=0)
+    chunks = list(client.chat.completions.create(
+        model=model_id, messages=CHAT, max_tokens=5, temperature=0, stream=True,
+        stream_options={"include_usage": True}))
+    assert chunks[0].choices[0].delta.role == "assistant"
+    ids = {c.id for c in chunks}
+    assert len(ids) == 1 and chunks[0].id.startswith("chatcmpl-")
+    assert all(c.object == "chat.completion.chunk" for c in chunks)
+    usage_chunk = chunks[-1]
+    assert usage_chunk.choices == []
+    assert usage_chunk.usage.completion_tokens == 5
+    assert usage_chunk.usage.prompt_tokens == full.usage.prompt_tokens
+    assert all(c.usage is None for c in chunks[:-1])
+    finals = [c for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert len(finals) == 1 and finals[0].choices[0].finish_reason == "length"
+    assert chunks[-2] is finals[0]
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == full.choices[0].message.content
+
+
+def test_raw_sse_framing(server: Server, model_id: str):
+    body = {"model": model_id, "messages": CHAT, "max_tokens": 2, "temperature": 0,
+            "stream": True}
+    r = request(server.base, "POST", "/v1/chat/completions", body, auth(), timeout=300)
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/event-stream")
+    raw = r.text
+    events = raw.split("\n\n")
+    assert events[-1] == ""  # every event ends with a blank line
+    events = events[:-1]
+    assert all(e.startswith("data: ") for e in events)
+    assert events[-1] == "data: [DONE]"
+    payloads = [json.loads(e[6:]) for e in events[:-1]]
+    assert payloads[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert payloads[-1]["choices"][0]["finish_reason"] == "length"
+    assert payloads[-1]["choices"][0]["delta"] == {}
+    assert all("usage" not in p for p in payloads)  # no include_usage: no usage key
+
+
+def test_stop_strings(client: openai.OpenAI, model_id: str):
+    prompt = "The capital of France is"
+    free = client.completions.create(model=model_id, prompt=prompt, max_tokens=8,
+                                     temperature=0)
+    text = free.choices[0].text
+    words = [w for w in text.split(" ") if len(w) >= 3]
+    assert words, f"need a word to stop on in {text!r}"
+    stop = words[len(words) // 2]
+    cut = text[: text.index(stop)]
+    r = client.completions.create(model=model_id, prompt=prompt, max_tokens=8, temperature=0,
+                                  stop=["@@never@@", stop])
+    assert r.choices[0].finish_reason == "stop"
+    assert r.choices[0].text == cut
+    # streamed: the stop string is held back, never sent
+    parts = list(client.completions.create(model=model_id, prompt=prompt, max_tokens=8,
+                                           temperature=0, stop=stop, stream=True))
+    streamed = "".join(p.choices[0].text for p in parts if p.choices)
+    assert streamed == cut
+    assert parts[-1].choices[0].finish_reason == "stop"
+
+
+def test_seed_reproducible(client: openai.OpenAI, model_id: str):
+    kw = dict(model=model_id, messages=CHAT, max_tokens=6, temperature=1.0, top_p=1.0,
+              seed=1234)
+    a = client.chat.completions.create(**kw).choices[0].message.content
+    b = client.chat.completions.create(**kw).choices[0].message.content
+    assert a == b
+
+
+def test_n_choices(client: openai.OpenAI, model_id: str):
+    r = client.chat.completions.create(model=model_id, messages=CHAT, max_tokens=3, n=3,
+                                       temperature=1.0, seed=7)
+    assert [c.index for c in r.choices] == [0, 1, 2]
+    assert all(c.finish_reason in ("length", "stop") for c in r.choices)
+    if all(c.finish_reason == "length" for c in r.choices):
+        assert r.usage.completion_tokens == 9
+    assert 3 <= r.usage.completion_tokens <= 9
+    # same seed, same request: same three choices
+    r2 = client.chat.completions.create(model=model_id, messages=CHAT, max_tokens=3, n=3,
+                                        temperature=1.0, seed=7)
+    assert [c.message.content for c in r2.choices] == [c.message.content for c in r.choices]
+
+
+def test_logprobs(client: openai.OpenAI, model_id: str):
+    r = client.chat.completions.create(model=model_id, messages=CHAT, max_tokens=3,
+                                       temperature=0, logprobs=True, top_logprobs=3)
+    lp = r.choices[0].logprobs.content
+    assert len(lp) == 3
+    raw = b""
+    for e in lp:
+        assert e.logprob <= 0.0
+        assert len(e.top_logprobs) == 3
+        tops = [t.logprob for t in e.top_logprobs]
+        assert tops == sorted(tops, reverse=True)
+        # greedy: the chosen token is the most likely one
+        assert e.top_logprobs[0].token == e.token
+        assert abs(e.top_logprobs[0].logprob - e.logprob) < 1e-6
+        raw += bytes(e.bytes)
+    assert raw.decode("utf-8") == r.choices[0].message.content
+
+
+def test_completions_endpoint(client: openai.OpenAI, model_id: str):
+    r = client.completions.create(model=model_id, prompt="Once upon a time", max_tokens=4,
+                                  temperature=0, logprobs=2)
+    assert r.object == "text_completion"
+    assert r.id.startswith("cmpl-")
+    assert r.choices[0].finish_reason == "length"
+    assert r.usage.completion_tokens == 4
+    assert r.usage.prompt_tokens == 5  # <bos> Once upon a time
+    lp = r.choices[0].logprobs
+    assert len(lp.tokens) == 4 and len(lp.token_logprobs) == 4
+    assert all(len(t) == 2 for t in lp.top_logprobs)
+    assert "".join(lp.tokens) == r.choices[0].text
+    assert lp.text_offset[0] == 0
+
+
+def test_tokenize_detokenize(server: Server):
+    r = request(server.base, "POST", "/tokenize", {"content": "Hello world", "add_special": True},
+                auth())
+    assert r.status_code == 200
+    toks = r.json()["tokens"]
+    assert toks[0] == 2 and len(toks) == 3  # <bos> Hello ▁world
+    r = request(server.base, "POST", "/detokenize", {"tokens": toks[1:]}, auth())
+    assert r.status_code == 200 and r.json()["content"] == "Hello world"
+
+
+def test_concurrent_streams_match_solo(client: openai.OpenAI, model_id: str, server: Server):
+    prompts = ["Tell me about cats.", "What is 2+2?", "Describe a forest.", "Say something."]
+    kw = dict(model=model_id, max_tokens=6, temperature=0)
+
+    def solo(p):
+        return client.chat.completions.create(
+            messages=[{"role": "user", "content": p}], **kw).choices[0].message.content
+
+    def streamed(p):
+        s = client.chat.completions.create(messages=[{"role": "user", "content": p}],
+                                           stream=True, **kw)
+        text, finish = "", None
+        for ch in s:
+            if ch.choices:
+                text += ch.choices[0].delta.content or ""
+                finish = ch.choices[0].finish_reason or finish
+        return text, finish
+
+    want = {p: solo(p) for p in prompts}
+    jobs = [prompts[i % 4] for i in range(16)]
+    with ThreadPoolExecutor(16) as ex:
+        got = list(ex.map(streamed, jobs))
+    for p, (text, finish) in zip(jobs, got):
+        assert finish == "length"
+        assert text == want[p], f"{p!r}: concurrent {text!r} != alone {want[p]!r}"
+    m = metrics(server)
+    assert m["ignis_requests_running"] == 0
+    assert m["ignis_requests_waiting"] == 0
+
+
+def test_metrics_prometheus(server: Server, client: openai.OpenAI, model_id: str):
+    client.chat.completions.create(model=model_id, messages=CHAT, max_tokens=2, temperature=0)
+    m = metrics(server)
+    assert m['ignis_http_requests_total{status="200"}'] >= 2
+    assert m["ignis_prompt_tokens_total"] > 0
+    assert m["ignis_generation_tokens_total"] >= 2
+    assert m["ignis_time_to_first_token_seconds_count"] >= 1
+    assert m['ignis_time_to_first_token_seconds_bucket{le="+Inf"}'] == \
+        m["ignis_time_to_first_token_seconds_count"]
+    assert m["ignis_inter_token_latency_seconds_count"] >= 1
+    assert m["ignis_slots_total"] == 4
+    assert 0 < m["ignis_kv_cache_usage_ratio"] <= 1
+    assert m["ignis_model_ready"] == 1
+
+
+def test_client_disconnect_frees_slot(server: Server, model_id: str):
+    before = metrics(server)
+    body = {"model": model_id, "messages": CHAT, "max_tokens": 400, "temperature": 0,
+            "stream": True}
+    conn, resp = open_stream(server.base, "/v1/chat/completions", body, auth())
+    assert resp.status == 200
+    for line in sse_lines(resp):
+        if '"delta":{"content"' in line:
+            break  # got a real token: hang up
+    conn.sock.close()
+    conn.close()
+    # the slot comes back at the next engine step
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        m = metrics(server)
+        if m["ignis_requests_running"] == 0:
+            break
+        time.sleep(0.2)
+    assert m["ignis_requests_running"] == 0
+    cancelled = 'ignis_sequences_finished_total{reason="cancelled"}'
+    assert m[cancelled] == before[cancelled] + 1
+    assert m["ignis_generation_tokens_total"] - before["ignis_generation_tokens_total"] < 400
+
+
+def test_lifecycle_loading_overload_and_drain(ignis_build: Path):
+    """503 while loading; 503 + Retry-After when slots and queue are full;
+    SIGTERM lets the running stream finish, then the process exits 0."""
+    srv = Server(ignis_build / "ignis", ["--parallel", "1", "--max-queue", "0", "--ctx", "256",
+                                         "--grace", "120", "-t", "2"],
+                 env={"IGNIS_SERVE_LOAD_DELAY_MS": "1500"})
+    try:
+        deadline = time.time() + 20
+        r = None
+        while time.time() < deadline:
+            try:
+                r = request(srv.base, "GET", "/health", timeout=5)
+                break
+            except OSError:
+                time.sleep(0.05)
+        assert r is not None and r.status_code == 503
+        assert r.json()["error"]["type"] == "unavailable_error"
+        r = request(srv.base, "POST", "/v1/completions", {"prompt": "x", "max_tokens": 1})
+        assert r.status_code == 503 and "loading" in r.json()["error"]["message"]
+        srv.wait_ready()
+
+        lines: list[str] = []
+        first = threading.Event()
+
+        def long_stream():
+            body = {"prompt": "One, two, three,", "max_tokens": 10, "temperature": 0,
+                    "stream": True}
+            conn, resp = open_stream(srv.base, "/v1/completions", body)
+            for line in sse_lines(resp):
+                lines.append(line)
+                first.set()
+            conn.close()
+
+        t = threading.Thread(target=long_stream)
+        t.start()
+        assert first.wait(120)
+        r = request(srv.base, "POST", "/v1/completions", {"prompt": "y", "max_tokens": 1})
+        assert r.status_code == 503
+        assert r.headers["retry-after"] == "1"
+        assert r.json()["error"]["code"] == "overloaded"
+        srv.proc.send_signal(signal.SIGTERM)
+        t.join(300)
+        assert lines[-1] == "data: [DONE]"
+        last = json.loads(lines[-2][6:])
+        assert last["choices"][0]["finish_reason"] == "length"
+        assert srv.proc.wait(120) == 0  # exits by itself once drained
+        log = srv.log()
+        assert "SIGTERM received" in log and "stopped" in log
+    finally:
+        srv.stop()
+        srv.close()
+
+
+# ------------------------------------------------------------------ bad input
+
+def post_raw(server: Server, path: str, content: bytes, headers: dict | None = None):
+    h = {"Content-Type": "application/json", **auth(), **(headers or {})}
+    return request(server.base, "POST", path, content, h)
+
+
+def assert_error(r: Resp, status: int, code: str | None = None,
+                 param: str | None = None) -> dict:
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"] == "application/json"
+    err = r.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"}
+    assert isinstance(err["message"], str) and err["message"]
+    if code is not None:
+        assert err["code"] == code
+    if param is not None:
+        assert err["param"] == param
+    return err
+
+
+@pytest.mark.asan
+def test_bad_json(server: Server):
+    good = json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1})
+    for body in [b"", b"{", b"not json", b"[1,2]", b"null", b'{"messages": [}',
+                 good[: len(good) // 2].encode(), good[:-1].encode(), b"[" * 30000,
+                 b'{"messages":[{"role":"user","content":"\xff\xfe"}]}',
+                 b'{"messages":[{"role":"user","content":"a\\u0000b"}]}']:
+        err = assert_error(post_raw(server, "/v1/chat/completions", body), 400)
+        assert err["type"] == "invalid_request_error"
+    assert_error(post_raw(server, "/v1/completions", b'{"prompt": "x"'), 400)
+    assert_error(post_raw(server, "/tokenize", b"{"), 400)
+    assert_error(post_raw(server, "/detokenize", b"[]"), 400)
+
+
+@pytest.mark.asan
+def test_bad_types_and_ranges(server: Server):
+    msgs = [{"role": "user", "content": "hi"}]
+    cases = [
+        ({"messages": "hi"}, "messages"),
+        ({"messages": []}, "messages"),
+        ({"messages": [{"role": "tool", "content": "x"}]}, "messages"),
+        ({"messages": [{"role": "user", "content": 5}]}, "messages"),
+        ({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, "messages"),
+        ({"messages": msgs, "max_tokens": "5"}, "max_tokens"),
+        ({"messages": msgs, "max_tokens": -1}, "max_tokens"),
+        ({"messages": msgs, "max_tokens": 0}, "max_tokens"),
+        ({"messages": msgs, "max_tokens": 10**30}, None),
+        ({"messages": msgs, "temperature": -1}, "temperature"),
+        ({"messages": msgs, "temperature": "hot"}, "temperature"),
+        ({"messages": msgs, "top_p": 7}, "top_p"),
+        ({"messages": msgs, "top_k": -9}, "top_k"),
+        ({"messages": msgs, "n": 0}, "n"),
+        ({"messages": msgs, "n": 10**6}, "n"),
+        ({"messages": msgs, "stop": 3}, "stop"),
+        ({"messages": msgs, "stop": ["a"] * 100}, "stop"),
+        ({"messages": msgs, "presence_penalty": 99}, "presence_penalty"),
+        ({"messages": msgs, "logit_bias": {"abc": 1}}, "logit_bias"),
+        ({"messages": msgs, "logit_bias": {"99999999": 1}}, "logit_bias"),
+        ({"messages": msgs, "logit_bias": {"5": 1000}}, "logit_bias"),
+        ({"messages": msgs, "top_logprobs": 50, "logprobs": True}, "top_logprobs"),
+        ({"messages": msgs, "stream": "yes"}, "stream"),
+        ({"messages": msgs, "seed": "x"}, "seed"),
+    ]
+    for body, param in cases:
+        assert_error(post_raw(server, "/v1/chat/completions", json.dumps(body).encode()), 400,
+                     param=param)
+    for body, param in [({"prompt": 5}, "prompt"), ({"prompt": [1, -2]}, "prompt"),
+                        ({"prompt": [10**9]}, "prompt"), ({"prompt": "x", "logprobs": 99},
+                                                          "logprobs")]:
+        assert_error(post_raw(server, "/v1/completions", json.dumps(body).encode()), 400,
+                     param=param)
+    assert_error(post_raw(server, "/detokenize", b'{"tokens":[1, 999999999]}'), 400,
+                 param="tokens")
+
+
+@pytest.mark.asan
+def test_context_length_exceeded(server: Server):
+    long_text = "word " * (CTX * 2)
+    r = post_raw(server, "/v1/chat/completions",
+                 json.dumps({"messages": [{"role": "user", "content": long_text}]}).encode())
+    err = assert_error(r, 400, code="context_length_exceeded", param="messages")
+    assert f"maximum context length is {CTX} tokens" in err["message"]
+    r = post_raw(server, "/v1/completions", json.dumps({"prompt": long_text}).encode())
+    assert_error(r, 400, code="context_length_exceeded", param="prompt")
+    # prompt fits, but prompt + max_tokens does not
+    r = post_raw(server, "/v1/completions",
+                 json.dumps({"prompt": "hello", "max_tokens": CTX}).encode())
+    assert_error(r, 400, code="context_length_exceeded")
+
+
+@pytest.mark.asan
+def test_body_limit(server: Server):
+    big = json.dumps({"prompt": "a" * (MAX_BODY + 10)}).encode()
+    err = assert_error(post_raw(server, "/v1/completions", big), 413)
+    assert str(MAX_BODY) in err["message"]
+
+    def chunks():
+        for _ in range(MAX_BODY // 1024 + 4):
+            yield b" " * 1024
+
+    # chunked upload without Content-Length
+    r = request(server.base, "POST", "/v1/completions", chunks(), auth())
+    assert_error(r, 413)
+
+
+@pytest.mark.asan
+def test_auth_routes_and_methods(server: Server):
+    body = json.dumps({"prompt": "x", "max_tokens": 1}).encode()
+    for headers in [{}, {"Authorization": "Bearer wrong"}, {"Authorization": API_KEY},
+                    {"Authorization": "Basic " + API_KEY}]:
+        r = request(server.base, "POST", "/v1/completions", body, headers)
+        err = assert_error(r, 401)
+        assert err["type"] == "authentication_error"
+    assert request(server.base, "GET", "/v1/models").status_code == 401
+    assert request(server.base, "GET", "/metrics").status_code == 401
+    assert request(server.base, "GET", "/health").status_code == 200
+    err = assert_error(request(server.base, "GET", "/v1/nope", headers=auth()), 404)
+    assert "/v1/nope" in err["message"]
+    assert_error(request(server.base, "POST", "/v2/chat", b"{}", auth()), 404)
+    assert_error(request(server.base, "GET", "/v1/models/other-model", headers=auth()), 404,
+                 code="model_not_found")
+    r = post_raw(server, "/v1/completions",
+                 json.dumps({"model": "gpt-4", "prompt": "x", "max_tokens": 1}).encode())
+    assert_error(r, 404, code="model_not_found", param="model")
+    r = request(server.base, "GET", "/v1/chat/completions", headers=auth())
+    assert_error(r, 405)
+    assert r.headers["allow"] == "POST"
+    r = request(server.base, "DELETE", "/v1/models", headers=auth())
+    assert_error(r, 405)
+    assert "GET" in r.headers["allow"]
+
+
+@pytest.mark.asan
+def test_openai_client_errors(server: Server):
+    bad = openai.OpenAI(base_url=server.base + "/v1", api_key="nope", max_retries=0)
+    with pytest.raises(openai.AuthenticationError):
+        bad.models.list()
+    good = openai.OpenAI(base_url=server.base + "/v1", api_key=API_KEY, max_retries=0)
+    with pytest.raises(openai.BadRequestError) as ei:
+        good.chat.completions.create(model="gemma-3-270m-q4_k_m",
+                                     messages=[{"role": "user", "content": "x"}],
+                                     temperature=5)
+    assert ei.value.body["param"] == "temperature"
+    with pytest.raises(openai.NotFoundError):
+        good.chat.completions.create(model="nonexistent",
+                                     messages=[{"role": "user", "content": "x"}])
+
+
+@pytest.mark.asan
+def test_still_serving_after_bad_input(server: Server):
+    """After everything above, the server answers and generates."""
+    assert request(server.base, "GET", "/health").status_code == 200
+    r = post_raw(server, "/v1/completions",
+                 json.dumps({"prompt": "Hi", "max_tokens": 1, "temperature": 0}).encode())
+    assert r.status_code == 200, r.text
+    assert r.json()["usage"]["completion_tokens"] == 1
+    m = metrics(server)
+    assert m['ignis_http_requests_total{status="400"}'] > 20
+    assert m['ignis_http_requests_total{status="401"}'] >= 4
