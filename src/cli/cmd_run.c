@@ -19,7 +19,9 @@ static void usage(FILE *f) {
     fprintf(f, "usage: ignis run [MODEL] -p PROMPT [options]\n"
                "  -p, --prompt TEXT   the prompt (- reads it from stdin)\n"
                "  -f FILE             read the prompt from FILE\n"
-               "  --chat              wrap the prompt in the model's chat turns\n"
+               "  --chat              wrap the prompt in the model's chat turns (the default when\n"
+               "                      the model carries a Gemma chat template, as -it models do)\n"
+               "  --raw               plain completion even when the model has a chat template\n"
                "  --tokens-in IDS     feed these token ids instead of a text prompt\n"
                "  --print-ids         print the generated token ids (comma-separated) instead of text\n");
     gen_options_help(f);
@@ -89,7 +91,7 @@ int cmd_run(int argc, char **argv) {
     gen_options o;
     gen_options_init(&o);
     const char *prompt = NULL, *prompt_file = NULL, *ids_arg = NULL;
-    bool chat = false, print_ids = false;
+    bool chat = false, raw = false, print_ids = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int r = gen_options_parse(&o, argc, argv, &i);
@@ -106,6 +108,8 @@ int cmd_run(int argc, char **argv) {
             ids_arg = argv[++i];
         } else if (!strcmp(a, "--chat")) {
             chat = true;
+        } else if (!strcmp(a, "--raw")) {
+            raw = true;
         } else if (!strcmp(a, "--print-ids")) {
             print_ids = true;
         } else if (a[0] == '-' && a[1]) {
@@ -160,6 +164,8 @@ int cmd_run(int argc, char **argv) {
         }
         const char *text = prompt;
         bool add_bos = true;
+        const char *tmpl = ig_model_chat_template(m);
+        if (!raw && tmpl && ig_chat_template_is_gemma(tmpl)) chat = true;
         if (chat) {
             ig_chat_message msgs[2];
             size_t n = 0;
