@@ -17,13 +17,14 @@
 
 /* ---- fixtures -------------------------------------------------------------- */
 
-static ig_vk_device *g_dev, *g_dev_split;
-static bool g_tried, g_tried_split;
+static ig_vk_device *g_dev, *g_dev_split, *g_dev_staging;
+static bool g_tried, g_tried_split, g_tried_staging;
 
 static void free_devices(void) {
     ig_vk_device_free(g_dev);
     ig_vk_device_free(g_dev_split);
-    g_dev = g_dev_split = NULL;
+    ig_vk_device_free(g_dev_staging);
+    g_dev = g_dev_split = g_dev_staging = NULL;
 }
 
 /* The default device, or NULL (test skipped) when there is no usable one. */
@@ -51,6 +52,21 @@ static ig_vk_device *device_split(void) {
         if (ig_vk_device_create(&p, &g_dev_split) != IG_OK) g_dev_split = NULL;
     }
     return g_dev_split;
+}
+
+/* The same device used as a discrete GPU would be: uploads, reads and
+ * fills go through staging copies, weights are split into 4 KiB parts. */
+static ig_vk_device *device_staging(void) {
+    if (!device()) return NULL;
+    if (!g_tried_staging) {
+        g_tried_staging = true;
+        ig_vk_device_params p = ig_vk_device_default_params();
+        p.index = ig_vk_device_get_info(g_dev)->index;
+        p.weight_part_bytes = 4096;
+        p.force_staging = true;
+        if (ig_vk_device_create(&p, &g_dev_staging) != IG_OK) g_dev_staging = NULL;
+    }
+    return g_dev_staging;
 }
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
@@ -204,6 +220,28 @@ IG_TEST(vulkan_buffer_roundtrip) {
     CHECK_STATUS(ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, too_big, &b), IG_ERR_UNSUPPORTED);
 }
 
+IG_TEST(vulkan_staging_roundtrip) {
+    ig_vk_device *d = device_staging();
+    if (!d) return;
+    weight w;
+    REQUIRE(weight_make(d, IG_TYPE_Q6_K, 512, 30, &w));
+    CHECK(ig_vk_buffer_host_ptr(w.buf) == NULL);
+    size_t n = w.row_bytes * 30;
+    uint8_t *back = malloc(n);
+    REQUIRE(back != NULL);
+    REQUIRE_OK(ig_vk_buffer_read(w.buf, 0, back, n));
+    CHECK(memcmp(back, w.data, n) == 0);
+    REQUIRE_OK(ig_vk_buffer_read(w.buf, 1001, back, 3000)); /* crosses parts */
+    CHECK(memcmp(back, w.data + 1001, 3000) == 0);
+    REQUIRE_OK(ig_vk_buffer_zero(w.buf));
+    REQUIRE_OK(ig_vk_buffer_read(w.buf, 0, back, n));
+    size_t nz = 0;
+    for (size_t i = 0; i < n; i++) nz += back[i] != 0;
+    CHECK_EQ_INT(nz, 0);
+    free(back);
+    weight_free(&w);
+}
+
 IG_TEST(vulkan_weight_split_roundtrip) {
     ig_vk_device *d = device_split();
     if (!d) return;
@@ -271,6 +309,9 @@ IG_TEST(vulkan_embed_split) {
     if (!d) return;
     run_embed(d, IG_TYPE_Q6_K, 512, 40, 17);
     run_embed(d, IG_TYPE_F32, 100, 40, 3);
+    d = device_staging();
+    REQUIRE(d != NULL);
+    run_embed(d, IG_TYPE_Q5_0, 96, 40, 17);
 }
 
 /* ---- rmsnorm ----------------------------------------------------------------- */
@@ -457,6 +498,10 @@ IG_TEST(vulkan_matmul_split) {
     run_matmul(d, IG_TYPE_Q4_K, 512, 50, 17, IG_VK_MATMUL_TILED, false, IG_VK_ROWS_TOKENS);
     run_matmul(d, IG_TYPE_F32, 100, 33, 3, IG_VK_MATMUL_VEC, true, IG_VK_ROWS_TOKENS);
     run_matmul(d, IG_TYPE_Q8_0, 256, 40, 64, IG_VK_MATMUL_TILED, true, IG_VK_ROWS_TOKENS);
+    d = device_staging();
+    REQUIRE(d != NULL);
+    run_matmul(d, IG_TYPE_Q5_K, 256, 50, 3, IG_VK_MATMUL_VEC, true, IG_VK_ROWS_TOKENS);
+    run_matmul(d, IG_TYPE_BF16, 64, 50, 17, IG_VK_MATMUL_TILED, false, IG_VK_ROWS_TOKENS);
 }
 
 /* ---- RoPE and the KV cache ---------------------------------------------------- */
@@ -616,6 +661,9 @@ IG_TEST(vulkan_kv_store) {
             run_kv_store(d, t, true, 1, hds[i], 6);
         }
     }
+    d = device_staging();
+    REQUIRE(d != NULL);
+    run_kv_store(d, IG_KV_F16, true, 2, 128, 5);
 }
 
 /* ---- attention ----------------------------------------------------------------- */
@@ -734,6 +782,9 @@ IG_TEST(vulkan_attention) {
     }
     run_attention(d, (attn_case){8, 4, 128, 5, 0, 1, 512, IG_KV_F16, 0.0f});
     run_attention(d, (attn_case){4, 4, 64, 3, 0, 1, 512, IG_KV_F32, 50.0f}); /* softcap */
+    d = device_staging();
+    REQUIRE(d != NULL);
+    run_attention(d, (attn_case){4, 2, 128, 17, 37, 2, 37 + 16, IG_KV_F16, 0.0f});
 }
 
 /* ---- element-wise ---------------------------------------------------------------- */
@@ -874,6 +925,16 @@ IG_TEST(vulkan_op_errors) {
     CHECK(ig_vk_graph_submit(g) != IG_OK);
     ig_vk_graph_free(g);
     CHECK(ig_vk_step_set(s, 5, NULL, NULL, NULL, 0, NULL) != IG_OK);
+    /* step values cannot change under a running graph */
+    REQUIRE_OK(ig_vk_graph_begin(d, s, 4, &g));
+    REQUIRE_OK(ig_vk_graph_end(g));
+    REQUIRE_OK(ig_vk_step_set(s, 2, NULL, NULL, NULL, 0, NULL));
+    REQUIRE_OK(ig_vk_graph_submit(g));
+    CHECK(ig_vk_step_set(s, 3, NULL, NULL, NULL, 0, NULL) != IG_OK);
+    CHECK(ig_vk_graph_submit(g) != IG_OK);
+    REQUIRE_OK(ig_vk_graph_wait(g));
+    CHECK_STATUS(ig_vk_step_set(s, 3, NULL, NULL, NULL, 0, NULL), IG_OK);
+    ig_vk_graph_free(g);
     int32_t bad_out[1] = {3};
     CHECK(ig_vk_step_set(s, 2, NULL, NULL, NULL, 1, bad_out) != IG_OK);
     ig_vk_buffer_free(small);

@@ -94,6 +94,8 @@ typedef struct ig_vk_device_params {
                                    discrete, integrated, virtual, cpu device) */
     uint64_t weight_part_bytes; /* 0 = the binding limit; smaller splits
                                    weights into more parts (tests) */
+    bool force_staging;         /* treat device memory as not host-visible,
+                                   as on a discrete GPU (tests) */
 } ig_vk_device_params;
 
 ig_vk_device_params ig_vk_device_default_params(void);
@@ -145,8 +147,8 @@ ig_status ig_vk_step_create(ig_vk_device *dev, int max_tokens, ig_vk_step **out)
 void ig_vk_step_free(ig_vk_step *step);
 int ig_vk_step_capacity(const ig_vk_step *step);
 /* Writes the values of the next step. tokens may be NULL when no op embeds;
- * pos/seq may be NULL (then 0); out_idx may be NULL when n_out == 0. Must not
- * be called while a graph reading this step is in flight. */
+ * pos/seq may be NULL (then 0); out_idx may be NULL when n_out == 0. Fails
+ * while a graph using this step is in flight (submitted, not yet waited). */
 ig_status ig_vk_step_set(ig_vk_step *step, int n_tokens, const int32_t *tokens,
                          const int32_t *pos, const int32_t *seq, int n_out,
                          const int32_t *out_idx);

@@ -262,7 +262,7 @@ done:
 }
 
 ig_vk_device_params ig_vk_device_default_params(void) {
-    ig_vk_device_params p = {.index = -1, .weight_part_bytes = 0};
+    ig_vk_device_params p = {.index = -1, .weight_part_bytes = 0, .force_staging = false};
     return p;
 }
 
@@ -399,6 +399,10 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
     st = choose_device(d->instance, api, p.index, &d->phys, &d->info);
     if (st == IG_OK) {
         ig_vk.vkGetPhysicalDeviceMemoryProperties(d->phys, &d->memprops);
+        if (p.force_staging) {
+            d->force_staging = true;
+            d->info.uma = false;
+        }
         uint64_t mb = d->info.max_storage_buffer_range;
         if (d->info.max_memory_allocation_size && d->info.max_memory_allocation_size < mb)
             mb = d->info.max_memory_allocation_size;

@@ -124,6 +124,7 @@ ig_status ig_vk_graph_submit(ig_vk_graph *g) {
     r = ig_vk.vkQueueSubmit(g->dev->queue, 1, &si, g->fence);
     if (r != VK_SUCCESS) return ig_vk_fail(r, "vkQueueSubmit");
     g->in_flight = true;
+    ig_vk_step_busy(g->step, 1);
     return IG_OK;
 }
 
@@ -133,6 +134,7 @@ ig_status ig_vk_graph_wait(ig_vk_graph *g) {
     VkResult r = ig_vk.vkWaitForFences(g->dev->dev, 1, &g->fence, VK_TRUE, UINT64_MAX);
     if (r != VK_SUCCESS) return ig_vk_fail(r, "vkWaitForFences");
     g->in_flight = false;
+    ig_vk_step_busy(g->step, -1);
     return IG_OK;
 }
 
@@ -144,7 +146,10 @@ ig_status ig_vk_graph_run(ig_vk_graph *g) {
 void ig_vk_graph_free(ig_vk_graph *g) {
     if (!g) return;
     ig_vk_device *d = g->dev;
-    if (g->in_flight) ig_vk.vkWaitForFences(d->dev, 1, &g->fence, VK_TRUE, UINT64_MAX);
+    if (g->in_flight) {
+        ig_vk.vkWaitForFences(d->dev, 1, &g->fence, VK_TRUE, UINT64_MAX);
+        ig_vk_step_busy(g->step, -1);
+    }
     if (g->fence) ig_vk.vkDestroyFence(d->dev, g->fence, NULL);
     if (g->cb) ig_vk.vkFreeCommandBuffers(d->dev, d->pool, 1, &g->cb);
     for (int i = 0; i < g->n_pools; i++) ig_vk.vkDestroyDescriptorPool(d->dev, g->pools[i], NULL);

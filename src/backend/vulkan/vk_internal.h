@@ -83,7 +83,7 @@ typedef struct ig_vk_fns {
 
 extern ig_vk_fns ig_vk;
 
-/* Opens the loader and a process-wide instance (reference counted). */
+/* Opens the loader and the process-wide instance (kept until exit). */
 ig_status ig_vk_instance_acquire(VkInstance *out, uint32_t *api_version);
 void ig_vk_instance_release(void);
 
@@ -160,6 +160,7 @@ struct ig_vk_device {
     ig_vk_pipe *pipes;
     int n_pipes, cap_pipes;
     uint32_t wg_size; /* default local size for spec-constant shaders */
+    bool force_staging; /* device memory is never mapped (tests) */
     ig_vk_buffer *dummy; /* bound to unused descriptor slots */
 };
 
@@ -175,8 +176,10 @@ ig_status ig_vk_pipeline(ig_vk_device *d, const char *name, uint32_t spec0, uint
 ig_status ig_vk_pipelines_init(ig_vk_device *d);
 void ig_vk_pipelines_free(ig_vk_device *d);
 
-/* The step's buffer (binding 0 of every dispatch). */
+/* The step's buffer (binding 0 of every dispatch), and the count of
+ * submitted graphs reading it. */
 const ig_vk_part *ig_vk_step_part(const ig_vk_step *step);
+void ig_vk_step_busy(ig_vk_step *step, int delta);
 
 /* ---- Graph recording (vk_graph.c), used by vk_ops.c --------------------- */
 

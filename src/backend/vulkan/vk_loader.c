@@ -1,6 +1,8 @@
 /* Opens the Vulkan loader with dlopen (so that ignis runs without it) and
- * keeps one process-wide instance, reference counted by the devices and
- * device listings that use it. */
+ * keeps one process-wide instance. The instance is created on first use and
+ * lives until the process exits: creating one costs milliseconds, and
+ * destroying it makes some drivers (Mesa 22.3 lavapipe) leak an allocation
+ * that LeakSanitizer then reports. */
 #include "backend/vulkan/vk_internal.h"
 
 #include <dlfcn.h>
@@ -13,7 +15,7 @@ static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static void *g_lib;
 static VkInstance g_instance;
 static uint32_t g_api;
-static int g_refs;
+static bool g_ready;
 
 const char *ig_vk_result_str(VkResult r) {
     switch (r) {
@@ -71,7 +73,7 @@ static PFN_vkVoidFunction gipa(VkInstance inst, const char *name) {
 ig_status ig_vk_instance_acquire(VkInstance *out, uint32_t *api_version) {
     pthread_mutex_lock(&g_lock);
     ig_status st = IG_OK;
-    if (g_refs == 0) {
+    if (!g_ready) {
         st = open_loader();
         if (st != IG_OK) goto done;
 #define IG_VK_LOAD(name) ig_vk.name = (PFN_##name)gipa(NULL, #name);
@@ -129,8 +131,8 @@ ig_status ig_vk_instance_acquire(VkInstance *out, uint32_t *api_version) {
         }
         g_instance = inst;
         g_api = want;
+        g_ready = true;
     }
-    g_refs++;
     *out = g_instance;
     if (api_version) *api_version = g_api;
 done:
@@ -138,11 +140,4 @@ done:
     return st;
 }
 
-void ig_vk_instance_release(void) {
-    pthread_mutex_lock(&g_lock);
-    if (g_refs > 0 && --g_refs == 0) {
-        ig_vk.vkDestroyInstance(g_instance, NULL);
-        g_instance = VK_NULL_HANDLE;
-    }
-    pthread_mutex_unlock(&g_lock);
-}
+void ig_vk_instance_release(void) { /* the instance stays for the process (see above) */ }

@@ -97,7 +97,8 @@ static ig_status block_create(ig_vk_device *d, int kind, uint64_t size, bool ded
                        (double)size / (1 << 20), ig_vk_result_str(r));
     }
     r = ig_vk.vkBindBufferMemory(d->dev, b->buf, b->mem, 0);
-    if (r == VK_SUCCESS && (d->memprops.memoryTypes[type].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT)) {
+    if (r == VK_SUCCESS && (d->memprops.memoryTypes[type].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) &&
+        !(d->force_staging && kind == IG_VK_MEM_DEVICE)) {
         void *p = NULL;
         r = ig_vk.vkMapMemory(d->dev, b->mem, 0, VK_WHOLE_SIZE, 0, &p);
         b->map = p;
@@ -431,7 +432,10 @@ struct ig_vk_step {
     ig_vk_device *dev;
     ig_vk_buffer *buf;
     int cap;
+    int busy; /* graphs submitted and not yet waited for */
 };
+
+void ig_vk_step_busy(ig_vk_step *step, int delta) { step->busy += delta; }
 
 ig_status ig_vk_step_create(ig_vk_device *dev, int max_tokens, ig_vk_step **out) {
     *out = NULL;
@@ -473,6 +477,8 @@ ig_status ig_vk_step_set(ig_vk_step *step, int n_tokens, const int32_t *tokens, 
         (n_out > 0 && !out_idx))
         return ig_fail(IG_ERR_INVALID_ARG, "vulkan: bad step (%d tokens, %d outputs, capacity %d)", n_tokens,
                        n_out, step ? step->cap : 0);
+    if (step->busy)
+        return ig_fail(IG_ERR_INVALID_ARG, "vulkan: step values changed while a graph using them runs");
     for (int j = 0; j < n_out; j++)
         if (out_idx[j] < 0 || out_idx[j] >= n_tokens)
             return ig_fail(IG_ERR_INVALID_ARG, "vulkan: output row %d out of range", (int)out_idx[j]);
