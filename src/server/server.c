@@ -356,14 +356,35 @@ static bool build_prompt(ig_server *S, const srv_request *r, int32_t **ids, int 
     size_t len;
     bool add_bos;
     if (r->kind == SRV_CHAT) {
+        /* Consecutive messages of one role become one turn (Gemma's template
+         * wants strictly alternating user/model turns). */
         ig_chat_message *msgs = calloc(r->n_messages, sizeof *msgs);
-        if (!msgs) goto oom;
-        for (size_t i = 0; i < r->n_messages; i++) {
-            msgs[i].role = r->messages[i].role;
-            msgs[i].content = r->messages[i].content;
+        srv_buf *merged = calloc(r->n_messages, sizeof *merged);
+        if (!msgs || !merged) {
+            free(msgs);
+            free(merged);
+            goto oom;
         }
-        ig_status st = ig_chat_render(msgs, r->n_messages, true, &text);
+        size_t n_msgs = 0;
+        bool ok = true;
+        for (size_t i = 0; i < r->n_messages && ok; i++) {
+            const srv_message *m = &r->messages[i];
+            if (n_msgs && !strcmp(msgs[n_msgs - 1].role, m->role)) {
+                srv_buf *b = &merged[n_msgs - 1];
+                if (!b->data) ok = srv_buf_puts(b, msgs[n_msgs - 1].content);
+                ok = ok && srv_buf_puts(b, "\n\n") && srv_buf_puts(b, m->content);
+                msgs[n_msgs - 1].content = b->data;
+            } else {
+                msgs[n_msgs].role = m->role;
+                msgs[n_msgs].content = m->content;
+                n_msgs++;
+            }
+        }
+        ig_status st = ok ? ig_chat_render(msgs, n_msgs, true, &text) : IG_ERR_NO_MEMORY;
+        for (size_t i = 0; i < r->n_messages; i++) srv_buf_free(&merged[i]);
+        free(merged);
         free(msgs);
+        if (st == IG_ERR_NO_MEMORY) goto oom;
         if (st != IG_OK) {
             free(text);
             srv_error_bad(e, "messages", "The messages could not be rendered with the chat "

@@ -439,6 +439,41 @@ def test_client_disconnect_frees_slot(server: Server, model_id: str):
     assert m["ignis_generation_tokens_total"] - before["ignis_generation_tokens_total"] < 400
 
 
+def test_client_disconnect_non_stream(server: Server, model_id: str):
+    before = metrics(server)
+    cancelled = 'ignis_sequences_finished_total{reason="cancelled"}'
+    host, port = server.base.rsplit("/", 1)[-1].split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=60)
+    body = {"model": model_id, "messages": CHAT, "max_tokens": 400, "temperature": 0}
+    conn.request("POST", "/v1/chat/completions", body=json.dumps(body).encode(),
+                 headers={"Content-Type": "application/json", **auth()})
+    deadline = time.time() + 60
+    while time.time() < deadline and metrics(server)["ignis_requests_running"] < 1:
+        time.sleep(0.1)
+    conn.sock.close()
+    conn.close()
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        m = metrics(server)
+        if m["ignis_requests_running"] == 0 and m[cancelled] > before[cancelled]:
+            break
+        time.sleep(0.2)
+    assert m["ignis_requests_running"] == 0
+    assert m[cancelled] == before[cancelled] + 1
+
+
+def test_roles_merge_and_head(server: Server, client: openai.OpenAI, model_id: str):
+    """Consecutive same-role messages become one turn; developer == system."""
+    msgs = [{"role": "developer", "content": "Be brief."},
+            {"role": "system", "content": "Answer in English."},
+            {"role": "user", "content": "Hi."}, {"role": "user", "content": "Name a fruit."}]
+    r = client.chat.completions.create(model=model_id, messages=msgs, max_tokens=1,
+                                       temperature=0)
+    assert r.usage.completion_tokens == 1
+    r = request(server.base, "HEAD", "/health")
+    assert r.status_code == 200 and r.content == b""
+
+
 def test_lifecycle_loading_overload_and_drain(ignis_build: Path):
     """503 while loading; 503 + Retry-After when slots and queue are full;
     SIGTERM lets the running stream finish, then the process exits 0."""
