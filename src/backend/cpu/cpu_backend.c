@@ -1,30 +1,57 @@
 /* The CPU backend: activation buffers allocated once per context, and a
- * step executed as one thread-pool run with a barrier between ops. */
+ * step executed as one thread-pool run with a barrier between ops.
+ *
+ * The op list is replayed as a plan of steps: a step is one op, or a run of
+ * consecutive matmuls that read the same input (Q, K, V; gate, up), which
+ * quantize that input once and share one dot phase without a barrier
+ * between them. */
 #include "backend/cpu/cpu_ops.h"
 
 #include <stdlib.h>
+
+typedef struct cpu_step {
+    int op;   /* first op */
+    int n;    /* ops in the step (matmuls only may be > 1) */
+    bool matmul;
+} cpu_step;
 
 typedef struct cpu_backend {
     float *buf[IG_BUF_COUNT];
     ig_cpu_scratch *scratch;
     int n_threads;
+    const ig_mm_isa *isa;
+    uint8_t *act;
+    cpu_step *steps;
+    int n_steps;
+    atomic_int *next; /* [n_steps] chunk counters of the dot phases */
 } cpu_backend;
 
+typedef struct run_arg {
+    ig_cpu_exec ex;
+    const cpu_backend *cb;
+} run_arg;
+
 static void run_graph(void *arg, int ith, int nth) {
-    const ig_cpu_exec *ex = arg;
+    const run_arg *ra = arg;
+    const ig_cpu_exec *ex = &ra->ex;
     const ig_graph *g = &ex->ctx->graph;
-    for (int i = 0; i < g->n_ops; i++) {
-        ig_cpu_op(ex, &g->ops[i], ith, nth);
+    for (int s = 0; s < ra->cb->n_steps; s++) {
+        const cpu_step *st = &ra->cb->steps[s];
+        if (st->matmul) ig_cpu_matmuls(ex, &g->ops[st->op], st->n, &ra->cb->next[s], ith, nth);
+        else ig_cpu_op(ex, &g->ops[st->op], ith, nth);
         ig_threadpool_barrier(ex->ctx->pool);
     }
 }
 
 static ig_status cpu_compute(ig_backend *be, ig_context *ctx, const ig_step *step) {
     cpu_backend *cb = be->impl;
-    ig_cpu_exec ex = {.ctx = ctx, .step = step, .scratch = cb->scratch};
-    for (int i = 0; i < IG_BUF_COUNT; i++) ex.buf[i] = cb->buf[i];
-    ex.buf[IG_BUF_LOGITS] = ctx->logits;
-    ig_threadpool_run(ctx->pool, run_graph, &ex);
+    run_arg ra = {.ex = {.ctx = ctx, .step = step, .scratch = cb->scratch, .isa = cb->isa,
+                         .act = cb->act},
+                  .cb = cb};
+    for (int i = 0; i < IG_BUF_COUNT; i++) ra.ex.buf[i] = cb->buf[i];
+    ra.ex.buf[IG_BUF_LOGITS] = ctx->logits;
+    for (int s = 0; s < cb->n_steps; s++) atomic_store_explicit(&cb->next[s], 0, memory_order_relaxed);
+    ig_threadpool_run(ctx->pool, run_graph, &ra);
     return IG_OK;
 }
 
@@ -34,8 +61,15 @@ static void cpu_destroy(ig_backend *be) {
     if (cb) {
         for (int i = 0; i < IG_BUF_COUNT; i++) ig_aligned_free(cb->buf[i]);
         if (cb->scratch)
-            for (int i = 0; i < cb->n_threads; i++) ig_aligned_free(cb->scratch[i].f);
+            for (int i = 0; i < cb->n_threads; i++) {
+                ig_aligned_free(cb->scratch[i].f);
+                ig_aligned_free(cb->scratch[i].mm);
+                ig_aligned_free(cb->scratch[i].tmp);
+            }
         free(cb->scratch);
+        ig_aligned_free(cb->act);
+        free(cb->steps);
+        free(cb->next);
         free(cb);
     }
     free(be);
@@ -46,6 +80,47 @@ static const ig_backend_ops cpu_ops = {
     .compute = cpu_compute,
     .destroy = cpu_destroy,
 };
+
+static bool joins(const ig_op *prev, const ig_op *op) {
+    return op->kind == IG_OP_MATMUL && prev->kind == IG_OP_MATMUL && op->src == prev->src &&
+           op->on_outputs == prev->on_outputs && op->w->ne[0] == prev->w->ne[0] &&
+           ig_mm_act_kind(op->w->type) == ig_mm_act_kind(prev->w->type) &&
+           (ig_mm_act_kind(op->w->type) != IG_ACT_F32 || op->w->type == prev->w->type) &&
+           prev->dst != op->src;
+}
+
+/* Groups the ops into steps and sizes the matmul buffers. */
+static ig_status plan(cpu_backend *cb, const ig_context *ctx, size_t *act_bytes, size_t *mm_bytes,
+                      size_t *tmp_bytes) {
+    const ig_graph *g = &ctx->graph;
+    cb->steps = ig_calloc_array((size_t)g->n_ops + 1, sizeof *cb->steps);
+    cb->next = ig_calloc_array((size_t)g->n_ops + 1, sizeof *cb->next);
+    if (!cb->steps || !cb->next) return IG_ERR_NO_MEMORY;
+    *act_bytes = *mm_bytes = *tmp_bytes = 64;
+    const int nb = ctx->params.n_batch;
+    for (int i = 0; i < g->n_ops; i++) {
+        const ig_op *op = &g->ops[i];
+        if (op->kind == IG_OP_MATMUL) {
+            if (!ig_mm_type_supported(op->w->type))
+                return ig_fail(IG_ERR_UNSUPPORTED, "cpu matmul: weight type %s",
+                               ig_dtype_name(op->w->type));
+            const ig_act_kind kind = ig_mm_act_kind(op->w->type);
+            const int64_t k = op->w->ne[0];
+            size_t a = ig_mm_act_bytes(kind, k, nb, false);
+            size_t b = ig_mm_act_bytes(kind, k, nb, true);
+            *act_bytes = IG_MAX(*act_bytes, IG_MAX(a, b));
+            *mm_bytes = IG_MAX(*mm_bytes, cb->isa->scratch_bytes(k));
+            *tmp_bytes = IG_MAX(*tmp_bytes, ig_mm_row_stride(kind, k));
+        }
+        cpu_step *last = cb->n_steps ? &cb->steps[cb->n_steps - 1] : NULL;
+        if (last && last->matmul && last->n < 4 && joins(&g->ops[last->op + last->n - 1], op)) {
+            last->n++;
+            continue;
+        }
+        cb->steps[cb->n_steps++] = (cpu_step){.op = i, .n = 1, .matmul = op->kind == IG_OP_MATMUL};
+    }
+    return IG_OK;
+}
 
 ig_status ig_backend_cpu_create(ig_context *ctx, ig_backend **out) {
     *out = NULL;
@@ -58,6 +133,7 @@ ig_status ig_backend_cpu_create(ig_context *ctx, ig_backend **out) {
     }
     be->ops = &cpu_ops;
     be->impl = cb;
+    cb->isa = ig_mm_isa_select();
     const ig_graph *g = &ctx->graph;
     const ig_hparams *hp = &ctx->model->hp;
     for (int i = 0; i < IG_BUF_COUNT; i++) {
@@ -74,7 +150,18 @@ ig_status ig_backend_cpu_create(ig_context *ctx, ig_backend **out) {
             return IG_ERR_NO_MEMORY;
         }
     }
-    /* Scratch: the widest dequantized row, or a row of attention scores. */
+    size_t act_bytes, mm_bytes, tmp_bytes;
+    ig_status st = plan(cb, ctx, &act_bytes, &mm_bytes, &tmp_bytes);
+    if (st != IG_OK) {
+        cpu_destroy(be);
+        return st;
+    }
+    cb->act = ig_aligned_alloc(64, ig_mm_align64(act_bytes));
+    if (!cb->act) {
+        cpu_destroy(be);
+        return IG_ERR_NO_MEMORY;
+    }
+    /* Scratch: a row of attention scores, or of any op's temporaries. */
     size_t widest = (size_t)IG_MAX(hp->n_embd, hp->n_ff);
     widest = IG_MAX(widest, (size_t)hp->n_head * hp->head_dim_v);
     widest = IG_MAX(widest, (size_t)ctx->params.n_ctx);
@@ -88,7 +175,9 @@ ig_status ig_backend_cpu_create(ig_context *ctx, ig_backend **out) {
     for (int i = 0; i < cb->n_threads; i++) {
         cb->scratch[i].n = widest;
         cb->scratch[i].f = ig_aligned_alloc(64, widest * sizeof(float));
-        if (!cb->scratch[i].f) {
+        cb->scratch[i].mm = ig_aligned_alloc(64, ig_mm_align64(mm_bytes));
+        cb->scratch[i].tmp = ig_aligned_alloc(64, ig_mm_align64(tmp_bytes));
+        if (!cb->scratch[i].f || !cb->scratch[i].mm || !cb->scratch[i].tmp) {
             cpu_destroy(be);
             return IG_ERR_NO_MEMORY;
         }

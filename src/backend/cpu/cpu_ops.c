@@ -52,13 +52,68 @@ static void op_add_rmsnorm(const ig_cpu_exec *ex, const ig_op *op, int ith, int 
     }
 }
 
-static void op_matmul(const ig_cpu_exec *ex, const ig_op *op, int ith, int nth) {
-    int n = op_rows(ex, op);
+/* Rows per chunk of the dot phase: small enough that both threads stay busy
+ * to the end (chunks are claimed dynamically), large enough to amortize the
+ * claim; a multiple of 16 (the row tiles of the kernels). */
+static int64_t chunk_rows(int64_t rows, int nth, bool grouped) {
+    if (grouped) return 16;
+    int64_t c = rows / ((int64_t)nth * 8);
+    c = (c + 15) & ~(int64_t)15;
+    return IG_MAX(16, IG_MIN(c, 512));
+}
+
+void ig_cpu_matmuls(const ig_cpu_exec *ex, const ig_op *ops, int n_ops, atomic_int *next, int ith,
+                    int nth) {
+    const int n = op_rows(ex, &ops[0]);
     if (n == 0) return;
-    int64_t rows = op->w->ne[1], b, e;
-    ig_split_range(rows, ith, nth, &b, &e);
-    ig_cpu_matmul_rows(op->w, ex->buf[op->src], n, op->w->ne[0], ex->buf[op->dst], op->width, b, e,
-                       &ex->scratch[ith]);
+    const ig_tensor *w0 = ops[0].w;
+    const ig_act_kind kind = ig_mm_act_kind(w0->type);
+    const int64_t k = w0->ne[0];
+    const float *x = ex->buf[ops[0].src];
+    const bool grouped = ig_mm_use_groups(ex->isa, w0->type, n);
+    size_t stride = 0;
+    if (kind != IG_ACT_F32) {
+        stride = grouped ? ig_mm_group_stride(kind, k) : ig_mm_row_stride(kind, k);
+        int64_t b, e;
+        if (grouped) {
+            ig_split_range((n + IG_MM_GROUP - 1) / IG_MM_GROUP, ith, nth, &b, &e);
+            b *= IG_MM_GROUP;
+            e = IG_MIN(e * IG_MM_GROUP, n);
+        } else {
+            ig_split_range(n, ith, nth, &b, &e);
+        }
+        ig_mm_quantize(ex->isa, kind, x, k, k, n, (int)b, (int)e, ex->act, stride, grouped,
+                       ex->scratch[ith].tmp);
+        ig_threadpool_barrier(ex->ctx->pool);
+    }
+    int64_t chunks[4], total = 0;
+    for (int i = 0; i < n_ops; i++) {
+        const int64_t rows = ops[i].w->ne[1];
+        chunks[i] = (rows + chunk_rows(rows, nth, grouped) - 1) / chunk_rows(rows, nth, grouped);
+        total += chunks[i];
+    }
+    for (;;) {
+        int64_t c = atomic_fetch_add_explicit(next, 1, memory_order_relaxed);
+        if (c >= total) break;
+        int i = 0;
+        while (c >= chunks[i]) c -= chunks[i++];
+        const ig_op *op = &ops[i];
+        const ig_tensor *w = op->w;
+        const int64_t rows = w->ne[1], cr = chunk_rows(rows, nth, grouped);
+        ig_mm m = {.type = w->type,
+                   .w = w->data,
+                   .row_bytes = w->nbytes / (size_t)rows,
+                   .k = k,
+                   .n = n,
+                   .x = x,
+                   .ldx = k,
+                   .act = ex->act,
+                   .act_stride = stride,
+                   .grouped = grouped,
+                   .y = ex->buf[op->dst],
+                   .ldy = op->width};
+        ex->isa->matmul(&m, c * cr, IG_MIN(rows, (c + 1) * cr), ex->scratch[ith].mm);
+    }
 }
 
 static void op_rope(const ig_cpu_exec *ex, const ig_op *op, int ith, int nth) {
@@ -187,7 +242,7 @@ void ig_cpu_op(const ig_cpu_exec *ex, const ig_op *op, int ith, int nth) {
     switch (op->kind) {
     case IG_OP_EMBED: op_embed(ex, op, ith, nth); break;
     case IG_OP_RMSNORM: op_rmsnorm(ex, op, ith, nth); break;
-    case IG_OP_MATMUL: op_matmul(ex, op, ith, nth); break;
+    case IG_OP_MATMUL: break; /* grouped and run by ig_cpu_matmuls */
     case IG_OP_ROPE: op_rope(ex, op, ith, nth); break;
     case IG_OP_KV_STORE: op_kv_store(ex, op, ith, nth); break;
     case IG_OP_ATTENTION: op_attention(ex, op, ith, nth); break;

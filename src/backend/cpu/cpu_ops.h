@@ -3,12 +3,18 @@
 #ifndef IG_CPU_OPS_H
 #define IG_CPU_OPS_H
 
+#include "backend/cpu/matmul.h"
 #include "engine/context.h"
 
-/* Per-thread scratch: room for one dequantized row or one row of scores. */
+#include <stdatomic.h>
+
+/* Per-thread scratch: room for one row of scores (f), the matmul kernels'
+ * working set (mm) and one quantized activation row (tmp). */
 typedef struct ig_cpu_scratch {
     float *f;
     size_t n;
+    uint8_t *mm;
+    uint8_t *tmp;
 } ig_cpu_scratch;
 
 typedef struct ig_cpu_exec {
@@ -16,13 +22,16 @@ typedef struct ig_cpu_exec {
     const ig_step *step;
     float *buf[IG_BUF_COUNT];
     ig_cpu_scratch *scratch; /* [nth] */
+    const ig_mm_isa *isa;
+    uint8_t *act; /* quantized activations of the current matmul group */
 } ig_cpu_exec;
 
 void ig_cpu_op(const ig_cpu_exec *ex, const ig_op *op, int ith, int nth);
 
-/* y[t, r] = w[r] · x[t] for rows r in [r0, r1) and all n tokens.
- * ldx/ldy: row strides of x and y in floats. */
-void ig_cpu_matmul_rows(const ig_tensor *w, const float *x, int n, int64_t ldx, float *y,
-                        int64_t ldy, int64_t r0, int64_t r1, ig_cpu_scratch *scratch);
+/* Runs n_ops consecutive matmuls that read the same input buffer: quantizes
+ * the input once (all threads, then a barrier) and shares the output rows of
+ * all of them out in chunks claimed from *next (0 on entry, any thread). */
+void ig_cpu_matmuls(const ig_cpu_exec *ex, const ig_op *ops, int n_ops, atomic_int *next, int ith,
+                    int nth);
 
 #endif

@@ -1,9 +1,149 @@
-/* Matrix products on the CPU: generic path that dequantizes one weight row
- * at a time into scratch and dots it with every token of the batch, so each
- * weight byte is read once per step whatever the batch size. */
-#include "backend/cpu/cpu_ops.h"
+/* Matmul dispatch, activation quantization driver, and the scalar kernels:
+ * the same integer arithmetic as the references of quant.h (bit-exact with
+ * them for the quantized types), for any CPU. */
+#include "backend/cpu/matmul_impl.h"
 
-#include <stdint.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+ig_act_kind ig_mm_act_kind(ig_dtype type) {
+    switch (type) {
+    case IG_TYPE_Q8_0:
+    case IG_TYPE_Q4_0:
+    case IG_TYPE_Q5_0: return IG_ACT_Q8_0;
+    case IG_TYPE_Q4_K:
+    case IG_TYPE_Q5_K:
+    case IG_TYPE_Q6_K: return IG_ACT_Q8_K;
+    default: return IG_ACT_F32;
+    }
+}
+
+bool ig_mm_type_supported(ig_dtype type) {
+    switch (type) {
+    case IG_TYPE_F32:
+    case IG_TYPE_F16:
+    case IG_TYPE_BF16:
+    case IG_TYPE_Q8_0:
+    case IG_TYPE_Q4_0:
+    case IG_TYPE_Q5_0:
+    case IG_TYPE_Q4_K:
+    case IG_TYPE_Q5_K:
+    case IG_TYPE_Q6_K: return true;
+    default: return false;
+    }
+}
+
+/* ---- Activation quantization (scalar reference of the layouts) ------------ */
+
+static void quant_row_scalar(ig_act_kind kind, const float *x, int64_t k, uint8_t *dst) {
+    if (kind == IG_ACT_Q8_0) {
+        const int64_t nb = k / IG_QK;
+        float *d = (float *)(void *)(dst + k);
+        int32_t *s = (int32_t *)(void *)(dst + k + 4 * nb);
+        for (int64_t b = 0; b < nb; b++) {
+            ig_block_q8_0 blk;
+            ig_quantize_row(IG_TYPE_Q8_0, x + b * IG_QK, &blk, IG_QK);
+            memcpy(dst + b * IG_QK, blk.qs, IG_QK);
+            d[b] = ig_f16_to_f32(blk.d);
+            int32_t sum = 0;
+            for (int j = 0; j < IG_QK; j++) sum += blk.qs[j];
+            s[b] = sum;
+        }
+    } else if (kind == IG_ACT_Q8_K) {
+        const int64_t nb = k / IG_QK_K;
+        float *d = (float *)(void *)(dst + k);
+        int16_t *bs = (int16_t *)(void *)(dst + k + 4 * nb);
+        for (int64_t b = 0; b < nb; b++) {
+            ig_block_q8_K blk;
+            ig_quantize_row_q8_K(x + b * IG_QK_K, &blk, IG_QK_K);
+            memcpy(dst + b * IG_QK_K, blk.qs, IG_QK_K);
+            d[b] = blk.d;
+            memcpy(bs + 16 * b, blk.bsums, sizeof blk.bsums);
+        }
+    }
+}
+
+void ig_mm_scatter_group(ig_act_kind kind, int64_t k, const uint8_t *row, int lane, uint8_t *grp) {
+    const int8_t *q = ig_act_q(row);
+    for (int64_t i = 0; i < k; i += 4) {
+        uint8_t u[4];
+        for (int j = 0; j < 4; j++) u[j] = (uint8_t)(q[i + j] ^ 0x80);
+        memcpy(grp + (i / 4) * 64 + 4 * lane, u, 4);
+    }
+    float *gd = (float *)(void *)(grp + 16 * k);
+    const float *d = ig_act_d(row, k);
+    const int64_t nb = k / (kind == IG_ACT_Q8_0 ? IG_QK : IG_QK_K);
+    for (int64_t b = 0; b < nb; b++) gd[16 * b + lane] = d[b];
+    if (kind == IG_ACT_Q8_K) {
+        const int16_t *bs = ig_act_bsums(row, k);
+        int32_t *gbs = (int32_t *)(void *)(grp + 16 * k + 64 * nb);
+        for (int64_t b = 0; b < nb; b++)
+            for (int p = 0; p < 4; p++) {
+                const int16_t *s = bs + 16 * b + 4 * p;
+                const uint16_t lo = (uint16_t)(int16_t)(s[0] + s[1]);
+                const uint16_t hi = (uint16_t)(int16_t)(s[2] + s[3]);
+                gbs[64 * b + 16 * p + lane] = (int32_t)((uint32_t)lo | ((uint32_t)hi << 16));
+            }
+    }
+}
+
+void ig_mm_pad_group(ig_act_kind kind, int64_t k, int lane0, uint8_t *grp) {
+    if (lane0 >= IG_MM_GROUP) return;
+    const size_t w = 4 * (size_t)(IG_MM_GROUP - lane0);
+    for (int64_t i = 0; i < k; i += 4) memset(grp + (i / 4) * 64 + 4 * lane0, 0, w);
+    const int64_t nb = k / (kind == IG_ACT_Q8_0 ? IG_QK : IG_QK_K);
+    for (int64_t b = 0; b < nb; b++) memset(grp + 16 * k + 64 * b + 4 * lane0, 0, w);
+    if (kind == IG_ACT_Q8_K)
+        for (int64_t b = 0; b < 4 * nb; b++)
+            memset(grp + 16 * k + 64 * nb + 64 * b + 4 * lane0, 0, w);
+}
+
+void ig_mm_quantize(const ig_mm_isa *isa, ig_act_kind kind, const float *x, int64_t ldx,
+                    int64_t k, int n, int t0, int t1, uint8_t *act, size_t stride, bool grouped,
+                    uint8_t *tmp) {
+    for (int t = t0; t < t1; t++) {
+        if (!grouped) {
+            isa->quant_row(kind, x + (int64_t)t * ldx, k, act + (size_t)t * stride);
+            continue;
+        }
+        isa->quant_row(kind, x + (int64_t)t * ldx, k, tmp);
+        uint8_t *grp = act + (size_t)(t / IG_MM_GROUP) * stride;
+        ig_mm_scatter_group(kind, k, tmp, t % IG_MM_GROUP, grp);
+        if (t == n - 1) ig_mm_pad_group(kind, k, t % IG_MM_GROUP + 1, grp);
+    }
+}
+
+bool ig_mm_use_groups(const ig_mm_isa *isa, ig_dtype type, int n) {
+    return ig_mm_act_kind(type) != IG_ACT_F32 && n >= isa->gemm_min;
+}
+
+void ig_mm_run(const ig_mm_isa *isa, ig_dtype type, const void *w, int64_t k, int64_t r0,
+               int64_t r1, const float *x, int n, float *y, int64_t ldy, uint8_t *act,
+               void *scratch, uint8_t *tmp) {
+    size_t row_bytes = 0;
+    ig_dtype_row_bytes(type, k, &row_bytes);
+    ig_mm m = {.type = type,
+               .w = w,
+               .row_bytes = row_bytes,
+               .k = k,
+               .n = n,
+               .x = x,
+               .ldx = k,
+               .act = act,
+               .y = y,
+               .ldy = ldy};
+    const ig_act_kind kind = ig_mm_act_kind(type);
+    if (kind != IG_ACT_F32) {
+        m.grouped = ig_mm_use_groups(isa, type, n);
+        m.act_stride = m.grouped ? ig_mm_group_stride(kind, k) : ig_mm_row_stride(kind, k);
+        ig_mm_quantize(isa, kind, x, k, k, n, 0, n, act, m.act_stride, m.grouped, tmp);
+    }
+    isa->matmul(&m, r0, r1, scratch);
+}
+
+/* ---- Scalar kernels ------------------------------------------------------- */
 
 static float dot_f32(const float *a, const float *b, int64_t n) {
     float s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
@@ -22,19 +162,161 @@ static float dot_f32(const float *a, const float *b, int64_t n) {
     return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7));
 }
 
-void ig_cpu_matmul_rows(const ig_tensor *w, const float *x, int n, int64_t ldx, float *y,
-                        int64_t ldy, int64_t r0, int64_t r1, ig_cpu_scratch *scratch) {
-    const int64_t k = w->ne[0];
-    const size_t row_bytes = w->nbytes / (size_t)w->ne[1];
+typedef struct kblk_info {
+    float d, dmin;
+    int32_t sc[16];
+    int32_t m[8];
+} kblk_info;
+
+static void scalar_float(const ig_mm *m, int64_t r0, int64_t r1, float *wf) {
     for (int64_t r = r0; r < r1; r++) {
-        const void *row = (const uint8_t *)w->data + (size_t)r * row_bytes;
-        const float *wr;
-        if (w->type == IG_TYPE_F32 && (uintptr_t)row % sizeof(float) == 0) {
-            wr = row;
-        } else {
-            ig_dequantize_row(w->type, row, scratch->f, k);
-            wr = scratch->f;
-        }
-        for (int t = 0; t < n; t++) y[t * ldy + r] = dot_f32(wr, x + t * ldx, k);
+        ig_dequantize_row(m->type, m->w + (size_t)r * m->row_bytes, wf, m->k);
+        for (int t = 0; t < m->n; t++) m->y[t * m->ldy + r] = dot_f32(wf, m->x + t * m->ldx, m->k);
     }
+}
+
+static void scalar_q32(const ig_mm *m, int64_t r0, int64_t r1, uint8_t *scratch) {
+    const int64_t k = m->k, nb = k / IG_QK;
+    int8_t *q = (int8_t *)scratch;
+    float *dw = (float *)(void *)(scratch + ig_mm_align64((size_t)k));
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = m->w + (size_t)r * m->row_bytes;
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = row + (size_t)b * ig_blk_bytes(m->type);
+            ig_unpack32(m->type, blk, q + b * IG_QK);
+            dw[b] = ig_f16_to_f32(ig_ld16(blk));
+        }
+        for (int t = 0; t < m->n; t++) {
+            const uint8_t *a = m->act + (size_t)t * m->act_stride;
+            const int8_t *xq = ig_act_q(a);
+            const float *xd = ig_act_d(a, k);
+            float sum = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                int32_t isum = 0;
+                for (int j = 0; j < IG_QK; j++) isum += q[b * IG_QK + j] * xq[b * IG_QK + j];
+                const float dd = dw[b] * xd[b];
+                sum += (float)isum * dd;
+            }
+            m->y[t * m->ldy + r] = sum;
+        }
+    }
+}
+
+static void scalar_qk(const ig_mm *m, int64_t r0, int64_t r1, uint8_t *scratch) {
+    const int64_t k = m->k, nb = k / IG_QK_K;
+    int8_t *q = (int8_t *)scratch; /* Q4_K/Q5_K values are < 32: fit int8 */
+    kblk_info *info = (kblk_info *)(void *)(scratch + ig_mm_align64((size_t)k));
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = m->w + (size_t)r * m->row_bytes;
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = row + (size_t)b * ig_blk_bytes(m->type);
+            kblk_info *in = &info[b];
+            if (m->type == IG_TYPE_Q6_K) {
+                ig_unpack_q6_K(blk, q + b * IG_QK_K);
+                for (int j = 0; j < 16; j++) in->sc[j] = (int8_t)blk[192 + j];
+                in->d = ig_f16_to_f32(ig_ld16(blk + 208));
+                in->dmin = 0.0f;
+            } else {
+                uint8_t u[IG_QK_K], sc[8], mn[8];
+                if (m->type == IG_TYPE_Q4_K) ig_unpack_q4_K(blk, u);
+                else ig_unpack_q5_K(blk, u);
+                for (int j = 0; j < IG_QK_K; j++) q[b * IG_QK_K + j] = (int8_t)u[j];
+                ig_unpack_k_scales(blk, sc, mn);
+                for (int j = 0; j < 8; j++) in->sc[j] = sc[j], in->m[j] = mn[j];
+                in->d = ig_f16_to_f32(ig_ld16(blk));
+                in->dmin = ig_f16_to_f32(ig_ld16(blk + 2));
+            }
+        }
+        for (int t = 0; t < m->n; t++) {
+            const uint8_t *a = m->act + (size_t)t * m->act_stride;
+            const int8_t *xq = ig_act_q(a);
+            const float *xd = ig_act_d(a, k);
+            const int16_t *bs = ig_act_bsums(a, k);
+            float sum = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                const kblk_info *in = &info[b];
+                const int8_t *qb = q + b * IG_QK_K, *xb = xq + b * IG_QK_K;
+                if (m->type == IG_TYPE_Q6_K) {
+                    int32_t isum = 0;
+                    for (int j = 0; j < 16; j++) {
+                        int32_t s = 0;
+                        for (int l = 0; l < 16; l++) s += qb[16 * j + l] * xb[16 * j + l];
+                        isum += in->sc[j] * s;
+                    }
+                    const float d = in->d * xd[b];
+                    sum += d * (float)isum;
+                } else {
+                    int32_t isum = 0, imin = 0;
+                    for (int j = 0; j < 8; j++) {
+                        int32_t s = 0;
+                        for (int l = 0; l < 32; l++) s += qb[32 * j + l] * xb[32 * j + l];
+                        isum += in->sc[j] * s;
+                        imin += in->m[j] * (bs[16 * b + 2 * j] + bs[16 * b + 2 * j + 1]);
+                    }
+                    const float d = in->d * xd[b];
+                    const float dmin = in->dmin * xd[b];
+                    const float hi = d * (float)isum;
+                    const float lo = dmin * (float)imin;
+                    sum += hi - lo;
+                }
+            }
+            m->y[t * m->ldy + r] = sum;
+        }
+    }
+}
+
+static void matmul_scalar(const ig_mm *m, int64_t r0, int64_t r1, void *scratch) {
+    switch (ig_mm_act_kind(m->type)) {
+    case IG_ACT_F32: scalar_float(m, r0, r1, scratch); break;
+    case IG_ACT_Q8_0: scalar_q32(m, r0, r1, scratch); break;
+    case IG_ACT_Q8_K: scalar_qk(m, r0, r1, scratch); break;
+    }
+}
+
+static size_t scratch_scalar(int64_t k) {
+    size_t a = 4 * (size_t)k;
+    size_t b = ig_mm_align64((size_t)k) + sizeof(kblk_info) * (size_t)(k / IG_QK + 1);
+    return a > b ? a : b;
+}
+
+const ig_mm_isa ig_mm_isa_scalar = {
+    .name = "scalar",
+    .gemm_min = INT_MAX,
+    .quant_row = quant_row_scalar,
+    .matmul = matmul_scalar,
+    .scratch_bytes = scratch_scalar,
+};
+
+/* ---- Selection ------------------------------------------------------------ */
+
+int ig_mm_isa_available(const ig_mm_isa **out, int cap) {
+    int n = 0;
+    if (n < cap) out[n++] = &ig_mm_isa_scalar;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                      __builtin_cpu_supports("f16c");
+#ifdef IG_HAVE_AVX2_TODO
+    if (avx2 && n < cap) out[n++] = &ig_mm_isa_avx2;
+#endif
+    if (avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vnni") && n < cap)
+        out[n++] = &ig_mm_isa_avx512;
+#endif
+#if defined(__aarch64__)
+    if (n < cap) out[n++] = &ig_mm_isa_neon;
+#endif
+    return n;
+}
+
+const ig_mm_isa *ig_mm_isa_select(void) {
+    const ig_mm_isa *isas[8];
+    int n = ig_mm_isa_available(isas, 8);
+    const char *want = getenv("IGNIS_CPU");
+    if (want && *want) {
+        for (int i = 0; i < n; i++)
+            if (strcmp(isas[i]->name, want) == 0) return isas[i];
+    }
+    return isas[n - 1];
 }

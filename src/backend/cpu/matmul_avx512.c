@@ -1,0 +1,651 @@
+/* AVX-512 (F/BW/VL/DQ + VNNI) matmul kernels.
+ *
+ * Few tokens (rows layout): matrix-vector kernels straight from the GGUF
+ * blocks, 4 weight rows at a time; vpdpbusd multiplies unsigned weights
+ * (q, or q + 128 for Q8_0) with the signed activation, and a per-block bias
+ * removes the offset, so every block sum is the reference's exact integer.
+ *
+ * Many tokens (groups layout): a tile of 8 weight rows is unpacked once into
+ * signed bytes (the reference's centred integers) plus per-block integer
+ * corrections and scales; the micro-kernel then broadcasts 4 weight bytes
+ * and multiplies them with 16 tokens per vpdpbusd, so one block of one row
+ * costs 8 instructions for 16 tokens. The activations are stored as x + 128
+ * (unsigned), and the tile carries -128 * (sum of the block's weights) as
+ * the initial value of the accumulator, so the sums stay exact. The float
+ * scaling follows the reference's order exactly: these kernels are
+ * bit-identical to the scalar references. */
+#include "backend/cpu/matmul_impl.h"
+#include "core/util.h"
+
+#include <immintrin.h>
+#include <math.h>
+
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+static ALWAYS_INLINE float f16_to_f32(const uint8_t *p) {
+    return _cvtsh_ss(ig_ld16(p));
+}
+
+static ALWAYS_INLINE float hsum256(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static ALWAYS_INLINE int32_t hsum_epi32_256(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+static ALWAYS_INLINE int32_t hsum_epi32_512(__m512i v) {
+    return hsum_epi32_256(
+        _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)));
+}
+
+/* ---- Activation quantization ---------------------------------------------- */
+
+/* roundf() of each lane (half away from zero). */
+static ALWAYS_INLINE __m512 round_away(__m512 v) {
+    const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m512 f = _mm512_sub_ps(v, t);
+    const __mmask16 up = _mm512_cmp_ps_mask(_mm512_abs_ps(f), _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+    const __m512 one = _mm512_castsi512_ps(_mm512_or_si512(
+        _mm512_castps_si512(_mm512_set1_ps(1.0f)),
+        _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32((int)0x80000000u))));
+    return _mm512_mask_add_ps(t, up, t, one);
+}
+
+static void quant_row_avx512(ig_act_kind kind, const float *x, int64_t k, uint8_t *dst) {
+    if (kind == IG_ACT_Q8_0) {
+        const int64_t nb = k / IG_QK;
+        float *d = (float *)(void *)(dst + k);
+        int32_t *s = (int32_t *)(void *)(dst + k + 4 * nb);
+        for (int64_t b = 0; b < nb; b++) {
+            const __m512 v0 = _mm512_loadu_ps(x + 32 * b), v1 = _mm512_loadu_ps(x + 32 * b + 16);
+            const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+            const float db = amax / 127.0f;
+            const float id = db != 0.0f ? 1.0f / db : 0.0f;
+            d[b] = _cvtsh_ss(_cvtss_sh(db, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+            const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
+            const __m512 ivd = _mm512_set1_ps(id);
+            /* As round_clamp: NaN and <= -127 give -127 (max returns its second
+             * operand for NaN), >= 127 gives 127. */
+            __m512 p0 = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v0, ivd), lo), hi);
+            __m512 p1 = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v1, ivd), lo), hi);
+            const __m512i q0 = _mm512_cvttps_epi32(round_away(p0));
+            const __m512i q1 = _mm512_cvttps_epi32(round_away(p1));
+            _mm_storeu_si128((__m128i *)(void *)(dst + 32 * b), _mm512_cvtepi32_epi8(q0));
+            _mm_storeu_si128((__m128i *)(void *)(dst + 32 * b + 16), _mm512_cvtepi32_epi8(q1));
+            s[b] = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+        }
+    } else if (kind == IG_ACT_Q8_K) {
+        const int64_t nb = k / IG_QK_K;
+        float *d = (float *)(void *)(dst + k);
+        int16_t *bs = (int16_t *)(void *)(dst + k + 4 * nb);
+        for (int64_t b = 0; b < nb; b++) {
+            const float *xb = x + IG_QK_K * b;
+            __m512 vmax = _mm512_setzero_ps();
+            for (int j = 0; j < 16; j++) vmax = _mm512_max_ps(vmax, _mm512_abs_ps(_mm512_loadu_ps(xb + 16 * j)));
+            const float amax = _mm512_reduce_max_ps(vmax);
+            int8_t *q = (int8_t *)dst + IG_QK_K * b;
+            if (!(amax > 0.0f) || !isfinite(amax)) {
+                d[b] = 0.0f;
+                memset(q, 0, IG_QK_K);
+                memset(bs + 16 * b, 0, 32);
+                continue;
+            }
+            /* The first element of largest magnitude gives the sign. */
+            float max = amax;
+            for (int j = 0; j < 16; j++) {
+                const __mmask16 e = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(xb + 16 * j)),
+                                                       _mm512_set1_ps(amax), _CMP_EQ_OQ);
+                if (e) {
+                    max = xb[16 * j + __builtin_ctz(e)];
+                    break;
+                }
+            }
+            const float iscale = -127.0f / max;
+            const __m512 vs = _mm512_set1_ps(iscale);
+            for (int j = 0; j < 16; j++) {
+                __m512 v = _mm512_mul_ps(vs, _mm512_loadu_ps(xb + 16 * j));
+                v = _mm512_max_ps(_mm512_set1_ps(-128.0f), _mm512_min_ps(_mm512_set1_ps(127.0f), v));
+                const __m512i qi = _mm512_cvtps_epi32(v); /* nearest, ties to even */
+                _mm_storeu_si128((__m128i *)(void *)(q + 16 * j), _mm512_cvtepi32_epi8(qi));
+                bs[16 * b + j] = (int16_t)_mm512_reduce_add_epi32(qi);
+            }
+            d[b] = 1.0f / iscale;
+        }
+    }
+}
+
+/* ---- Float weights ---------------------------------------------------------- */
+
+static ALWAYS_INLINE __m512 load_w16(ig_dtype t, const uint8_t *row, int64_t i, __mmask16 m) {
+    if (t == IG_TYPE_F32) return _mm512_maskz_loadu_ps(m, row + 4 * i);
+    const __m256i h = _mm256_maskz_loadu_epi16(m, row + 2 * i);
+    if (t == IG_TYPE_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* R rows x T tokens of f32 dots. */
+static ALWAYS_INLINE void float_tile(const ig_mm *m, ig_dtype t, int64_t r, int tok, const int R,
+                                     const int T) {
+    __m512 acc[4][4];
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < T; j++) acc[i][j] = _mm512_setzero_ps();
+    const uint8_t *rows[4];
+    for (int i = 0; i < R; i++) rows[i] = m->w + (size_t)(r + i) * m->row_bytes;
+    const float *xs[4];
+    for (int j = 0; j < T; j++) xs[j] = m->x + (int64_t)(tok + j) * m->ldx;
+    for (int64_t i0 = 0; i0 < m->k; i0 += 16) {
+        const __mmask16 mk = m->k - i0 >= 16 ? 0xffff : (__mmask16)((1u << (m->k - i0)) - 1);
+        __m512 xv[4];
+        for (int j = 0; j < T; j++) xv[j] = _mm512_maskz_loadu_ps(mk, xs[j] + i0);
+        for (int i = 0; i < R; i++) {
+            const __m512 wv = load_w16(t, rows[i], i0, mk);
+            for (int j = 0; j < T; j++) acc[i][j] = _mm512_fmadd_ps(wv, xv[j], acc[i][j]);
+        }
+    }
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < T; j++)
+            m->y[(int64_t)(tok + j) * m->ldy + r + i] = _mm512_reduce_add_ps(acc[i][j]);
+}
+
+static ALWAYS_INLINE void float_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1) {
+    int64_t r = r0;
+    for (; r + 4 <= r1; r += 4) {
+        int tok = 0;
+        for (; tok + 4 <= m->n; tok += 4) float_tile(m, t, r, tok, 4, 4);
+        for (; tok < m->n; tok++) float_tile(m, t, r, tok, 4, 1);
+    }
+    for (; r < r1; r++) {
+        int tok = 0;
+        for (; tok + 4 <= m->n; tok += 4) float_tile(m, t, r, tok, 1, 4);
+        for (; tok < m->n; tok++) float_tile(m, t, r, tok, 1, 1);
+    }
+}
+
+static void float_rows(const ig_mm *m, int64_t r0, int64_t r1) {
+    if (m->type == IG_TYPE_F32) float_rows_t(m, IG_TYPE_F32, r0, r1);
+    else if (m->type == IG_TYPE_F16) float_rows_t(m, IG_TYPE_F16, r0, r1);
+    else float_rows_t(m, IG_TYPE_BF16, r0, r1);
+}
+
+/* ---- Block decoding ------------------------------------------------------- */
+
+/* 32 unsigned values of a Q4_0 / Q5_0 block (q, not centred) or Q8_0 + 128. */
+static ALWAYS_INLINE __m256i nibbles32(const uint8_t *qs) {
+    const __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)qs));
+    const __m256i sh = _mm256_setr_epi64x(0, 0, 0x0004000400040004ll, 0x0004000400040004ll);
+    return _mm256_and_si256(_mm256_srlv_epi16(b, sh), _mm256_set1_epi8(0x0f));
+}
+
+static ALWAYS_INLINE __m256i dec_u32(ig_dtype t, const uint8_t *blk) {
+    if (t == IG_TYPE_Q8_0)
+        return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(const void *)(blk + 2)),
+                                _mm256_set1_epi8((char)0x80));
+    if (t == IG_TYPE_Q4_0) return nibbles32(blk + 2);
+    const __m256i q = nibbles32(blk + 6);
+    return _mm256_mask_add_epi8(q, (__mmask32)ig_ld32(blk + 2), q, _mm256_set1_epi8(16));
+}
+
+static ALWAYS_INLINE int off_u32(ig_dtype t) {
+    return t == IG_TYPE_Q8_0 ? 128 : t == IG_TYPE_Q4_0 ? 8 : 16;
+}
+
+/* 64 values (0..15) of chunk c of a Q4_K block: qs[32c + l] low nibble is
+ * element 64c + l, high nibble element 64c + 32 + l. */
+static ALWAYS_INLINE __m512i q4k_chunk(const uint8_t *qs32) {
+    const __m512i b = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)qs32));
+    const __m512i sh = _mm512_setr_epi64(0, 0, 0, 0, 0x0004000400040004ll, 0x0004000400040004ll,
+                                         0x0004000400040004ll, 0x0004000400040004ll);
+    return _mm512_and_si512(_mm512_srlv_epi16(b, sh), _mm512_set1_epi8(0x0f));
+}
+
+/* Chunk c of a Q5_K block: q4k_chunk plus bit 2c / 2c+1 of qh[l]. */
+static ALWAYS_INLINE __m512i q5k_chunk(const uint8_t *blk, int c) {
+    const __m512i q = q4k_chunk(blk + 48 + 32 * c);
+    const __m512i h = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)(blk + 16)));
+    const __m512i sel = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * c))),
+                                           _mm256_set1_epi8((char)(1 << (2 * c + 1))), 1);
+    const __mmask64 mk = _mm512_test_epi8_mask(h, sel);
+    return _mm512_mask_add_epi8(q, mk, q, _mm512_set1_epi8(16));
+}
+
+/* Elements 64z .. 64z+63 (0..63) of a Q6_K block, z = 0..3. */
+static ALWAYS_INLINE __m512i q6k_part(const uint8_t *blk, int z) {
+    const int h = z >> 1;
+    const __m512i l = _mm512_loadu_si512((const void *)(blk + 64 * h));
+    const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)(blk + 128 + 32 * h)));
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+    if ((z & 1) == 0) {
+        const __m512i sh = _mm512_setr_epi64(0x0004000400040004ll, 0x0004000400040004ll,
+                                             0x0004000400040004ll, 0x0004000400040004ll,
+                                             0x0002000200020002ll, 0x0002000200020002ll,
+                                             0x0002000200020002ll, 0x0002000200020002ll);
+        return _mm512_or_si512(_mm512_and_si512(l, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, sh), m30));
+    }
+    const __m512i sh = _mm512_setr_epi64(0, 0, 0, 0, 0x0002000200020002ll, 0x0002000200020002ll,
+                                         0x0002000200020002ll, 0x0002000200020002ll);
+    return _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+                           _mm512_and_si512(_mm512_srlv_epi16(qh, sh), m30));
+}
+
+/* The 6-bit scales and mins of a Q4_K/Q5_K block as 8 bytes each. */
+static ALWAYS_INLINE void k_scales(const uint8_t *blk, uint64_t *sc, uint64_t *mn) {
+    const uint32_t u0 = ig_ld32(blk + 4), u1 = ig_ld32(blk + 8), u2 = ig_ld32(blk + 12);
+    const uint32_t sc_lo = u0 & 0x3f3f3f3fu, m_lo = u1 & 0x3f3f3f3fu;
+    const uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | ((u0 >> 2) & 0x30303030u);
+    const uint32_t m_hi = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 2) & 0x30303030u);
+    *sc = (uint64_t)sc_lo | ((uint64_t)sc_hi << 32);
+    *mn = (uint64_t)m_lo | ((uint64_t)m_hi << 32);
+}
+
+/* ---- Matrix-vector kernels (rows layout) ---------------------------------- */
+
+/* R rows (R <= 4) x T tokens (T <= 3) of a 32-element-block type. */
+static ALWAYS_INLINE void q32_tile(const ig_mm *m, ig_dtype t, int64_t r, int tok, const int R,
+                                   const int T) {
+    const int64_t k = m->k, nb = k / IG_QK;
+    const size_t bb = ig_blk_bytes(t);
+    const int off = off_u32(t);
+    __m256 acc[4][3];
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < T; j++) acc[i][j] = _mm256_setzero_ps();
+    const uint8_t *rows[4], *a[3];
+    for (int i = 0; i < R; i++) rows[i] = m->w + (size_t)(r + i) * m->row_bytes;
+    for (int j = 0; j < T; j++) a[j] = m->act + (size_t)(tok + j) * m->act_stride;
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i xv[3], bias[3];
+        __m256 dx[3];
+        for (int j = 0; j < T; j++) {
+            xv[j] = _mm256_load_si256((const __m256i *)(const void *)(a[j] + 32 * b));
+            bias[j] = _mm256_setr_epi32(-off * ig_act_s(a[j], k)[b], 0, 0, 0, 0, 0, 0, 0);
+            dx[j] = _mm256_set1_ps(ig_act_d(a[j], k)[b]);
+        }
+        for (int i = 0; i < R; i++) {
+            const uint8_t *blk = rows[i] + (size_t)b * bb;
+            const __m256i q = dec_u32(t, blk);
+            const __m256 dw = _mm256_set1_ps(f16_to_f32(blk));
+            for (int j = 0; j < T; j++) {
+                const __m256i dot = _mm256_dpbusd_epi32(bias[j], q, xv[j]);
+                acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, dx[j]), acc[i][j]);
+            }
+        }
+    }
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < T; j++) m->y[(int64_t)(tok + j) * m->ldy + r + i] = hsum256(acc[i][j]);
+}
+
+/* Exact integer sums of one K-quant block with one token, then the
+ * reference's float steps. */
+static ALWAYS_INLINE float qk_block(ig_dtype t, const uint8_t *blk, const int8_t *xq, float xd,
+                                   const int16_t *bs) {
+    if (t == IG_TYPE_Q6_K) {
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)(const void *)(blk + 192));
+        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+        const __m512i sc512 = _mm512_castsi256_si512(sc16);
+        __m512i acc = _mm512_setzero_si512();
+        for (int z = 0; z < 4; z++) {
+            const __m512i q = q6k_part(blk, z);
+            const __m512i x = _mm512_load_si512((const void *)(xq + 64 * z));
+            const __m512i idx = _mm512_add_epi16(
+                _mm512_set1_epi16((short)(4 * z)),
+                _mm512_srli_epi16(_mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17,
+                                                   16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                  3));
+            const __m512i scv = _mm512_permutexvar_epi16(idx, sc512);
+            acc = _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(q, x), scv));
+        }
+        const __m256i b16 = _mm256_loadu_si256((const __m256i *)(const void *)bs);
+        const __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(b16, sc16), 5);
+        const int32_t isum = hsum_epi32_512(acc) - hsum_epi32_256(corr);
+        const float d = f16_to_f32(blk + 208) * xd;
+        return d * (float)isum;
+    }
+    uint64_t sc, mn;
+    k_scales(blk, &sc, &mn);
+    const __m128i sc16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc));
+    const __m512i sc512 = _mm512_castsi128_si512(sc16);
+    __m512i acc = _mm512_setzero_si512();
+    for (int c = 0; c < 4; c++) {
+        const __m512i q = t == IG_TYPE_Q4_K ? q4k_chunk(blk + 16 + 32 * c) : q5k_chunk(blk, c);
+        const __m512i x = _mm512_load_si512((const void *)(xq + 64 * c));
+        const __m512i idx = _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * c)),
+                                               _mm256_set1_epi16((short)(2 * c + 1)), 1);
+        const __m512i scv = _mm512_permutexvar_epi16(idx, sc512);
+        acc = _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(q, x), scv));
+    }
+    const __m128i mv = _mm_cvtsi64_si128((long long)mn);
+    const __m256i m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mv, mv));
+    const __m256i b16 = _mm256_loadu_si256((const __m256i *)(const void *)bs);
+    const int32_t isum = hsum_epi32_512(acc);
+    const int32_t imin = hsum_epi32_256(_mm256_madd_epi16(b16, m16));
+    const float d = f16_to_f32(blk) * xd;
+    const float dmin = f16_to_f32(blk + 2) * xd;
+    const float hi = d * (float)isum;
+    const float lo = dmin * (float)imin;
+    return hi - lo;
+}
+
+static ALWAYS_INLINE void qk_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1) {
+    const int64_t k = m->k, nb = k / IG_QK_K;
+    const size_t bb = ig_blk_bytes(t);
+    for (int tok = 0; tok < m->n; tok++) {
+        const uint8_t *a = m->act + (size_t)tok * m->act_stride;
+        const int8_t *xq = ig_act_q(a);
+        const float *xd = ig_act_d(a, k);
+        const int16_t *bs = ig_act_bsums(a, k);
+        for (int64_t r = r0; r < r1; r++) {
+            const uint8_t *row = m->w + (size_t)r * m->row_bytes;
+            float sum = 0.0f;
+            for (int64_t b = 0; b < nb; b++)
+                sum += qk_block(t, row + (size_t)b * bb, xq + IG_QK_K * b, xd[b], bs + 16 * b);
+            m->y[(int64_t)tok * m->ldy + r] = sum;
+        }
+    }
+}
+
+static ALWAYS_INLINE void q32_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1) {
+    int tok = 0;
+    for (; tok + 3 <= m->n; tok += 3) {
+        int64_t r = r0;
+        for (; r + 4 <= r1; r += 4) q32_tile(m, t, r, tok, 4, 3);
+        for (; r < r1; r++) q32_tile(m, t, r, tok, 1, 3);
+    }
+    for (; tok < m->n; tok++) {
+        int64_t r = r0;
+        for (; r + 4 <= r1; r += 4) q32_tile(m, t, r, tok, 4, 1);
+        for (; r < r1; r++) q32_tile(m, t, r, tok, 1, 1);
+    }
+}
+
+static void quant_rows(const ig_mm *m, int64_t r0, int64_t r1) {
+    switch (m->type) {
+    case IG_TYPE_Q8_0: q32_rows_t(m, IG_TYPE_Q8_0, r0, r1); break;
+    case IG_TYPE_Q4_0: q32_rows_t(m, IG_TYPE_Q4_0, r0, r1); break;
+    case IG_TYPE_Q5_0: q32_rows_t(m, IG_TYPE_Q5_0, r0, r1); break;
+    case IG_TYPE_Q4_K: qk_rows_t(m, IG_TYPE_Q4_K, r0, r1); break;
+    case IG_TYPE_Q5_K: qk_rows_t(m, IG_TYPE_Q5_K, r0, r1); break;
+    case IG_TYPE_Q6_K: qk_rows_t(m, IG_TYPE_Q6_K, r0, r1); break;
+    default: break;
+    }
+}
+
+/* ---- Matrix-matrix kernels (groups layout) --------------------------------- */
+
+#define TR 8 /* weight rows per tile */
+
+/* Tile of TR rows of a 32-element-block type, per block b and row i:
+ * w[b][i][32] int8 centred values, corr[b][i] = -128 * sum(w), dw[b][i]. */
+typedef struct tile32 {
+    int8_t *w;
+    int32_t *corr;
+    float *dw;
+} tile32;
+
+static tile32 tile32_at(uint8_t *s, int64_t nb) {
+    tile32 t = {.w = (int8_t *)s};
+    t.corr = (int32_t *)(void *)(s + (size_t)nb * TR * 32);
+    t.dw = (float *)(void *)(s + (size_t)nb * TR * 36);
+    return t;
+}
+
+static ALWAYS_INLINE void unpack32_tile(const ig_mm *m, ig_dtype t, int64_t r, int vr, tile32 tl) {
+    const int64_t nb = m->k / IG_QK;
+    const size_t bb = ig_blk_bytes(t);
+    const __m256i off = _mm256_set1_epi8((char)off_u32(t));
+    for (int i = 0; i < TR; i++) {
+        const uint8_t *row = m->w + (size_t)(r + i) * m->row_bytes;
+        for (int64_t b = 0; b < nb; b++) {
+            int8_t *dst = tl.w + (b * TR + i) * 32;
+            if (i >= vr) {
+                memset(dst, 0, 32);
+                tl.corr[b * TR + i] = 0;
+                tl.dw[b * TR + i] = 0.0f;
+                continue;
+            }
+            const uint8_t *blk = row + (size_t)b * bb;
+            const __m256i u = dec_u32(t, blk);
+            const __m256i w = _mm256_sub_epi8(u, off);
+            _mm256_storeu_si256((__m256i *)(void *)dst, w);
+            /* sum(w) = sum(w + 128) - 32 * 128 */
+            const __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(w, _mm256_set1_epi8((char)0x80)),
+                                                _mm256_setzero_si256());
+            const __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(sad), _mm256_extracti128_si256(sad, 1));
+            const int32_t sw = (int32_t)(_mm_cvtsi128_si64(s2) + _mm_extract_epi64(s2, 1)) - 32 * 128;
+            tl.corr[b * TR + i] = -128 * sw;
+            tl.dw[b * TR + i] = f16_to_f32(blk);
+        }
+    }
+}
+
+static ALWAYS_INLINE __m512i bcast32(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm512_set1_epi32(v);
+}
+
+static ALWAYS_INLINE void store_tile(const ig_mm *m, int64_t r, int vr, int g, const __m512 *acc) {
+    const int nt = IG_MIN(IG_MM_GROUP, m->n - g * IG_MM_GROUP);
+    for (int i = 0; i < vr; i++) {
+        float v[16];
+        _mm512_storeu_ps(v, acc[i]);
+        float *y = m->y + (int64_t)g * IG_MM_GROUP * m->ldy + r + i;
+        for (int j = 0; j < nt; j++) y[j * m->ldy] = v[j];
+    }
+}
+
+static void gemm32_group(const ig_mm *m, int64_t r, int vr, int g, tile32 tl) {
+    const int64_t k = m->k, nb = k / IG_QK;
+    const uint8_t *ga = m->act + (size_t)g * m->act_stride;
+    const float *dx = ig_grp_d(ga, k);
+    __m512 acc[TR];
+    for (int i = 0; i < TR; i++) acc[i] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m512i u[8];
+        for (int s = 0; s < 8; s++) u[s] = _mm512_load_si512((const void *)(ga + (b * 8 + s) * 64));
+        const __m512 dxv = _mm512_load_ps(dx + 16 * b);
+        for (int i = 0; i < TR; i++) {
+            const int8_t *w = tl.w + (b * TR + i) * 32;
+            __m512i a = _mm512_set1_epi32(tl.corr[b * TR + i]);
+            for (int s = 0; s < 8; s++) a = _mm512_dpbusd_epi32(a, u[s], bcast32(w + 4 * s));
+            const __m512 dd = _mm512_mul_ps(_mm512_set1_ps(tl.dw[b * TR + i]), dxv);
+            acc[i] = _mm512_add_ps(acc[i], _mm512_mul_ps(_mm512_cvtepi32_ps(a), dd));
+        }
+    }
+    store_tile(m, r, vr, g, acc);
+}
+
+/* Tile of TR rows of a K-quant type, per super-block b and row i:
+ * w[b][i][256] int8 (q for Q4_K/Q5_K, q - 32 for Q6_K), sc[b][i][16],
+ * mp[b][i][4] mins pairs (m[2p] | m[2p+1] << 16), corr[b][i] =
+ * -128 * sum_j sc[j] * sum(w of sub-block j), d[b][i], dmin[b][i]. */
+typedef struct tilek {
+    int8_t *w;
+    int32_t *sc, *mp, *corr;
+    float *d, *dmin;
+} tilek;
+
+static tilek tilek_at(uint8_t *s, int64_t nb) {
+    tilek t = {.w = (int8_t *)s};
+    size_t o = (size_t)nb * TR * 256;
+    t.sc = (int32_t *)(void *)(s + o);
+    o += (size_t)nb * TR * 64;
+    t.mp = (int32_t *)(void *)(s + o);
+    o += (size_t)nb * TR * 16;
+    t.corr = (int32_t *)(void *)(s + o);
+    o += (size_t)nb * TR * 4;
+    t.d = (float *)(void *)(s + o);
+    o += (size_t)nb * TR * 4;
+    t.dmin = (float *)(void *)(s + o);
+    return t;
+}
+
+static size_t tile_bytes(int64_t k) {
+    const size_t a = (size_t)(k / IG_QK) * TR * 40;
+    const size_t b = (size_t)(k / IG_QK_K) * TR * (256 + 64 + 16 + 12);
+    return a > b ? a : b;
+}
+
+static ALWAYS_INLINE void unpackk_tile(const ig_mm *m, ig_dtype t, int64_t r, int vr, tilek tl) {
+    const int64_t nb = m->k / IG_QK_K;
+    const size_t bb = ig_blk_bytes(t);
+    const __m512i ones = _mm512_set1_epi8(1);
+    for (int i = 0; i < TR; i++) {
+        const uint8_t *row = m->w + (size_t)(r + i) * m->row_bytes;
+        for (int64_t b = 0; b < nb; b++) {
+            const int64_t bi = b * TR + i;
+            int8_t *dst = tl.w + bi * 256;
+            if (i >= vr) {
+                memset(dst, 0, 256);
+                memset(tl.sc + bi * 16, 0, 64);
+                memset(tl.mp + bi * 4, 0, 16);
+                tl.corr[bi] = 0;
+                tl.d[bi] = tl.dmin[bi] = 0.0f;
+                continue;
+            }
+            const uint8_t *blk = row + (size_t)b * bb;
+            __m512i wsum = _mm512_setzero_si512();
+            if (t == IG_TYPE_Q6_K) {
+                const __m512i sc32 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(blk + 192)));
+                _mm512_storeu_si512((void *)(tl.sc + bi * 16), sc32);
+                for (int z = 0; z < 4; z++) {
+                    const __m512i w = _mm512_sub_epi8(q6k_part(blk, z), _mm512_set1_epi8(32));
+                    _mm512_storeu_si512((void *)(dst + 64 * z), w);
+                    /* lanes 4s..4s+3 belong to sub-block 4z + s */
+                    const __m512i sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, w);
+                    const __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(4 * z),
+                        _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2));
+                    wsum = _mm512_add_epi32(wsum, _mm512_mullo_epi32(sums, _mm512_permutexvar_epi32(idx, sc32)));
+                }
+                tl.d[bi] = f16_to_f32(blk + 208);
+                tl.dmin[bi] = 0.0f;
+                memset(tl.mp + bi * 4, 0, 16);
+            } else {
+                uint64_t sc, mn;
+                k_scales(blk, &sc, &mn);
+                const __m512i sc32 = _mm512_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc));
+                _mm512_storeu_si512((void *)(tl.sc + bi * 16), sc32);
+                for (int p = 0; p < 4; p++)
+                    tl.mp[bi * 4 + p] = (int32_t)(((mn >> (16 * p)) & 0xff) | (((mn >> (16 * p + 8)) & 0xff) << 16));
+                for (int c = 0; c < 4; c++) {
+                    const __m512i w = t == IG_TYPE_Q4_K ? q4k_chunk(blk + 16 + 32 * c) : q5k_chunk(blk, c);
+                    _mm512_storeu_si512((void *)(dst + 64 * c), w);
+                    /* lanes 0..7: sub-block 2c, 8..15: 2c + 1 */
+                    const __m512i sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, w);
+                    const __m512i idx = _mm512_inserti64x4(_mm512_set1_epi32(2 * c), _mm256_set1_epi32(2 * c + 1), 1);
+                    wsum = _mm512_add_epi32(wsum, _mm512_mullo_epi32(sums, _mm512_permutexvar_epi32(idx, sc32)));
+                }
+                tl.d[bi] = f16_to_f32(blk);
+                tl.dmin[bi] = f16_to_f32(blk + 2);
+            }
+            tl.corr[bi] = -128 * _mm512_reduce_add_epi32(wsum);
+        }
+    }
+}
+
+static ALWAYS_INLINE void gemmk_group_t(const ig_mm *m, ig_dtype t, int64_t r, int vr, int g, tilek tl) {
+    const int64_t k = m->k, nb = k / IG_QK_K;
+    const uint8_t *ga = m->act + (size_t)g * m->act_stride;
+    const float *dx = ig_grp_d(ga, k);
+    const int32_t *gbs = ig_grp_bs(ga, k);
+    __m512 acc[TR];
+    for (int i = 0; i < TR; i++) acc[i] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m512i isum[TR];
+        for (int i = 0; i < TR; i++) isum[i] = _mm512_set1_epi32(tl.corr[b * TR + i]);
+        const uint8_t *ub = ga + b * 64 * 64; /* 64 steps of 4 elements */
+        if (t == IG_TYPE_Q6_K) {
+            for (int j = 0; j < 16; j++) {
+                __m512i u[4];
+                for (int s = 0; s < 4; s++) u[s] = _mm512_load_si512((const void *)(ub + (4 * j + s) * 64));
+                for (int i = 0; i < TR; i++) {
+                    const int8_t *w = tl.w + (b * TR + i) * 256 + 16 * j;
+                    __m512i a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[0], bcast32(w));
+                    for (int s = 1; s < 4; s++) a = _mm512_dpbusd_epi32(a, u[s], bcast32(w + 4 * s));
+                    isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(a, _mm512_set1_epi32(tl.sc[(b * TR + i) * 16 + j])));
+                }
+            }
+            const __m512 dxv = _mm512_load_ps(dx + 16 * b);
+            for (int i = 0; i < TR; i++) {
+                const __m512 d = _mm512_mul_ps(_mm512_set1_ps(tl.d[b * TR + i]), dxv);
+                acc[i] = _mm512_add_ps(acc[i], _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[i])));
+            }
+        } else {
+            for (int j = 0; j < 8; j++) {
+                __m512i u[8];
+                for (int s = 0; s < 8; s++) u[s] = _mm512_load_si512((const void *)(ub + (8 * j + s) * 64));
+                for (int i = 0; i < TR; i++) {
+                    const int8_t *w = tl.w + (b * TR + i) * 256 + 32 * j;
+                    __m512i a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[0], bcast32(w));
+                    for (int s = 1; s < 8; s++) a = _mm512_dpbusd_epi32(a, u[s], bcast32(w + 4 * s));
+                    isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(a, _mm512_set1_epi32(tl.sc[(b * TR + i) * 16 + j])));
+                }
+            }
+            const __m512 dxv = _mm512_load_ps(dx + 16 * b);
+            __m512i bsp[4];
+            for (int p = 0; p < 4; p++) bsp[p] = _mm512_load_si512((const void *)(gbs + (b * 4 + p) * 16));
+            for (int i = 0; i < TR; i++) {
+                __m512i imin = _mm512_setzero_si512();
+                for (int p = 0; p < 4; p++)
+                    imin = _mm512_dpwssd_epi32(imin, bsp[p], _mm512_set1_epi32(tl.mp[(b * TR + i) * 4 + p]));
+                const __m512 d = _mm512_mul_ps(_mm512_set1_ps(tl.d[b * TR + i]), dxv);
+                const __m512 dmin = _mm512_mul_ps(_mm512_set1_ps(tl.dmin[b * TR + i]), dxv);
+                const __m512 hi = _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[i]));
+                const __m512 lo = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(imin));
+                acc[i] = _mm512_add_ps(acc[i], _mm512_sub_ps(hi, lo));
+            }
+        }
+    }
+    store_tile(m, r, vr, g, acc);
+}
+
+static void gemm(const ig_mm *m, int64_t r0, int64_t r1, uint8_t *scratch) {
+    const int groups = (m->n + IG_MM_GROUP - 1) / IG_MM_GROUP;
+    const ig_dtype t = m->type;
+    const bool kq = ig_mm_act_kind(t) == IG_ACT_Q8_K;
+    for (int64_t r = r0; r < r1; r += TR) {
+        const int vr = (int)IG_MIN(TR, r1 - r);
+        if (kq) {
+            const tilek tl = tilek_at(scratch, m->k / IG_QK_K);
+            switch (t) {
+            case IG_TYPE_Q4_K: unpackk_tile(m, IG_TYPE_Q4_K, r, vr, tl); break;
+            case IG_TYPE_Q5_K: unpackk_tile(m, IG_TYPE_Q5_K, r, vr, tl); break;
+            default: unpackk_tile(m, IG_TYPE_Q6_K, r, vr, tl); break;
+            }
+            for (int g = 0; g < groups; g++) {
+                if (t == IG_TYPE_Q6_K) gemmk_group_t(m, IG_TYPE_Q6_K, r, vr, g, tl);
+                else gemmk_group_t(m, IG_TYPE_Q4_K, r, vr, g, tl);
+            }
+        } else {
+            const tile32 tl = tile32_at(scratch, m->k / IG_QK);
+            switch (t) {
+            case IG_TYPE_Q8_0: unpack32_tile(m, IG_TYPE_Q8_0, r, vr, tl); break;
+            case IG_TYPE_Q4_0: unpack32_tile(m, IG_TYPE_Q4_0, r, vr, tl); break;
+            default: unpack32_tile(m, IG_TYPE_Q5_0, r, vr, tl); break;
+            }
+            for (int g = 0; g < groups; g++) gemm32_group(m, r, vr, g, tl);
+        }
+    }
+}
+
+static void matmul_avx512(const ig_mm *m, int64_t r0, int64_t r1, void *scratch) {
+    if (r0 >= r1 || m->n <= 0) return;
+    if (ig_mm_act_kind(m->type) == IG_ACT_F32) float_rows(m, r0, r1);
+    else if (m->grouped) gemm(m, r0, r1, scratch);
+    else quant_rows(m, r0, r1);
+}
+
+static size_t scratch_avx512(int64_t k) { return tile_bytes(k) + 64; }
+
+const ig_mm_isa ig_mm_isa_avx512 = {
+    .name = "avx512",
+    .gemm_min = 4,
+    .quant_row = quant_row_avx512,
+    .matmul = matmul_avx512,
+    .scratch_bytes = scratch_avx512,
+};
