@@ -159,8 +159,13 @@ def test_swa_pattern_variants(gguf_dir: Path):
 needs_llamacpp = pytest.mark.skipif(R.llamacpp_bin_dir() is None,
                                     reason="llama.cpp not built (scripts/build-llamacpp.sh)")
 
-# bounds for llama.cpp itself on our conversions vs the HF f32 logits
-LLAMACPP_BOUND = {"f32": 1e-4, "f16": 2e-3, "bf16": 1e-2, "q8_0": 3e-2}
+# Bounds for llama.cpp itself on our conversions vs the HF f32 logits. Its CPU
+# backend is not exact even on F32 files (GELU through an fp16 lookup table),
+# and it rounds the activations to the weight type for the dot products
+# (F16/BF16/Q8_0), so it is looser than ignis must be. Observed (llama.cpp
+# 0c1e57098, 2026-11): f32 1.2e-4, f16 5.5e-4, bf16 4.2e-3, q8_0 1.5e-2,
+# while a convention mistake is far off (the wrong attention scale alone: 3.5e-2).
+LLAMACPP_BOUND = {"f32": 3e-4, "f16": 2e-3, "bf16": 1e-2, "q8_0": 3e-2}
 
 
 @needs_llamacpp
@@ -194,3 +199,15 @@ def test_llamacpp_ignores_attention_scale(gguf_dir: Path, tmp_path: Path):
     got = R.llamacpp_all_logits(path, s["tokens"], tmp_path / "l.f32")
     assert R.rel_err(got, np.array(s["logits"])) > 1e-3
     assert math.isclose(field(gguf.GGUFReader(path), "gemma3.attention.scale"), 48 ** -0.5, rel_tol=1e-7)
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda p: p.name)
+def test_float64_evaluation_of_converted_file(model: Path, gguf_dir: Path):
+    """tests/tools/np_gemma3.py (float64, reads gemma3.attention.scale) on the
+    F32 conversion reproduces the transformers logits: the file alone,
+    including the explicit scale key, defines the model."""
+    import np_gemma3
+    hp, w = np_gemma3.load(str(R.converted_gguf(model, "f32", gguf_dir)))
+    for s in R.hf_reference(model)["sequences"]:
+        got = np_gemma3.forward(hp, w, s["tokens"])
+        assert max(R.rel_errs_per_position(got, np.array(s["logits"]))) <= 1e-6

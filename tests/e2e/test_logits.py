@@ -33,27 +33,49 @@ import ignis_ref as R  # noqa: E402
 MODELS = R.hf_models()
 
 # ||out - ref|| / ||ref|| bounds per position, by KV-cache type: f32 is the
-# same arithmetic as the reference up to summation order (observed ~1e-6);
-# f16 KV rounds K and V to 11 significant bits (2^-11 = 4.9e-4 relative per
-# element), which the softmax and 6-7 layers grow to about 1e-3 at most.
+# same arithmetic as the reference up to summation order (a float64 numpy
+# evaluation, tests/tools/np_gemma3.py, is 3e-7 away); f16 KV rounds K and V
+# to 11 significant bits (<= 2^-12 relative each), which moved llama.cpp's
+# logits on the F32 conversions by 0.5e-4..1e-4 (from 0.9e-4..1.2e-4 with f32 KV
+# to 1.5e-4..2.2e-4); 2e-3 is 10x that.
 KV_BOUND = {"f32": 1e-4, "f16": 2e-3}
 
 # GGUF conversions of the f32 weights, vs the f32 reference (KV f32):
 # - F32: lossless, same bound as the HF f32 checkpoint;
-# - F16: each weight rounded to 11 significant bits (<= 2^-12 relative,
-#   ~1.4e-4 rms); bf16 rounding (3 fewer bits, 8x the error) moves these
-#   logits by 2.5e-3..3.4e-3 (reference.json logits vs logits_bf16_weights),
-#   so F16 should land near 3.4e-3 / 8 = 4e-4; 2e-3 leaves 5x headroom and
-#   is still 1.7x tighter than a bf16-rounded result would pass;
-# - Q8_0: 8-bit blocks (~0.3-0.5 % rms per weight); llama.cpp itself on the
-#   same files stays well under the bound (tests/e2e/test_gguf_convert.py).
+# - F16: each weight rounded to 11 significant bits (<= 2^-12 relative);
+#   bf16 rounding (3 fewer bits, 8x the error) moves these logits by
+#   2.5e-3..3.4e-3 (reference.json logits vs logits_bf16_weights), so F16
+#   should land near 3.4e-3 / 8 = 4e-4: measured 4.0e-4 (exact float64
+#   arithmetic on the F16 weights) and 5.5e-4 (llama.cpp, which also rounds
+#   the activations to f16). 2e-3 leaves 4-5x headroom and still fails a
+#   result as coarse as bf16 weights;
+# - Q8_0: measured 1.0e-2 (exact arithmetic on the Q8_0 weights) and 1.5e-2
+#   (llama.cpp, which also rounds activations to Q8_0): 3e-2 leaves 2-3x.
+#   The fixtures' top-two logit gaps are >= 25 (logits up to 150), far
+#   beyond that noise, so top-1 must match everywhere.
 GGUF_BOUND = {"f32": 1e-4, "f16": 2e-3, "q8_0": 3e-2}
 
-# Real 270M Q4_K_M vs llama.cpp: both dequantize the same blocks, but llama.cpp
-# quantizes activations to 8 bits (Q8_K / Q8_0) for its dot products, which
-# ignis need not do.
-REAL_BOUND = 2e-2
-TIE = 1e-3  # logits closer than this are a tie: either top-1 is acceptable
+# Real 270M Q4_K_M vs llama.cpp. This model amplifies tiny numeric
+# differences: llama.cpp against itself moves the logits by up to 8.4e-2
+# (incremental vs batch) and 9.1e-2 (KV f16 vs f32), and its Q4_K_M result
+# is 1.1e-1 (mean 6.7e-2) from the exact result for the same weights (its
+# 8-bit activation rounding; tests/data/llamacpp-gemma3-270m.json
+# "calibration"). ignis (which also rounds activations to 8 bits) measured
+# 1.9e-1 max / 8.7e-2 mean against llama.cpp (2026-11-22). A 2e-2 bound would
+# fail llama.cpp itself, so this comparison is loose (it still catches a
+# broken model: a 4-token window gives 1.5, norms without the +1 1.6; a
+# wrong global RoPE base alone gives only 2.0e-1 max / 9.7e-2 mean), and the
+# tight check is on the dequantized weights instead: ignis on them vs
+# llama.cpp on them (F32 arithmetic; llama.cpp is 1.2e-3 from an exact
+# float64 evaluation there since its GELU goes through an fp16 table; ignis
+# measured 1.2e-3 against llama.cpp and 3.4e-6 against float64).
+REAL_BOUND_MAX, REAL_BOUND_MEAN = 3e-1, 1.2e-1
+DEQUANT_BOUND = 5e-3
+# logits closer than this may swap order under such noise: llama.cpp's own
+# variants (KV f16, dequantized weights) change the argmax at top-two gaps
+# up to 0.35, sometimes to the third-best token
+GAP = 0.5
+TF_MAX_MISMATCH = 15  # of 6 x 32 teacher-forced greedy steps (llama.cpp variants: 5-11)
 
 pytestmark = pytest.mark.skipif(not MODELS, reason=f"no fixtures in {R.HF_FIXTURES}")
 
@@ -141,17 +163,51 @@ def llamacpp_ref() -> dict:
 
 @pytest.mark.parametrize("incremental", [False, True], ids=["batch", "incremental"])
 def test_real_model_logits_vs_llamacpp(llamacpp_ref: dict, incremental: bool, tmp_path: Path):
+    """Q4_K_M, every position of a fixed 10-token sequence vs llama.cpp."""
     lg = llamacpp_ref["logits"]
     want = R.llamacpp_logits(llamacpp_ref)
     got = R.ignis_logits(real_model(), lg["tokens"], tmp_path / "real.f32", all_positions=True,
                          incremental=incremental, kv="f32", n_vocab=want.shape[1])
     assert np.isfinite(got).all()
     errs = R.rel_errs_per_position(got, want)
-    assert max(errs) <= REAL_BOUND, " ".join(f"{e:.2e}" for e in errs)
+    msg = " ".join(f"{e:.2e}" for e in errs)
+    assert max(errs) <= REAL_BOUND_MAX and np.mean(errs) <= REAL_BOUND_MEAN, msg
     for p in range(len(want)):
         g = int(got[p].argmax())
         if g != lg["top1"][p]:
-            # only acceptable if llama.cpp's own top two are tied (the gap is
-            # from its float32 logits; the stored float16 ones are too coarse)
-            assert lg["top2_gap"][p] < TIE and g == lg["second"][p], (
-                f"position {p}: ignis top-1 {g}, llama.cpp {lg['top1'][p]} (gap {lg['top2_gap'][p]:.3g})")
+            # only acceptable where llama.cpp's own logit for ignis's choice is
+            # within GAP of its best (from its float32 logits, top5)
+            assert R.near_top(lg["top5"][p], g, GAP), (
+                f"position {p}: ignis top-1 {g}, llama.cpp top-5 {lg['top5'][p]}")
+
+
+def test_real_model_dequantized_vs_llamacpp(llamacpp_ref: dict, tmp_path: Path):
+    """The same weights dequantized to F32 (gguf-py; bit-identical to
+    llama-quantize's F32 output): tight agreement with llama.cpp."""
+    d = llamacpp_ref["logits_f32_dequantized"]
+    want = R.llamacpp_dequant_logits(llamacpp_ref)
+    model = R.dequantized_real_model(real_model())
+    tokens = llamacpp_ref["logits"]["tokens"]
+    got = R.ignis_logits(model, tokens, tmp_path / "deq.f32", all_positions=True, kv="f32",
+                         n_vocab=want.shape[1])[d["positions"]]
+    errs = R.rel_errs_per_position(got, want)
+    assert max(errs) <= DEQUANT_BOUND, " ".join(f"{e:.2e}" for e in errs)
+    assert [int(x) for x in got.argmax(1)] == d["top1"]
+
+
+def test_real_model_teacher_forced_greedy(llamacpp_ref: dict, tmp_path: Path):
+    """Each prompt + llama.cpp's greedy continuation, fed as one sequence: at
+    every generated position ignis's argmax is llama.cpp's greedy token,
+    except at near-ties (a token llama.cpp scores within GAP of its best),
+    and those are rare."""
+    mismatches = []
+    for i, p in enumerate(llamacpp_ref["prompts"]):
+        seq = p["tokens"] + p["greedy"][:-1]
+        got = R.ignis_logits(real_model(), seq, tmp_path / f"tf{i}.f32", all_positions=True, kv="f32")
+        am = got.argmax(1)[len(p["tokens"]) - 1:]
+        for k, (a, b) in enumerate(zip(am, p["greedy"])):
+            if a != b:
+                mismatches.append((p["text"][:24], k, int(a), p["top5"][k]))
+    confident = [m for m in mismatches if not R.near_top(m[3], m[2], GAP)]
+    assert not confident, f"argmax differs where llama.cpp is confident: {confident}"
+    assert len(mismatches) <= TF_MAX_MISMATCH, mismatches

@@ -70,11 +70,11 @@ class NotInThisBuild(Exception):
 def ignis_generate_ids(model: Path | str, prompt: list[int], n: int) -> list[int]:
     """Greedy generation of n tokens after prompt; returns only the new ids.
     The one place that knows the `ignis run` interface (issue #3, tentative):
-    `ignis run MODEL --tokens-in 2,10,... -n N --temp 0 --print-ids` printing
+    `ignis run MODEL --tokens-in 2,10,... -n N --temp 0 --kv f32 --print-ids` printing
     the generated ids (comma/space separated; the prompt echoed first is
     tolerated and stripped)."""
     args = ["run", str(model), "--tokens-in", ",".join(map(str, prompt)), "-n", str(n),
-            "--temp", "0", "--print-ids"]
+            "--temp", "0", "--kv", "f32", "--print-ids"]
     r = run_ignis(args)
     if r.returncode != 0 and "not available in this build" in r.stderr:
         raise NotInThisBuild(r.stderr.strip())
@@ -124,6 +124,32 @@ def llamacpp_logits(ref: dict) -> np.ndarray:
     lg = ref["logits"]
     a = np.fromfile(DATA / lg["file"], dtype="<f2").astype(np.float32)
     return a.reshape(lg["shape"])
+
+
+def near_top(top5: list, token: int, gap: float) -> bool:
+    """token is among llama.cpp's five best ([[id, logit], ...], best first)
+    with a logit within gap of the best."""
+    return any(t == token and l >= top5[0][1] - gap for t, l in top5)
+
+
+def llamacpp_dequant_logits(ref: dict) -> np.ndarray:
+    lg = ref["logits_f32_dequantized"]
+    a = np.fromfile(DATA / lg["file"], dtype="<f2").astype(np.float32)
+    return a.reshape(lg["shape"])
+
+
+def dequantized_real_model(model: Path = REAL_MODEL) -> Path:
+    """The real model with every tensor dequantized to F32 (tests/tools/
+    dequantize_gguf.py, ~1.1 GB, cached next to the model)."""
+    out = model.with_name(model.stem + "-dequant-f32.gguf")
+    if not out.exists() or out.stat().st_mtime < model.stat().st_mtime:
+        import sys
+        sys.path.insert(0, str(TOOLS))
+        import dequantize_gguf
+        tmp = out.with_suffix(".tmp")
+        dequantize_gguf.dequantize_file(model, tmp)
+        tmp.rename(out)
+    return out
 
 
 def sha256(path: Path) -> str:

@@ -6,9 +6,9 @@
  *   llamacpp_driver [-t THREADS] [--kv f32|f16] MODEL tokenize       (text on stdin)
  *       -> one line: the ids, comma-separated (BOS added, specials parsed)
  *   llamacpp_driver [...] MODEL generate N IDS
- *       -> N lines "token top1_logit second_token second_logit is_eog", greedy
- *          with llama.cpp's own greedy sampler; the prompt is decoded as one
- *          batch, then one token per decode
+ *       -> N lines "token is_eog id1 logit1 ... id5 logit5" (the five largest
+ *          logits, best first), greedy with llama.cpp's own greedy sampler;
+ *          the prompt is decoded as one batch, then one token per decode
  *   llamacpp_driver [...] MODEL logits OUT IDS
  *       -> OUT: float32 little-endian logits of every position, row-major
  *          [n_tokens][n_vocab], all positions decoded as one batch
@@ -114,15 +114,24 @@ int main(int argc, char **argv) {
         for (int step = 0; step < n_gen; step++) {
             if (llama_decode(ctx, batch)) die("decode");
             const float *lg = llama_get_logits_ith(ctx, -1);
-            int b1 = 0, b2 = -1;
-            for (int v = 1; v < n_vocab; v++) {
-                if (lg[v] > lg[b1]) { b2 = b1; b1 = v; }
-                else if (b2 < 0 || lg[v] > lg[b2]) b2 = v;
+            enum { K = 5 };
+            int top[K];
+            for (int i = 0; i < K; i++) top[i] = -1;
+            for (int v = 0; v < n_vocab; v++) {
+                for (int i = 0; i < K; i++) {
+                    if (top[i] < 0 || lg[v] > lg[top[i]]) {
+                        for (int j = K - 1; j > i; j--) top[j] = top[j - 1];
+                        top[i] = v;
+                        break;
+                    }
+                }
             }
             llama_token tok = llama_sampler_sample(smpl, ctx, -1);
-            printf("%d %.9g %d %.9g %d\n", tok, lg[b1], b2, lg[b2],
-                   llama_vocab_is_eog(vocab, tok) ? 1 : 0);
-            if (tok != b1 && lg[tok] != lg[b1]) fprintf(stderr, "warning: sampler %d != argmax %d\n", tok, b1);
+            printf("%d %d", tok, llama_vocab_is_eog(vocab, tok) ? 1 : 0);
+            for (int i = 0; i < K; i++) printf(" %d %.9g", top[i], lg[top[i]]);
+            printf("\n");
+            if (tok != top[0] && lg[tok] != lg[top[0]])
+                fprintf(stderr, "warning: sampler %d != argmax %d\n", tok, top[0]);
             static llama_token one;
             one = tok;
             batch = llama_batch_get_one(&one, 1);

@@ -38,6 +38,28 @@ PROMPTS = [
 N_GEN = 32
 # the fixed sequence for full logits: BOS + a short sentence (~10 tokens)
 LOGITS_TEXT = "The quick brown fox jumps over the lazy dog"
+DEQ_POSITIONS = 4  # positions (the last ones) kept of the F32-dequantized run
+
+
+def dumps(x, ind: str = "") -> str:
+    """JSON with objects indented and lists on one line."""
+    if isinstance(x, dict):
+        inner = ind + " "
+        items = [f"{inner}{json.dumps(k)}: {dumps(v, inner)}" for k, v in x.items()]
+        return "{\n" + ",\n".join(items) + "\n" + ind + "}"
+    if isinstance(x, list) and any(isinstance(v, dict) for v in x):
+        inner = ind + " "
+        return "[\n" + ",\n".join(inner + dumps(v, inner) for v in x) + "\n" + ind + "]"
+    return json.dumps(x, ensure_ascii=False, separators=(",", ":"))
+
+
+def same_tensors(a: Path, b: Path) -> bool:
+    import gguf
+    ra, rb = gguf.GGUFReader(a), gguf.GGUFReader(b)
+    ta = {t.name: t for t in ra.tensors}
+    tb = {t.name: t for t in rb.tensors}
+    return ta.keys() == tb.keys() and all(
+        ta[k].tensor_type == tb[k].tensor_type == 0 and np.array_equal(ta[k].data, tb[k].data) for k in ta)
 
 
 def main() -> int:
@@ -68,12 +90,12 @@ def main() -> int:
         r = R.llamacpp_run([*t, model, "generate", N_GEN, ",".join(map(str, ids))])
         steps = [line.split() for line in r.stdout.strip().splitlines()]
         gen = [int(s[0]) for s in steps]
-        top1 = [float(s[1]) for s in steps]
-        second = [int(s[2]) for s in steps]
-        gap = [float(s[1]) - float(s[3]) for s in steps]
-        eog = [bool(int(s[4])) for s in steps]
-        prompts.append({"text": text, "tokens": ids, "greedy": gen, "top1_logit": top1,
-                        "second_token": second, "top2_gap": gap, "is_eog": eog})
+        eog = [bool(int(s[1])) for s in steps]
+        top5 = [[[int(s[i]), round(float(s[i + 1]), 5)] for i in range(2, 12, 2)] for s in steps]
+        assert all(t[0][0] == g for t, g in zip(top5, gen))
+        gap = [float(s[3]) - float(s[5]) for s in steps]
+        prompts.append({"text": text, "tokens": ids, "greedy": gen, "is_eog": eog,
+                        "second_token": [t[1][0] for t in top5], "top2_gap": gap, "top5": top5})
         print(f"{text!r}: {len(ids)} tokens, min gap {min(gap):.4g}", file=sys.stderr)
 
     seq = tokenize(LOGITS_TEXT)
@@ -87,7 +109,27 @@ def main() -> int:
     name = "llamacpp-gemma3-270m.logits.f16"
     R.DATA.mkdir(parents=True, exist_ok=True)
     f16.tofile(R.DATA / name)
+
+    # The same weights dequantized to F32 by llama.cpp's own llama-quantize:
+    # llama.cpp's logits for them, without its 8-bit activation rounding.
+    deq = tmp / "gemma-3-270m-f32-llamacpp.gguf"
+    if not deq.exists():
+        subprocess.run([str(Path(bindir) / "llama-quantize"), "--allow-requantize", str(model), str(deq),
+                        "F32", str(a.threads)], check=True, capture_output=True)
+    pydeq = R.dequantized_real_model(model)
+    same = same_tensors(deq, pydeq)
+    assert same, "gguf-py and llama.cpp dequantize differently"
+    lgd = R.llamacpp_all_logits(deq, seq, tmp / "deq.f32", threads=a.threads)
+    keep = list(range(len(seq) - DEQ_POSITIONS, len(seq)))
+    dname = "llamacpp-gemma3-270m-f32dequant.logits.f16"
+    lgd[keep].astype("<f2").tofile(R.DATA / dname)
+
+    def errs(x, y):
+        e = R.rel_errs_per_position(x, y)
+        return {"max": max(e), "mean": float(np.mean(e))}
+
     srt = np.sort(lg, axis=1)
+    second = [int(np.where(np.arange(row.size) == row.argmax(), -np.inf, row).argmax()) for row in lg]
     out = {
         "about": "llama.cpp reference for the real Gemma 3 270M Q4_K_M GGUF; made by "
                  "tests/tools/make_llamacpp_reference.py",
@@ -103,18 +145,30 @@ def main() -> int:
             "text": LOGITS_TEXT, "tokens": seq, "file": name, "dtype": "float16", "byteorder": "little",
             "shape": [len(seq), int(lg.shape[1])],
             "top1": [int(x) for x in lg.argmax(axis=1)],
-            "second": [int(np.where(np.arange(row.size) == row.argmax(), -np.inf, row).argmax()) for row in lg],
+            "second": second,
+            "top5": [[[int(i), round(float(row[i]), 5)] for i in np.argsort(-row, kind="stable")[:5]] for row in lg],
             "top2_gap": [float(x) for x in srt[:, -1] - srt[:, -2]],
-            "notes": {
-                "rel_err_float16_storage": max(R.rel_errs_per_position(f16.astype(np.float32), lg)),
-                "rel_err_threads_1_vs_n": max(R.rel_errs_per_position(lg1, lg)),
-                "rel_err_incremental_vs_batch": max(R.rel_errs_per_position(lgi, lg)),
-                "rel_err_kv_f16_vs_f32": max(R.rel_errs_per_position(lgh, lg)),
-            },
+        },
+        "logits_f32_dequantized": {
+            "about": "llama.cpp on the same weights dequantized to F32 by llama-quantize (tensor data "
+                     "identical to tests/tools/dequantize_gguf.py's output); same tokens, only these positions",
+            "positions": keep, "file": dname, "dtype": "float16", "byteorder": "little",
+            "shape": [len(keep), int(lg.shape[1])],
+            "top1": [int(x) for x in lgd[keep].argmax(axis=1)],
+        },
+        "calibration": {
+            "about": "relative L2 errors per position (max, mean) between llama.cpp runs of the same "
+                     "sequence; the model amplifies small numeric differences a lot",
+            "float16_storage": errs(f16.astype(np.float32), lg),
+            "threads_1_vs_n": errs(lg1, lg),
+            "incremental_vs_batch": errs(lgi, lg),
+            "kv_f16_vs_f32": errs(lgh, lg),
+            "q4_k_m_vs_f32_dequantized": errs(lg, lgd),
+            "f32_dequantized_float16_storage": errs(lgd[keep].astype("<f2").astype(np.float32), lgd[keep]),
         },
     }
-    (R.LLAMACPP_JSON).write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")
-    print(json.dumps(out["logits"]["notes"]), file=sys.stderr)
+    R.LLAMACPP_JSON.write_text(dumps(out) + "\n")
+    print(json.dumps(out["calibration"], indent=1), file=sys.stderr)
     print(f"wrote {R.LLAMACPP_JSON} and {R.DATA / name}", file=sys.stderr)
     return 0
 
