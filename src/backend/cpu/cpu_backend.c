@@ -38,7 +38,7 @@ static void run_graph(void *arg, int ith, int nth) {
     for (int s = 0; s < ra->cb->n_steps; s++) {
         const cpu_step *st = &ra->cb->steps[s];
         if (st->matmul) ig_cpu_matmuls(ex, &g->ops[st->op], st->n, &ra->cb->next[s], ith, nth);
-        else ig_cpu_op(ex, &g->ops[st->op], ith, nth);
+        else ig_cpu_op(ex, &g->ops[st->op], &ra->cb->next[s], ith, nth);
         ig_threadpool_barrier(ex->ctx->pool);
     }
 }
@@ -166,6 +166,7 @@ ig_status ig_backend_cpu_create(ig_context *ctx, ig_backend **out) {
     widest = IG_MAX(widest, (size_t)hp->n_head * hp->head_dim_v);
     widest = IG_MAX(widest, (size_t)ctx->params.n_ctx);
     widest = IG_MAX(widest, (size_t)hp->head_dim * 2);
+    widest = IG_MAX(widest, ig_attn_scratch_floats(hp->head_dim, hp->head_dim_v));
     cb->n_threads = ig_threadpool_size(ctx->pool);
     cb->scratch = ig_calloc_array((size_t)cb->n_threads, sizeof *cb->scratch);
     if (!cb->scratch) {

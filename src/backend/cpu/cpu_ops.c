@@ -162,50 +162,73 @@ static void op_kv_store(const ig_cpu_exec *ex, const ig_op *op, int ith, int nth
     }
 }
 
-static inline float kv_at(ig_kv_type type, const void *base, size_t i) {
-    return type == IG_KV_F16 ? ig_f16_to_f32(((const uint16_t *)base)[i]) : ((const float *)base)[i];
-}
-
-static void op_attention(const ig_cpu_exec *ex, const ig_op *op, int ith, int nth) {
+/* Attention in blocks of query rows sharing a KV head and a sequence: the
+ * heads of a GQA group for up to 16 / group consecutive tokens (fewer, or a
+ * part of the group, when that leaves a thread idle). Blocks are claimed
+ * dynamically, latest tokens (the most keys) first. */
+static void op_attention(const ig_cpu_exec *ex, const ig_op *op, atomic_int *next, int ith,
+                         int nth) {
+    (void)ith;
     const ig_hparams *hp = &ex->ctx->model->hp;
     const ig_kv_cache *kv = &ex->ctx->kv;
     const ig_kv_layer *L = &kv->layers[op->layer];
     const int hd = hp->head_dim, hdv = hp->head_dim_v, n_head = hp->n_head;
-    const int group = n_head / hp->n_head_kv;
-    int64_t b, e;
-    ig_split_range((int64_t)ex->step->n_tokens * n_head, ith, nth, &b, &e);
-    float *scores = ex->scratch[ith].f;
-    for (int64_t task = b; task < e; task++) {
-        int64_t t = task / n_head;
-        int h = (int)(task % n_head), kvh = h / group;
-        int p = ex->step->pos[t], s = ex->step->seq[t];
-        int lo = L->window ? IG_MAX(0, p - L->window + 1) : 0;
-        const float *q = ex->buf[op->src] + t * (int64_t)n_head * hd + (int64_t)h * hd;
-        float mx = -INFINITY;
-        for (int j = lo; j <= p; j++) {
-            size_t row = ((size_t)s * (size_t)L->cap + (size_t)(j % L->cap)) * (size_t)kv->k_dim +
-                         (size_t)kvh * hd;
-            float dot = 0;
-            for (int i = 0; i < hd; i++) dot += q[i] * kv_at(kv->type, L->k, row + (size_t)i);
-            dot *= op->f0;
-            if (op->f1 > 0) dot = op->f1 * tanhf(dot / op->f1);
-            scores[j - lo] = dot;
-            if (dot > mx) mx = dot;
-        }
-        double sum = 0;
-        for (int j = lo; j <= p; j++) {
-            float w = expf(scores[j - lo] - mx);
-            scores[j - lo] = w;
-            sum += w;
-        }
-        float inv = (float)(1.0 / sum);
-        float *o = ex->buf[op->dst] + t * (int64_t)n_head * hdv + (int64_t)h * hdv;
-        for (int i = 0; i < hdv; i++) o[i] = 0;
-        for (int j = lo; j <= p; j++) {
-            size_t row = ((size_t)s * (size_t)L->cap + (size_t)(j % L->cap)) * (size_t)kv->v_dim +
-                         (size_t)kvh * hdv;
-            float w = scores[j - lo] * inv;
-            for (int i = 0; i < hdv; i++) o[i] += w * kv_at(kv->type, L->v, row + (size_t)i);
+    const int n_kv = hp->n_head_kv, group = n_head / n_kv;
+    const int n = ex->step->n_tokens;
+    int hs = IG_MIN(group, IG_ATTN_MAX_ROWS);
+    int bt = IG_MAX(1, IG_ATTN_MAX_ROWS / hs);
+    for (;;) {
+        const int64_t tasks = (int64_t)((n + bt - 1) / bt) * n_kv * ((group + hs - 1) / hs);
+        if (tasks >= 2 * nth || (bt == 1 && hs == 1)) break;
+        if (bt > 1) bt = (bt + 1) / 2;
+        else if (tasks >= nth) break;
+        else hs = (hs + 1) / 2;
+    }
+    const int n_tb = (n + bt - 1) / bt, n_hs = (group + hs - 1) / hs;
+    const int64_t tasks = (int64_t)n_tb * n_kv * n_hs;
+    const size_t es = ig_kv_elem_size(kv->type);
+    ig_attn_block blk;
+    blk.cap = L->cap;
+    blk.f16 = kv->type == IG_KV_F16;
+    blk.hd = hd;
+    blk.hdv = hdv;
+    blk.kstride = (size_t)kv->k_dim;
+    blk.vstride = (size_t)kv->v_dim;
+    blk.scale = op->f0;
+    blk.softcap = op->f1;
+    blk.scratch = ex->scratch[ith].f;
+    for (;;) {
+        const int64_t c = atomic_fetch_add_explicit(next, 1, memory_order_relaxed);
+        if (c >= tasks) break;
+        const int tb = n_tb - 1 - (int)(c / ((int64_t)n_kv * n_hs));
+        const int kvh = (int)(c / n_hs % n_kv), h0 = kvh * group + (int)(c % n_hs) * hs;
+        const int h1 = IG_MIN(h0 + hs, (kvh + 1) * group);
+        const int t_end = IG_MIN(n, (tb + 1) * bt);
+        for (int t0 = tb * bt; t0 < t_end;) {
+            const int s = ex->step->seq[t0];
+            int t1 = t0 + 1;
+            while (t1 < t_end && ex->step->seq[t1] == s) t1++;
+            blk.n_rows = 0;
+            blk.jlo = INT32_MAX;
+            blk.jhi = -1;
+            for (int t = t0; t < t1; t++) {
+                const int p = ex->step->pos[t];
+                const int lo = L->window ? IG_MAX(0, p - L->window + 1) : 0;
+                for (int h = h0; h < h1; h++) {
+                    const int r = blk.n_rows++;
+                    blk.q[r] = ex->buf[op->src] + (int64_t)t * n_head * hd + (int64_t)h * hd;
+                    blk.o[r] = ex->buf[op->dst] + (int64_t)t * n_head * hdv + (int64_t)h * hdv;
+                    blk.lo[r] = lo;
+                    blk.hi[r] = p;
+                }
+                blk.jlo = IG_MIN(blk.jlo, lo);
+                blk.jhi = IG_MAX(blk.jhi, p);
+            }
+            const size_t seq_off = (size_t)s * (size_t)L->cap;
+            blk.k = (const uint8_t *)L->k + (seq_off * (size_t)kv->k_dim + (size_t)kvh * hd) * es;
+            blk.v = (const uint8_t *)L->v + (seq_off * (size_t)kv->v_dim + (size_t)kvh * hdv) * es;
+            ex->isa->attn(&blk);
+            t0 = t1;
         }
     }
 }
@@ -238,14 +261,14 @@ static void op_softcap(const ig_cpu_exec *ex, const ig_op *op, int ith, int nth)
     for (int64_t i = b; i < e; i++) x[i] = op->f0 * tanhf(x[i] / op->f0);
 }
 
-void ig_cpu_op(const ig_cpu_exec *ex, const ig_op *op, int ith, int nth) {
+void ig_cpu_op(const ig_cpu_exec *ex, const ig_op *op, atomic_int *next, int ith, int nth) {
     switch (op->kind) {
     case IG_OP_EMBED: op_embed(ex, op, ith, nth); break;
     case IG_OP_RMSNORM: op_rmsnorm(ex, op, ith, nth); break;
     case IG_OP_MATMUL: break; /* grouped and run by ig_cpu_matmuls */
     case IG_OP_ROPE: op_rope(ex, op, ith, nth); break;
     case IG_OP_KV_STORE: op_kv_store(ex, op, ith, nth); break;
-    case IG_OP_ATTENTION: op_attention(ex, op, ith, nth); break;
+    case IG_OP_ATTENTION: op_attention(ex, op, next, ith, nth); break;
     case IG_OP_GEGLU: op_geglu(ex, op, ith, nth); break;
     case IG_OP_ADD_RMSNORM: op_add_rmsnorm(ex, op, ith, nth); break;
     case IG_OP_GATHER: op_gather(ex, op, ith, nth); break;

@@ -26,7 +26,8 @@ typedef struct ig_cpu_exec {
     uint8_t *act; /* quantized activations of the current matmul group */
 } ig_cpu_exec;
 
-void ig_cpu_op(const ig_cpu_exec *ex, const ig_op *op, int ith, int nth);
+/* next: a counter at 0 on entry for ops that share work out dynamically. */
+void ig_cpu_op(const ig_cpu_exec *ex, const ig_op *op, atomic_int *next, int ith, int nth);
 
 /* Runs n_ops consecutive matmuls that read the same input buffer: quantizes
  * the input once (all threads, then a barrier) and shares the output rows of

@@ -285,6 +285,7 @@ const ig_mm_isa ig_mm_isa_scalar = {
     .quant_row = quant_row_scalar,
     .matmul = matmul_scalar,
     .scratch_bytes = scratch_scalar,
+    .attn = ig_attn_block_scalar,
 };
 
 /* ---- Selection ------------------------------------------------------------ */

@@ -17,6 +17,7 @@
 #ifndef IG_CPU_MATMUL_H
 #define IG_CPU_MATMUL_H
 
+#include "backend/cpu/attention.h"
 #include "quant/quant.h"
 
 #include <stdbool.h>
@@ -84,7 +85,7 @@ typedef struct ig_mm {
     int64_t ldy;
 } ig_mm;
 
-/* The kernels of one instruction set. */
+/* The kernels of one instruction set (matmul, and attention). */
 typedef struct ig_mm_isa {
     const char *name;
     /* Batches of at least this many tokens use the groups layout and the
@@ -97,6 +98,8 @@ typedef struct ig_mm_isa {
      * 64-byte aligned. */
     void (*matmul)(const ig_mm *m, int64_t r0, int64_t r1, void *scratch);
     size_t (*scratch_bytes)(int64_t k);
+    /* One attention block (attention.h). */
+    void (*attn)(const ig_attn_block *a);
 } ig_mm_isa;
 
 extern const ig_mm_isa ig_mm_isa_scalar;

@@ -88,6 +88,7 @@ static void quant_row_avx512(ig_act_kind kind, const float *x, int64_t k, uint8_
         for (int64_t b = 0; b < nb; b++) {
             const float *xb = x + IG_QK_K * b;
             __m512 vmax = _mm512_setzero_ps();
+            #pragma GCC unroll 16
             for (int j = 0; j < 16; j++) vmax = _mm512_max_ps(vmax, _mm512_abs_ps(_mm512_loadu_ps(xb + 16 * j)));
             const float amax = _mm512_reduce_max_ps(vmax);
             int8_t *q = (int8_t *)dst + IG_QK_K * b;
@@ -134,22 +135,31 @@ static ALWAYS_INLINE __m512 load_w16(ig_dtype t, const uint8_t *row, int64_t i, 
 static ALWAYS_INLINE void float_tile(const ig_mm *m, ig_dtype t, int64_t r, int tok, const int R,
                                      const int T) {
     __m512 acc[4][4];
+    #pragma GCC unroll 16
     for (int i = 0; i < R; i++)
+        #pragma GCC unroll 16
         for (int j = 0; j < T; j++) acc[i][j] = _mm512_setzero_ps();
     const uint8_t *rows[4];
+    #pragma GCC unroll 16
     for (int i = 0; i < R; i++) rows[i] = m->w + (size_t)(r + i) * m->row_bytes;
     const float *xs[4];
+    #pragma GCC unroll 16
     for (int j = 0; j < T; j++) xs[j] = m->x + (int64_t)(tok + j) * m->ldx;
     for (int64_t i0 = 0; i0 < m->k; i0 += 16) {
         const __mmask16 mk = m->k - i0 >= 16 ? 0xffff : (__mmask16)((1u << (m->k - i0)) - 1);
         __m512 xv[4];
+        #pragma GCC unroll 16
         for (int j = 0; j < T; j++) xv[j] = _mm512_maskz_loadu_ps(mk, xs[j] + i0);
+        #pragma GCC unroll 16
         for (int i = 0; i < R; i++) {
             const __m512 wv = load_w16(t, rows[i], i0, mk);
+            #pragma GCC unroll 16
             for (int j = 0; j < T; j++) acc[i][j] = _mm512_fmadd_ps(wv, xv[j], acc[i][j]);
         }
     }
+    #pragma GCC unroll 16
     for (int i = 0; i < R; i++)
+        #pragma GCC unroll 16
         for (int j = 0; j < T; j++)
             m->y[(int64_t)(tok + j) * m->ldy + r + i] = _mm512_reduce_add_ps(acc[i][j]);
 }
@@ -246,38 +256,43 @@ static ALWAYS_INLINE void k_scales(const uint8_t *blk, uint64_t *sc, uint64_t *m
 
 /* ---- Matrix-vector kernels (rows layout) ---------------------------------- */
 
-/* R rows (R <= 4) x T tokens (T <= 3) of a 32-element-block type. */
-static ALWAYS_INLINE void q32_tile(const ig_mm *m, ig_dtype t, int64_t r, int tok, const int R,
-                                   const int T) {
+/* Rows one after the other (the hardware prefetcher streams a single row
+ * well, several interleaved rows badly), T tokens (T <= 3) per pass. The
+ * per-block bias vectors [-off * s, 0, ...] of the tokens are built first. */
+static ALWAYS_INLINE void q32_rows_tok(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, int tok,
+                                       const int T, __m256i *bias) {
     const int64_t k = m->k, nb = k / IG_QK;
     const size_t bb = ig_blk_bytes(t);
     const int off = off_u32(t);
-    __m256 acc[4][3];
-    for (int i = 0; i < R; i++)
-        for (int j = 0; j < T; j++) acc[i][j] = _mm256_setzero_ps();
-    const uint8_t *rows[4], *a[3];
-    for (int i = 0; i < R; i++) rows[i] = m->w + (size_t)(r + i) * m->row_bytes;
-    for (int j = 0; j < T; j++) a[j] = m->act + (size_t)(tok + j) * m->act_stride;
-    for (int64_t b = 0; b < nb; b++) {
-        __m256i xv[3], bias[3];
-        __m256 dx[3];
-        for (int j = 0; j < T; j++) {
-            xv[j] = _mm256_load_si256((const __m256i *)(const void *)(a[j] + 32 * b));
-            bias[j] = _mm256_setr_epi32(-off * ig_act_s(a[j], k)[b], 0, 0, 0, 0, 0, 0, 0);
-            dx[j] = _mm256_set1_ps(ig_act_d(a[j], k)[b]);
-        }
-        for (int i = 0; i < R; i++) {
-            const uint8_t *blk = rows[i] + (size_t)b * bb;
+    const int8_t *xq[3];
+    const float *xd[3];
+#pragma GCC unroll 4
+    for (int j = 0; j < T; j++) {
+        const uint8_t *a = m->act + (size_t)(tok + j) * m->act_stride;
+        xq[j] = ig_act_q(a);
+        xd[j] = ig_act_d(a, k);
+        const int32_t *xs = ig_act_s(a, k);
+        for (int64_t b = 0; b < nb; b++) bias[j * nb + b] = _mm256_setr_epi32(-off * xs[b], 0, 0, 0, 0, 0, 0, 0);
+    }
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = m->w + (size_t)r * m->row_bytes;
+        __m256 acc[3];
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = row + (size_t)b * bb;
             const __m256i q = dec_u32(t, blk);
             const __m256 dw = _mm256_set1_ps(f16_to_f32(blk));
+#pragma GCC unroll 4
             for (int j = 0; j < T; j++) {
-                const __m256i dot = _mm256_dpbusd_epi32(bias[j], q, xv[j]);
-                acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, dx[j]), acc[i][j]);
+                const __m256i xv = _mm256_load_si256((const __m256i *)(const void *)(xq[j] + 32 * b));
+                const __m256i dot = _mm256_dpbusd_epi32(bias[j * nb + b], q, xv);
+                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, _mm256_set1_ps(xd[j][b])), acc[j]);
             }
         }
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) m->y[(int64_t)(tok + j) * m->ldy + r] = hsum256(acc[j]);
     }
-    for (int i = 0; i < R; i++)
-        for (int j = 0; j < T; j++) m->y[(int64_t)(tok + j) * m->ldy + r + i] = hsum256(acc[i][j]);
 }
 
 /* Exact integer sums of one K-quant block with one token, then the
@@ -289,6 +304,7 @@ static ALWAYS_INLINE float qk_block(ig_dtype t, const uint8_t *blk, const int8_t
         const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
         const __m512i sc512 = _mm512_castsi256_si512(sc16);
         __m512i acc = _mm512_setzero_si512();
+        #pragma GCC unroll 16
         for (int z = 0; z < 4; z++) {
             const __m512i q = q6k_part(blk, z);
             const __m512i x = _mm512_load_si512((const void *)(xq + 64 * z));
@@ -311,6 +327,7 @@ static ALWAYS_INLINE float qk_block(ig_dtype t, const uint8_t *blk, const int8_t
     const __m128i sc16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc));
     const __m512i sc512 = _mm512_castsi128_si512(sc16);
     __m512i acc = _mm512_setzero_si512();
+    #pragma GCC unroll 16
     for (int c = 0; c < 4; c++) {
         const __m512i q = t == IG_TYPE_Q4_K ? q4k_chunk(blk + 16 + 32 * c) : q5k_chunk(blk, c);
         const __m512i x = _mm512_load_si512((const void *)(xq + 64 * c));
@@ -349,25 +366,19 @@ static ALWAYS_INLINE void qk_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int6
     }
 }
 
-static ALWAYS_INLINE void q32_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1) {
+static ALWAYS_INLINE void q32_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, void *scratch) {
+    __m256i *bias = scratch;
     int tok = 0;
-    for (; tok + 3 <= m->n; tok += 3) {
-        int64_t r = r0;
-        for (; r + 4 <= r1; r += 4) q32_tile(m, t, r, tok, 4, 3);
-        for (; r < r1; r++) q32_tile(m, t, r, tok, 1, 3);
-    }
-    for (; tok < m->n; tok++) {
-        int64_t r = r0;
-        for (; r + 4 <= r1; r += 4) q32_tile(m, t, r, tok, 4, 1);
-        for (; r < r1; r++) q32_tile(m, t, r, tok, 1, 1);
-    }
+    for (; tok + 3 <= m->n; tok += 3) q32_rows_tok(m, t, r0, r1, tok, 3, bias);
+    if (m->n - tok == 2) q32_rows_tok(m, t, r0, r1, tok, 2, bias);
+    else if (m->n - tok == 1) q32_rows_tok(m, t, r0, r1, tok, 1, bias);
 }
 
-static void quant_rows(const ig_mm *m, int64_t r0, int64_t r1) {
+static void quant_rows(const ig_mm *m, int64_t r0, int64_t r1, void *scratch) {
     switch (m->type) {
-    case IG_TYPE_Q8_0: q32_rows_t(m, IG_TYPE_Q8_0, r0, r1); break;
-    case IG_TYPE_Q4_0: q32_rows_t(m, IG_TYPE_Q4_0, r0, r1); break;
-    case IG_TYPE_Q5_0: q32_rows_t(m, IG_TYPE_Q5_0, r0, r1); break;
+    case IG_TYPE_Q8_0: q32_rows_t(m, IG_TYPE_Q8_0, r0, r1, scratch); break;
+    case IG_TYPE_Q4_0: q32_rows_t(m, IG_TYPE_Q4_0, r0, r1, scratch); break;
+    case IG_TYPE_Q5_0: q32_rows_t(m, IG_TYPE_Q5_0, r0, r1, scratch); break;
     case IG_TYPE_Q4_K: qk_rows_t(m, IG_TYPE_Q4_K, r0, r1); break;
     case IG_TYPE_Q5_K: qk_rows_t(m, IG_TYPE_Q5_K, r0, r1); break;
     case IG_TYPE_Q6_K: qk_rows_t(m, IG_TYPE_Q6_K, r0, r1); break;
@@ -444,14 +455,18 @@ static void gemm32_group(const ig_mm *m, int64_t r, int vr, int g, tile32 tl) {
     const uint8_t *ga = m->act + (size_t)g * m->act_stride;
     const float *dx = ig_grp_d(ga, k);
     __m512 acc[TR];
+    #pragma GCC unroll 16
     for (int i = 0; i < TR; i++) acc[i] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         __m512i u[8];
+        #pragma GCC unroll 16
         for (int s = 0; s < 8; s++) u[s] = _mm512_load_si512((const void *)(ga + (b * 8 + s) * 64));
         const __m512 dxv = _mm512_load_ps(dx + 16 * b);
+        #pragma GCC unroll 16
         for (int i = 0; i < TR; i++) {
             const int8_t *w = tl.w + (b * TR + i) * 32;
             __m512i a = _mm512_set1_epi32(tl.corr[b * TR + i]);
+            #pragma GCC unroll 16
             for (int s = 0; s < 8; s++) a = _mm512_dpbusd_epi32(a, u[s], bcast32(w + 4 * s));
             const __m512 dd = _mm512_mul_ps(_mm512_set1_ps(tl.dw[b * TR + i]), dxv);
             acc[i] = _mm512_add_ps(acc[i], _mm512_mul_ps(_mm512_cvtepi32_ps(a), dd));
@@ -513,6 +528,7 @@ static ALWAYS_INLINE void unpackk_tile(const ig_mm *m, ig_dtype t, int64_t r, in
             if (t == IG_TYPE_Q6_K) {
                 const __m512i sc32 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(blk + 192)));
                 _mm512_storeu_si512((void *)(tl.sc + bi * 16), sc32);
+                #pragma GCC unroll 16
                 for (int z = 0; z < 4; z++) {
                     const __m512i w = _mm512_sub_epi8(q6k_part(blk, z), _mm512_set1_epi8(32));
                     _mm512_storeu_si512((void *)(dst + 64 * z), w);
@@ -530,8 +546,10 @@ static ALWAYS_INLINE void unpackk_tile(const ig_mm *m, ig_dtype t, int64_t r, in
                 k_scales(blk, &sc, &mn);
                 const __m512i sc32 = _mm512_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc));
                 _mm512_storeu_si512((void *)(tl.sc + bi * 16), sc32);
+                #pragma GCC unroll 16
                 for (int p = 0; p < 4; p++)
                     tl.mp[bi * 4 + p] = (int32_t)(((mn >> (16 * p)) & 0xff) | (((mn >> (16 * p + 8)) & 0xff) << 16));
+                #pragma GCC unroll 16
                 for (int c = 0; c < 4; c++) {
                     const __m512i w = t == IG_TYPE_Q4_K ? q4k_chunk(blk + 16 + 32 * c) : q5k_chunk(blk, c);
                     _mm512_storeu_si512((void *)(dst + 64 * c), w);
@@ -554,23 +572,29 @@ static ALWAYS_INLINE void gemmk_group_t(const ig_mm *m, ig_dtype t, int64_t r, i
     const float *dx = ig_grp_d(ga, k);
     const int32_t *gbs = ig_grp_bs(ga, k);
     __m512 acc[TR];
+    #pragma GCC unroll 16
     for (int i = 0; i < TR; i++) acc[i] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         __m512i isum[TR];
+        #pragma GCC unroll 16
         for (int i = 0; i < TR; i++) isum[i] = _mm512_set1_epi32(tl.corr[b * TR + i]);
         const uint8_t *ub = ga + b * 64 * 64; /* 64 steps of 4 elements */
         if (t == IG_TYPE_Q6_K) {
             for (int j = 0; j < 16; j++) {
                 __m512i u[4];
+                #pragma GCC unroll 16
                 for (int s = 0; s < 4; s++) u[s] = _mm512_load_si512((const void *)(ub + (4 * j + s) * 64));
+                #pragma GCC unroll 16
                 for (int i = 0; i < TR; i++) {
                     const int8_t *w = tl.w + (b * TR + i) * 256 + 16 * j;
                     __m512i a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[0], bcast32(w));
+                    #pragma GCC unroll 16
                     for (int s = 1; s < 4; s++) a = _mm512_dpbusd_epi32(a, u[s], bcast32(w + 4 * s));
                     isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(a, _mm512_set1_epi32(tl.sc[(b * TR + i) * 16 + j])));
                 }
             }
             const __m512 dxv = _mm512_load_ps(dx + 16 * b);
+            #pragma GCC unroll 16
             for (int i = 0; i < TR; i++) {
                 const __m512 d = _mm512_mul_ps(_mm512_set1_ps(tl.d[b * TR + i]), dxv);
                 acc[i] = _mm512_add_ps(acc[i], _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[i])));
@@ -578,19 +602,25 @@ static ALWAYS_INLINE void gemmk_group_t(const ig_mm *m, ig_dtype t, int64_t r, i
         } else {
             for (int j = 0; j < 8; j++) {
                 __m512i u[8];
+                #pragma GCC unroll 16
                 for (int s = 0; s < 8; s++) u[s] = _mm512_load_si512((const void *)(ub + (8 * j + s) * 64));
+                #pragma GCC unroll 16
                 for (int i = 0; i < TR; i++) {
                     const int8_t *w = tl.w + (b * TR + i) * 256 + 32 * j;
                     __m512i a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[0], bcast32(w));
+                    #pragma GCC unroll 16
                     for (int s = 1; s < 8; s++) a = _mm512_dpbusd_epi32(a, u[s], bcast32(w + 4 * s));
                     isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(a, _mm512_set1_epi32(tl.sc[(b * TR + i) * 16 + j])));
                 }
             }
             const __m512 dxv = _mm512_load_ps(dx + 16 * b);
             __m512i bsp[4];
+            #pragma GCC unroll 16
             for (int p = 0; p < 4; p++) bsp[p] = _mm512_load_si512((const void *)(gbs + (b * 4 + p) * 16));
+            #pragma GCC unroll 16
             for (int i = 0; i < TR; i++) {
                 __m512i imin = _mm512_setzero_si512();
+                #pragma GCC unroll 16
                 for (int p = 0; p < 4; p++)
                     imin = _mm512_dpwssd_epi32(imin, bsp[p], _mm512_set1_epi32(tl.mp[(b * TR + i) * 4 + p]));
                 const __m512 d = _mm512_mul_ps(_mm512_set1_ps(tl.d[b * TR + i]), dxv);
@@ -637,10 +667,13 @@ static void matmul_avx512(const ig_mm *m, int64_t r0, int64_t r1, void *scratch)
     if (r0 >= r1 || m->n <= 0) return;
     if (ig_mm_act_kind(m->type) == IG_ACT_F32) float_rows(m, r0, r1);
     else if (m->grouped) gemm(m, r0, r1, scratch);
-    else quant_rows(m, r0, r1);
+    else quant_rows(m, r0, r1, scratch);
 }
 
-static size_t scratch_avx512(int64_t k) { return tile_bytes(k) + 64; }
+static size_t scratch_avx512(int64_t k) {
+    const size_t bias = 3 * 32 * (size_t)(k / IG_QK);
+    return (tile_bytes(k) > bias ? tile_bytes(k) : bias) + 64;
+}
 
 const ig_mm_isa ig_mm_isa_avx512 = {
     .name = "avx512",
@@ -648,4 +681,5 @@ const ig_mm_isa ig_mm_isa_avx512 = {
     .quant_row = quant_row_avx512,
     .matmul = matmul_avx512,
     .scratch_bytes = scratch_avx512,
+    .attn = ig_attn_block_avx512,
 };
