@@ -1,7 +1,9 @@
 #!/bin/sh
 # Installs the Debian packages ignis needs to build and test, if missing.
 set -e
-pkgs="build-essential cmake pkg-config libjansson-dev libmicrohttpd-dev python3 python3-venv python3-pip unzip"
+# Vulkan: headers + glslc to build the GPU backend, Mesa's lavapipe to test it on
+# any machine (the backend loads libvulkan at run time and is optional).
+pkgs="build-essential cmake pkg-config libjansson-dev libmicrohttpd-dev python3 python3-venv python3-pip unzip libvulkan-dev glslc mesa-vulkan-drivers"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

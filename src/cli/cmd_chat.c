@@ -220,8 +220,7 @@ int cmd_chat(int argc, char **argv) {
         n_history = (int)n_ids + ans.n_ids;
         if (n_history > ig_seq_len(ctx, 0)) n_history = ig_seq_len(ctx, 0);
         if (conv_add(&conv, "assistant", ans.text ? ans.text : "")) goto oom;
-        if (tty)
-            fprintf(stderr, "[%d prompt tokens (%d reused), %d generated, %.1f tokens/s]\n",
+        fprintf(stderr, "[%d prompt tokens (%d reused), %d generated, %.1f tokens/s]\n",
                     stats.n_prompt, stats.n_reused, stats.n_generated,
                     stats.t_generate > 0 ? stats.n_generated / stats.t_generate : 0.0);
         free(ids);
