@@ -273,7 +273,8 @@ ig_status gguf_writer_add_arr_str(gguf_writer *w, const char *key, const gguf_st
     IG_TRY(kv_begin(w, key, GGUF_TYPE_ARRAY));
     ig_status st = wb_le(&w->kv, (uint64_t)GGUF_TYPE_STRING, 4);
     if (st == IG_OK) st = wb_le(&w->kv, count, 8);
-    for (uint64_t i = 0; i < count && st == IG_OK; i++) st = wb_str(&w->kv, strs[i].ptr, strs[i].len);
+    for (uint64_t i = 0; i < count && st == IG_OK; i++)
+        st = wb_str(&w->kv, strs[i].ptr, strs[i].len);
     return kv_value(w, st);
 }
 

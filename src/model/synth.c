@@ -439,7 +439,8 @@ static ig_status make_vocab(gguf_writer *w, int n) {
     if (st == IG_OK) st = gguf_writer_add_str(w, "tokenizer.ggml.pre", "default");
     if (st == IG_OK) st = gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", strs, (uint64_t)n);
     if (st == IG_OK)
-        st = gguf_writer_add_arr(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores, (uint64_t)n);
+        st = gguf_writer_add_arr(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores,
+                                 (uint64_t)n);
     if (st == IG_OK)
         st = gguf_writer_add_arr(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types,
                                  (uint64_t)n);
@@ -632,7 +633,8 @@ ig_status ig_synth_write(ig_synth *s, FILE *fp) {
     uint16_t *h16 = ig_calloc_array(GAUSS_N, sizeof *h16);
     ig_status st = buf && row && h16 ? IG_OK : IG_ERR_NO_MEMORY;
     if (st == IG_OK) st = gguf_writer_begin(s->w, fp);
-    for (size_t i = 0; i < s->n_tensors && st == IG_OK; i++) st = write_tensor(&c, &s->tensors[i], buf, row, h16);
+    for (size_t i = 0; i < s->n_tensors && st == IG_OK; i++)
+        st = write_tensor(&c, &s->tensors[i], buf, row, h16);
     if (st == IG_OK) st = gguf_writer_finish(s->w);
     free(buf);
     free(row);
