@@ -9,12 +9,12 @@
 /* ---- sizes --------------------------------------------------------------- */
 
 static const ig_synth_config k_configs[] = {
-    /* size  label  H     F      L   nH  nKV hd   W     ctx     rope */
-    {"270m", "270M", 640, 2048, 18, 4, 1, 256, 512, 32768, 1.0f},
-    {"1b", "1B", 1152, 6912, 26, 4, 1, 256, 512, 32768, 1.0f},
-    {"4b", "4B", 2560, 10240, 34, 8, 4, 256, 1024, 131072, 8.0f},
-    {"12b", "12B", 3840, 15360, 48, 16, 8, 256, 1024, 131072, 8.0f},
-    {"27b", "27B", 5376, 21504, 62, 32, 16, 128, 1024, 131072, 8.0f},
+    /* size  label  H     F      L   nH  nKV hd   W     ctx     rope  qpas */
+    {"270m", "270M", 640, 2048, 18, 4, 1, 256, 512, 32768, 1.0f, 256},
+    {"1b", "1B", 1152, 6912, 26, 4, 1, 256, 512, 32768, 1.0f, 256},
+    {"4b", "4B", 2560, 10240, 34, 8, 4, 256, 1024, 131072, 8.0f, 256},
+    {"12b", "12B", 3840, 15360, 48, 16, 8, 256, 1024, 131072, 8.0f, 256},
+    {"27b", "27B", 5376, 21504, 62, 32, 16, 128, 1024, 131072, 8.0f, 168},
 };
 
 const ig_synth_config *ig_synth_find_config(const char *size) {
@@ -266,7 +266,8 @@ typedef struct synth_tensor {
     ig_dtype type;
     int n_dims;
     int64_t ne[2];
-    float std; /* matrices: sd of the values; norms: sd of w in 1+w */
+    float mean; /* norms: the stored 1+w is mean + N(0, std^2) */
+    float std;  /* matrices: sd of the values (mean 0) */
 } synth_tensor;
 
 struct ig_synth {
@@ -284,7 +285,7 @@ struct ig_synth {
 };
 
 static ig_status add_tensor(ig_synth *s, const char *name, ig_synth_kind kind, int layer,
-                            int n_dims, int64_t ne0, int64_t ne1, float std) {
+                            int n_dims, int64_t ne0, int64_t ne1, float mean, float std) {
     synth_tensor *t = &s->tensors[s->n_tensors];
     if (strlen(name) > GGUF_WRITER_MAX_NAME)
         return ig_fail(IG_ERR_INTERNAL, "synth: tensor name %s too long", name);
@@ -294,6 +295,7 @@ static ig_status add_tensor(ig_synth *s, const char *name, ig_synth_kind kind, i
     t->n_dims = n_dims;
     t->ne[0] = ne0;
     t->ne[1] = n_dims > 1 ? ne1 : 1;
+    t->mean = mean;
     t->std = std;
     IG_TRY(gguf_writer_add_tensor(s->w, t->name, n_dims, t->ne, t->type));
     s->n_params += (uint64_t)t->ne[0] * (uint64_t)t->ne[1];
@@ -309,31 +311,39 @@ static ig_status plan_tensors(ig_synth *s) {
     s->tensors = ig_calloc_array(n, sizeof *s->tensors);
     if (!s->tensors) return IG_ERR_NO_MEMORY;
     const float norm_sd = 0.1f;
-    IG_TRY(add_tensor(s, "token_embd.weight", IG_SYNTH_TOKEN_EMBD, 0, 2, H, s->n_vocab,
+    /* llama.cpp's attention scale for this layer count vs the intended one:
+     * any difference is folded into attn_q_norm (q is normed just before
+     * the scores, so scaling its weight scales q.k). */
+    const double derived = c->n_layer == 62 ? (double)(c->n_embd / c->n_head) : (double)hd;
+    const float q_norm_mean = (float)sqrt(derived / (double)c->query_pre_attn_scalar);
+    /* matrices ~ N(0, 1/fan_in) */
+    const float sd_h = 1.0f / sqrtf((float)H), sd_o = 1.0f / sqrtf((float)q_dim),
+                sd_f = 1.0f / sqrtf((float)F);
+    IG_TRY(add_tensor(s, "token_embd.weight", IG_SYNTH_TOKEN_EMBD, 0, 2, H, s->n_vocab, 0.0f,
                       1.0f / sqrtf((float)H)));
     char name[96];
     for (int l = 0; l < c->n_layer; l++) {
-#define T(suffix, kind, nd, a, b, sd)                                                              \
+#define T(suffix, kind, nd, a, b, mean, sd)                                                        \
     do {                                                                                           \
         snprintf(name, sizeof name, "blk.%d." suffix, l);                                          \
-        IG_TRY(add_tensor(s, name, kind, l, nd, a, b, sd));                                        \
+        IG_TRY(add_tensor(s, name, kind, l, nd, a, b, mean, sd));                                  \
     } while (0)
-        T("attn_norm.weight", IG_SYNTH_NORM, 1, H, 1, norm_sd);
-        T("attn_q.weight", IG_SYNTH_ATTN_Q, 2, H, q_dim, 1.0f / sqrtf((float)H));
-        T("attn_k.weight", IG_SYNTH_ATTN_K, 2, H, kv_dim, 1.0f / sqrtf((float)H));
-        T("attn_v.weight", IG_SYNTH_ATTN_V, 2, H, kv_dim, 1.0f / sqrtf((float)H));
-        T("attn_q_norm.weight", IG_SYNTH_NORM, 1, hd, 1, norm_sd);
-        T("attn_k_norm.weight", IG_SYNTH_NORM, 1, hd, 1, norm_sd);
-        T("attn_output.weight", IG_SYNTH_ATTN_OUTPUT, 2, q_dim, H, 1.0f / sqrtf((float)q_dim));
-        T("post_attention_norm.weight", IG_SYNTH_NORM, 1, H, 1, norm_sd);
-        T("ffn_norm.weight", IG_SYNTH_NORM, 1, H, 1, norm_sd);
-        T("ffn_gate.weight", IG_SYNTH_FFN_GATE, 2, H, F, 1.0f / sqrtf((float)H));
-        T("ffn_up.weight", IG_SYNTH_FFN_UP, 2, H, F, 1.0f / sqrtf((float)H));
-        T("ffn_down.weight", IG_SYNTH_FFN_DOWN, 2, F, H, 1.0f / sqrtf((float)F));
-        T("post_ffw_norm.weight", IG_SYNTH_NORM, 1, H, 1, norm_sd);
+        T("attn_norm.weight", IG_SYNTH_NORM, 1, H, 1, 1.0f, norm_sd);
+        T("attn_q.weight", IG_SYNTH_ATTN_Q, 2, H, q_dim, 0.0f, sd_h);
+        T("attn_k.weight", IG_SYNTH_ATTN_K, 2, H, kv_dim, 0.0f, sd_h);
+        T("attn_v.weight", IG_SYNTH_ATTN_V, 2, H, kv_dim, 0.0f, sd_h);
+        T("attn_q_norm.weight", IG_SYNTH_NORM, 1, hd, 1, q_norm_mean, norm_sd * q_norm_mean);
+        T("attn_k_norm.weight", IG_SYNTH_NORM, 1, hd, 1, 1.0f, norm_sd);
+        T("attn_output.weight", IG_SYNTH_ATTN_OUTPUT, 2, q_dim, H, 0.0f, sd_o);
+        T("post_attention_norm.weight", IG_SYNTH_NORM, 1, H, 1, 1.0f, norm_sd);
+        T("ffn_norm.weight", IG_SYNTH_NORM, 1, H, 1, 1.0f, norm_sd);
+        T("ffn_gate.weight", IG_SYNTH_FFN_GATE, 2, H, F, 0.0f, sd_h);
+        T("ffn_up.weight", IG_SYNTH_FFN_UP, 2, H, F, 0.0f, sd_h);
+        T("ffn_down.weight", IG_SYNTH_FFN_DOWN, 2, F, H, 0.0f, sd_f);
+        T("post_ffw_norm.weight", IG_SYNTH_NORM, 1, H, 1, 1.0f, norm_sd);
 #undef T
     }
-    IG_TRY(add_tensor(s, "output_norm.weight", IG_SYNTH_NORM, 0, 1, H, 1, norm_sd));
+    IG_TRY(add_tensor(s, "output_norm.weight", IG_SYNTH_NORM, 0, 1, H, 1, 1.0f, norm_sd));
     return IG_OK;
 }
 
@@ -604,7 +614,7 @@ static ig_status write_tensor(writer_ctx *c, const synth_tensor *t, uint8_t *buf
             }
         } else {
             for (int64_t i = 0; i < nr; i++) {
-                gauss_fill(&r, s->gauss, row, t->ne[0], norm ? 1.0f : 0.0f, t->std);
+                gauss_fill(&r, s->gauss, row, t->ne[0], t->mean, t->std);
                 ig_quantize_row(t->type, row, buf + (size_t)i * row_bytes, t->ne[0]);
             }
         }

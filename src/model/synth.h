@@ -8,7 +8,11 @@
  * Weights are drawn from a seeded PRNG, tensor by tensor (each tensor's
  * stream depends only on the seed and its name), with the scales of a real
  * checkpoint: matrices ~ N(0, 1/fan_in), the embedding ~ N(0, 1/H), norm
- * weights 1 + N(0, 0.1^2). In the default (fast) mode quantized matrices
+ * weights 1 + N(0, 0.1^2). No key records the attention scale: llama.cpp
+ * derives 1/sqrt(n_embd/n_head) when n_layer == 62 (27B), else
+ * 1/sqrt(key_length); when --layers gives a 27B-wide model another layer
+ * count, attn_q_norm is centred on sqrt(168/128)^-1 instead of 1 so that
+ * q.k is scaled as 1/sqrt(168) all the same. In the default (fast) mode quantized matrices
  * are random quantized blocks with finite fp16 scales whose values have
  * those standard deviations (uniform over the quantization levels, sign
  * balanced); "exact" mode draws floats and quantizes them with
@@ -33,6 +37,7 @@ typedef struct ig_synth_config {
     int n_embd, n_ff, n_layer, n_head, n_head_kv, head_dim;
     int sliding_window, n_ctx_train;
     float rope_scale_global; /* linear factor of the global layers (1 = none) */
+    int query_pre_attn_scalar; /* attention scale 1/sqrt(this) */
 } ig_synth_config;
 
 #define IG_SYNTH_N_VOCAB 262144

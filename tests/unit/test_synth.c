@@ -760,3 +760,49 @@ IG_TEST(synth_vocab_from_and_determinism) {
     unlink(b);
     unlink(c);
 }
+
+/* 27B widths with another layer count: llama.cpp (and ignis, which follows
+ * it) then derive 1/sqrt(key_length) = 1/sqrt(128), so the generator
+ * centres attn_q_norm on sqrt(128/168) to keep the intended 1/sqrt(168). */
+IG_TEST(synth_27b_layer_override_keeps_attention_scale) {
+    char voc[256], path[256];
+    tmp_path(voc, sizeof voc, "vocab27.gguf");
+    tmp_path(path, sizeof path, "s27.gguf");
+    REQUIRE_OK(write_small_vocab(voc));
+    REQUIRE_OK(synth_file(path, "27b", IG_SYNTH_Q4_K_M, 1, 5, false, voc));
+    ig_model_params mp = ig_model_default_params();
+    mp.n_threads = 2;
+    ig_model *m = NULL;
+    CHECK_STATUS(ig_model_load(path, &mp, &m), IG_OK);
+    if (m) {
+        const ig_hparams *hp = ig_model_hparams(m);
+        CHECK_EQ_INT(hp->n_embd, 5376);
+        CHECK_EQ_INT(hp->n_ff, 21504);
+        CHECK_EQ_INT(hp->n_head, 32);
+        CHECK_EQ_INT(hp->n_head_kv, 16);
+        CHECK_EQ_INT(hp->head_dim, 128);
+        CHECK_EQ_INT(hp->sliding_window, 1024);
+        CHECK_NEAR(hp->rope_scale_global, 8.0, 0);
+        CHECK_NEAR(hp->attn_scale, 1.0 / sqrt(128.0), 1e-7);
+        double mq = 0, mk = 0;
+        for (int i = 0; i < 128; i++) mq += m->layers[0].q_norm[i], mk += m->layers[0].k_norm[i];
+        CHECK_NEAR(mq / 128 * hp->attn_scale, 1.0 / sqrt(168.0), 0.03 / sqrt(168.0));
+        CHECK_NEAR(mk / 128, 1.0, 0.03);
+        CHECK_EQ_INT(ig_tensor_find(ig_model_tensors(m), "token_embd.weight")->type, IG_TYPE_Q6_K);
+        ig_context_params cp = ig_context_default_params();
+        cp.n_ctx = 16;
+        cp.n_batch = 4;
+        ig_context *ctx = NULL;
+        CHECK_STATUS(ig_context_create(m, &cp, &ctx), IG_OK);
+        const int32_t toks[3] = {257, 5, 299}, pos[3] = {0, 1, 2}, seq[3] = {0, 0, 0};
+        ig_batch b = {3, toks, pos, seq, NULL};
+        CHECK_STATUS(ctx ? ig_decode(ctx, &b) : IG_ERR_INTERNAL, IG_OK);
+        const float *l = ctx ? ig_get_logits(ctx, 0) : NULL;
+        CHECK(l != NULL);
+        for (int i = 0; l && i < 300; i++) CHECK(isfinite(l[i]));
+        ig_context_free(ctx);
+    }
+    ig_model_free(m);
+    unlink(path);
+    unlink(voc);
+}
