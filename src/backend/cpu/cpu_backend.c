@@ -38,7 +38,7 @@ static void run_graph(void *arg, int ith, int nth) {
     for (int s = 0; s < ra->cb->n_steps; s++) {
         const cpu_step *st = &ra->cb->steps[s];
         if (st->matmul) ig_cpu_matmuls(ex, &g->ops[st->op], st->n, &ra->cb->next[s], ith, nth);
-        else ig_cpu_op(ex, &g->ops[st->op], &ra->cb->next[s], ith, nth);
+        else ig_cpu_ops(ex, &g->ops[st->op], st->n, &ra->cb->next[s], ith, nth);
         ig_threadpool_barrier(ex->ctx->pool);
     }
 }
@@ -89,6 +89,18 @@ static bool joins(const ig_op *prev, const ig_op *op) {
            prev->dst != op->src;
 }
 
+/* Independent in-place ops that may share a step: per-head RMSNorms of Q
+ * and K, RoPE of Q and K with the same base and scale. */
+static bool independent(const ig_op *prev, const ig_op *op) {
+    if (op->kind != prev->kind || op->dst == prev->dst || op->on_outputs || prev->on_outputs)
+        return false;
+    if (op->kind == IG_OP_RMSNORM)
+        return op->src == op->dst && prev->src == prev->dst && op->n_heads > 0 && prev->n_heads > 0;
+    if (op->kind == IG_OP_ROPE)
+        return op->f0 == prev->f0 && op->f1 == prev->f1 && op->width / op->n_heads == prev->width / prev->n_heads;
+    return false;
+}
+
 /* Groups the ops into steps and sizes the matmul buffers. */
 static ig_status plan(cpu_backend *cb, const ig_context *ctx, size_t *act_bytes, size_t *mm_bytes,
                       size_t *tmp_bytes) {
@@ -113,9 +125,12 @@ static ig_status plan(cpu_backend *cb, const ig_context *ctx, size_t *act_bytes,
             *tmp_bytes = IG_MAX(*tmp_bytes, ig_mm_row_stride(kind, k));
         }
         cpu_step *last = cb->n_steps ? &cb->steps[cb->n_steps - 1] : NULL;
-        if (last && last->matmul && last->n < 4 && joins(&g->ops[last->op + last->n - 1], op)) {
-            last->n++;
-            continue;
+        if (last && last->n < 4) {
+            const ig_op *prev = &g->ops[last->op + last->n - 1];
+            if ((last->matmul && joins(prev, op)) || (!last->matmul && independent(prev, op))) {
+                last->n++;
+                continue;
+            }
         }
         cb->steps[cb->n_steps++] = (cpu_step){.op = i, .n = 1, .matmul = op->kind == IG_OP_MATMUL};
     }

@@ -1,5 +1,5 @@
-/* Straightforward f32 CPU kernels for every op (the reference numerics of
- * the engine). Matrix products live in matmul.c. */
+/* The CPU kernels of the graph ops: work split between the threads, the
+ * arithmetic in the ISA's kernels (matmul*.c, attention*.c, ops*.c). */
 #include "backend/cpu/cpu_ops.h"
 
 #include <math.h>
@@ -23,13 +23,6 @@ static void op_embed(const ig_cpu_exec *ex, const ig_op *op, int ith, int nth) {
     }
 }
 
-static void rmsnorm_row(const float *x, float *y, const float *w, int d, float eps) {
-    double ss = 0;
-    for (int i = 0; i < d; i++) ss += (double)x[i] * x[i];
-    float scale = (float)(1.0 / sqrt(ss / d + eps));
-    for (int i = 0; i < d; i++) y[i] = x[i] * scale * w[i];
-}
-
 static void op_rmsnorm(const ig_cpu_exec *ex, const ig_op *op, int ith, int nth) {
     int heads = op->n_heads > 0 ? op->n_heads : 1;
     int d = op->width / heads;
@@ -37,19 +30,15 @@ static void op_rmsnorm(const ig_cpu_exec *ex, const ig_op *op, int ith, int nth)
     ig_split_range(rows, ith, nth, &b, &e);
     const float *src = ex->buf[op->src];
     float *dst = ex->buf[op->dst];
-    for (int64_t r = b; r < e; r++) rmsnorm_row(src + r * d, dst + r * d, op->norm, d, op->f0);
+    for (int64_t r = b; r < e; r++) ex->isa->rmsnorm(src + r * d, dst + r * d, op->norm, d, op->f0, false);
 }
 
 static void op_add_rmsnorm(const ig_cpu_exec *ex, const ig_op *op, int ith, int nth) {
     int64_t b, e;
     ig_split_range(op_rows(ex, op), ith, nth, &b, &e);
-    int d = op->width;
-    float *tmp = ex->scratch[ith].f;
-    for (int64_t r = b; r < e; r++) {
-        rmsnorm_row(ex->buf[op->src] + r * d, tmp, op->norm, d, op->f0);
-        float *x = ex->buf[op->dst] + r * d;
-        for (int i = 0; i < d; i++) x[i] += tmp[i];
-    }
+    const int d = op->width;
+    for (int64_t r = b; r < e; r++)
+        ex->isa->rmsnorm(ex->buf[op->src] + r * d, ex->buf[op->dst] + r * d, op->norm, d, op->f0, true);
 }
 
 /* Rows per chunk of the dot phase: small enough that both threads stay busy
@@ -116,35 +105,44 @@ void ig_cpu_matmuls(const ig_cpu_exec *ex, const ig_op *ops, int n_ops, atomic_i
     }
 }
 
-static void op_rope(const ig_cpu_exec *ex, const ig_op *op, int ith, int nth) {
-    int heads = op->n_heads, hd = op->width / heads, half = hd / 2;
+/* NeoX RoPE of n_ops ops with the same base and scale (Q and K): the
+ * angles of a token are computed once for all of them. */
+static void op_rope(const ig_cpu_exec *ex, const ig_op *ops, int n_ops, int ith, int nth) {
+    const int hd = ops[0].width / ops[0].n_heads, half = hd / 2;
     int64_t b, e;
     ig_split_range(ex->step->n_tokens, ith, nth, &b, &e);
-    float *cs = ex->scratch[ith].f; /* [half] cos, [half] sin */
+    if (b >= e) return;
+    float *cs = ex->scratch[ith].f; /* [half] cos, [half] sin, [half] inverse frequencies */
+    float *inv = cs + 2 * half;
+    for (int i = 0; i < half; i++) {
+        /* As HF: inv_freq in f32, divided by the linear factor, times pos. */
+        inv[i] = (1.0f / powf(ops[0].f0, (float)(2 * i) / (float)hd)) / ops[0].f1;
+    }
     for (int64_t t = b; t < e; t++) {
-        float p = (float)ex->step->pos[t];
+        const float p = (float)ex->step->pos[t];
         for (int i = 0; i < half; i++) {
-            /* As HF: inv_freq in f32, divided by the linear factor, times pos. */
-            float inv_freq = 1.0f / powf(op->f0, (float)(2 * i) / (float)hd);
-            float ang = p * (inv_freq / op->f1);
+            const float ang = p * inv[i];
             cs[i] = cosf(ang);
             cs[half + i] = sinf(ang);
         }
-        for (int h = 0; h < heads; h++) {
-            float *x = ex->buf[op->dst] + t * op->width + (int64_t)h * hd;
-            for (int i = 0; i < half; i++) {
-                float a = x[i], c = x[i + half];
-                x[i] = a * cs[i] - c * cs[half + i];
-                x[i + half] = c * cs[i] + a * cs[half + i];
+        for (int o = 0; o < n_ops; o++) {
+            const ig_op *op = &ops[o];
+            for (int h = 0; h < op->n_heads; h++) {
+                float *x = ex->buf[op->dst] + t * op->width + (int64_t)h * hd;
+                for (int i = 0; i < half; i++) {
+                    const float a = x[i], c = x[i + half];
+                    x[i] = a * cs[i] - c * cs[half + i];
+                    x[i + half] = c * cs[i] + a * cs[half + i];
+                }
             }
         }
     }
 }
 
-static void store_row(ig_kv_type type, void *base, size_t index, const float *src, int n) {
+static void store_row(const ig_cpu_exec *ex, ig_kv_type type, void *base, size_t index,
+                      const float *src, int n) {
     if (type == IG_KV_F16) {
-        uint16_t *d = (uint16_t *)base + index * (size_t)n;
-        for (int i = 0; i < n; i++) d[i] = ig_f32_to_f16(src[i]);
+        ex->isa->to_f16(src, (uint16_t *)base + index * (size_t)n, n);
     } else {
         memcpy((float *)base + index * (size_t)n, src, (size_t)n * sizeof(float));
     }
@@ -157,8 +155,8 @@ static void op_kv_store(const ig_cpu_exec *ex, const ig_op *op, int ith, int nth
     ig_split_range(ex->step->n_tokens, ith, nth, &b, &e);
     for (int64_t t = b; t < e; t++) {
         size_t slot = (size_t)ex->step->seq[t] * (size_t)L->cap + (size_t)(ex->step->pos[t] % L->cap);
-        store_row(kv->type, L->k, slot, ex->buf[IG_BUF_K] + t * kv->k_dim, kv->k_dim);
-        store_row(kv->type, L->v, slot, ex->buf[IG_BUF_V] + t * kv->v_dim, kv->v_dim);
+        store_row(ex, kv->type, L->k, slot, ex->buf[IG_BUF_K] + t * kv->k_dim, kv->k_dim);
+        store_row(ex, kv->type, L->v, slot, ex->buf[IG_BUF_V] + t * kv->v_dim, kv->v_dim);
     }
 }
 
@@ -234,15 +232,12 @@ static void op_attention(const ig_cpu_exec *ex, const ig_op *op, atomic_int *nex
 }
 
 static void op_geglu(const ig_cpu_exec *ex, const ig_op *op, int ith, int nth) {
-    int64_t n = (int64_t)op_rows(ex, op) * op->width, b, e;
-    ig_split_range(n, ith, nth, &b, &e);
-    float *g = ex->buf[op->dst];
-    const float *u = ex->buf[op->src];
-    const float k = 0.7978845608028654f; /* sqrt(2/pi) */
-    for (int64_t i = b; i < e; i++) {
-        float x = g[i];
-        g[i] = 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x))) * u[i];
-    }
+    const int64_t n = (int64_t)op_rows(ex, op) * op->width;
+    int64_t b, e;
+    ig_split_range((n + 15) / 16, ith, nth, &b, &e);
+    b *= 16;
+    e = IG_MIN(e * 16, n);
+    if (b < e) ex->isa->geglu(ex->buf[op->dst] + b, ex->buf[op->src] + b, e - b);
 }
 
 static void op_gather(const ig_cpu_exec *ex, const ig_op *op, int ith, int nth) {
@@ -266,7 +261,7 @@ void ig_cpu_op(const ig_cpu_exec *ex, const ig_op *op, atomic_int *next, int ith
     case IG_OP_EMBED: op_embed(ex, op, ith, nth); break;
     case IG_OP_RMSNORM: op_rmsnorm(ex, op, ith, nth); break;
     case IG_OP_MATMUL: break; /* grouped and run by ig_cpu_matmuls */
-    case IG_OP_ROPE: op_rope(ex, op, ith, nth); break;
+    case IG_OP_ROPE: op_rope(ex, op, 1, ith, nth); break;
     case IG_OP_KV_STORE: op_kv_store(ex, op, ith, nth); break;
     case IG_OP_ATTENTION: op_attention(ex, op, next, ith, nth); break;
     case IG_OP_GEGLU: op_geglu(ex, op, ith, nth); break;
@@ -274,4 +269,13 @@ void ig_cpu_op(const ig_cpu_exec *ex, const ig_op *op, atomic_int *next, int ith
     case IG_OP_GATHER: op_gather(ex, op, ith, nth); break;
     case IG_OP_SOFTCAP: op_softcap(ex, op, ith, nth); break;
     }
+}
+
+void ig_cpu_ops(const ig_cpu_exec *ex, const ig_op *ops, int n_ops, atomic_int *next, int ith,
+                int nth) {
+    if (ops[0].kind == IG_OP_ROPE) {
+        op_rope(ex, ops, n_ops, ith, nth);
+        return;
+    }
+    for (int i = 0; i < n_ops; i++) ig_cpu_op(ex, &ops[i], next, ith, nth);
 }

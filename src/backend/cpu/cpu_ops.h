@@ -29,6 +29,12 @@ typedef struct ig_cpu_exec {
 /* next: a counter at 0 on entry for ops that share work out dynamically. */
 void ig_cpu_op(const ig_cpu_exec *ex, const ig_op *op, atomic_int *next, int ith, int nth);
 
+/* Runs n_ops consecutive independent ops (no barrier between them: none
+ * reads what another writes; RoPE ops with the same base and scale share
+ * their angles). next: as ig_cpu_op, for the first op only. */
+void ig_cpu_ops(const ig_cpu_exec *ex, const ig_op *ops, int n_ops, atomic_int *next, int ith,
+                int nth);
+
 /* Runs n_ops consecutive matmuls that read the same input buffer: quantizes
  * the input once (all threads, then a barrier) and shares the output rows of
  * all of them out in chunks claimed from *next (0 on entry, any thread). */

@@ -286,6 +286,9 @@ const ig_mm_isa ig_mm_isa_scalar = {
     .matmul = matmul_scalar,
     .scratch_bytes = scratch_scalar,
     .attn = ig_attn_block_scalar,
+    .geglu = ig_geglu_scalar,
+    .rmsnorm = ig_rmsnorm_scalar,
+    .to_f16 = ig_to_f16_scalar,
 };
 
 /* ---- Selection ------------------------------------------------------------ */
@@ -297,9 +300,7 @@ int ig_mm_isa_available(const ig_mm_isa **out, int cap) {
     __builtin_cpu_init();
     const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                       __builtin_cpu_supports("f16c");
-#ifdef IG_HAVE_AVX2_TODO
     if (avx2 && n < cap) out[n++] = &ig_mm_isa_avx2;
-#endif
     if (avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
         __builtin_cpu_supports("avx512vnni") && n < cap)

@@ -100,7 +100,18 @@ typedef struct ig_mm_isa {
     size_t (*scratch_bytes)(int64_t k);
     /* One attention block (attention.h). */
     void (*attn)(const ig_attn_block *a);
+    /* Elementwise ops: g[i] = gelu_tanh(g[i]) * u[i]; y = x / rms(x) * w
+     * (y += ... when add), the sum of squares in double as the reference
+     * rmsnorm; IEEE half conversion, round to nearest even. */
+    void (*geglu)(float *g, const float *u, int64_t n);
+    void (*rmsnorm)(const float *x, float *y, const float *w, int d, float eps, bool add);
+    void (*to_f16)(const float *x, uint16_t *y, int64_t n);
 } ig_mm_isa;
+
+/* The portable elementwise ops (ops.c). */
+void ig_geglu_scalar(float *g, const float *u, int64_t n);
+void ig_rmsnorm_scalar(const float *x, float *y, const float *w, int d, float eps, bool add);
+void ig_to_f16_scalar(const float *x, uint16_t *y, int64_t n);
 
 extern const ig_mm_isa ig_mm_isa_scalar;
 #if defined(__x86_64__) || defined(__i386__)

@@ -15,6 +15,7 @@
  * scaling follows the reference's order exactly: these kernels are
  * bit-identical to the scalar references. */
 #include "backend/cpu/matmul_impl.h"
+#include "backend/cpu/ops_simd.h"
 #include "core/util.h"
 
 #include <immintrin.h>
@@ -131,57 +132,89 @@ static ALWAYS_INLINE __m512 load_w16(ig_dtype t, const uint8_t *row, int64_t i, 
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-/* R rows x T tokens of f32 dots. */
-static ALWAYS_INLINE void float_tile(const ig_mm *m, ig_dtype t, int64_t r, int tok, const int R,
+/* One row (read once, in order) with T <= 3 tokens, 2 partial sums each. */
+static ALWAYS_INLINE void float_row(const ig_mm *m, ig_dtype t, int64_t r, const int T) {
+    const uint8_t *row = m->w + (size_t)r * m->row_bytes;
+    __m512 acc[3][2];
+#pragma GCC unroll 4
+    for (int j = 0; j < T; j++) acc[j][0] = acc[j][1] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= m->k; i += 32) {
+        const __m512 w0 = load_w16(t, row, i, 0xffff), w1 = load_w16(t, row, i + 16, 0xffff);
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) {
+            const float *x = m->x + (int64_t)j * m->ldx;
+            acc[j][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + i), acc[j][0]);
+            acc[j][1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + i + 16), acc[j][1]);
+        }
+    }
+    for (; i < m->k; i += 16) {
+        const __mmask16 mk = m->k - i >= 16 ? 0xffff : (__mmask16)((1u << (m->k - i)) - 1);
+        const __m512 w0 = load_w16(t, row, i, mk);
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++)
+            acc[j][0] = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(mk, m->x + (int64_t)j * m->ldx + i), acc[j][0]);
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < T; j++) m->y[(int64_t)j * m->ldy + r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[j][0], acc[j][1]));
+}
+
+/* 4 rows (converted to f32 in wf, row stride kp) x T tokens. */
+static ALWAYS_INLINE void float_tile(const ig_mm *m, const float *wf, int64_t kp, int vr, int64_t r, int tok,
                                      const int T) {
     __m512 acc[4][4];
-    #pragma GCC unroll 16
-    for (int i = 0; i < R; i++)
-        #pragma GCC unroll 16
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+#pragma GCC unroll 4
         for (int j = 0; j < T; j++) acc[i][j] = _mm512_setzero_ps();
-    const uint8_t *rows[4];
-    #pragma GCC unroll 16
-    for (int i = 0; i < R; i++) rows[i] = m->w + (size_t)(r + i) * m->row_bytes;
-    const float *xs[4];
-    #pragma GCC unroll 16
-    for (int j = 0; j < T; j++) xs[j] = m->x + (int64_t)(tok + j) * m->ldx;
-    for (int64_t i0 = 0; i0 < m->k; i0 += 16) {
-        const __mmask16 mk = m->k - i0 >= 16 ? 0xffff : (__mmask16)((1u << (m->k - i0)) - 1);
+    for (int64_t e = 0; e < m->k; e += 16) {
+        const __mmask16 mk = m->k - e >= 16 ? 0xffff : (__mmask16)((1u << (m->k - e)) - 1);
         __m512 xv[4];
-        #pragma GCC unroll 16
-        for (int j = 0; j < T; j++) xv[j] = _mm512_maskz_loadu_ps(mk, xs[j] + i0);
-        #pragma GCC unroll 16
-        for (int i = 0; i < R; i++) {
-            const __m512 wv = load_w16(t, rows[i], i0, mk);
-            #pragma GCC unroll 16
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) xv[j] = _mm512_maskz_loadu_ps(mk, m->x + (int64_t)(tok + j) * m->ldx + e);
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) {
+            const __m512 wv = _mm512_load_ps(wf + i * kp + e);
+#pragma GCC unroll 4
             for (int j = 0; j < T; j++) acc[i][j] = _mm512_fmadd_ps(wv, xv[j], acc[i][j]);
         }
     }
-    #pragma GCC unroll 16
-    for (int i = 0; i < R; i++)
-        #pragma GCC unroll 16
+    for (int i = 0; i < vr; i++)
+#pragma GCC unroll 4
         for (int j = 0; j < T; j++)
             m->y[(int64_t)(tok + j) * m->ldy + r + i] = _mm512_reduce_add_ps(acc[i][j]);
 }
 
-static ALWAYS_INLINE void float_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1) {
-    int64_t r = r0;
-    for (; r + 4 <= r1; r += 4) {
-        int tok = 0;
-        for (; tok + 4 <= m->n; tok += 4) float_tile(m, t, r, tok, 4, 4);
-        for (; tok < m->n; tok++) float_tile(m, t, r, tok, 4, 1);
+static ALWAYS_INLINE void float_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, float *wf) {
+    if (m->n < 4) {
+        for (int64_t r = r0; r < r1; r++) {
+            if (m->n == 1) float_row(m, t, r, 1);
+            else if (m->n == 2) float_row(m, t, r, 2);
+            else float_row(m, t, r, 3);
+        }
+        return;
     }
-    for (; r < r1; r++) {
+    const int64_t kp = (m->k + 15) & ~(int64_t)15;
+    for (int64_t r = r0; r < r1; r += 4) {
+        const int vr = (int)IG_MIN(4, r1 - r);
+        for (int i = 0; i < 4; i++) {
+            float *dst = wf + i * kp;
+            const uint8_t *row = m->w + (size_t)(r + IG_MIN(i, vr - 1)) * m->row_bytes;
+            for (int64_t e = 0; e < kp; e += 16) {
+                const __mmask16 mk = m->k - e >= 16 ? 0xffff : (__mmask16)((1u << (m->k - e)) - 1);
+                _mm512_store_ps(dst + e, load_w16(t, row, e, mk));
+            }
+        }
         int tok = 0;
-        for (; tok + 4 <= m->n; tok += 4) float_tile(m, t, r, tok, 1, 4);
-        for (; tok < m->n; tok++) float_tile(m, t, r, tok, 1, 1);
+        for (; tok + 4 <= m->n; tok += 4) float_tile(m, wf, kp, vr, r, tok, 4);
+        for (; tok < m->n; tok++) float_tile(m, wf, kp, vr, r, tok, 1);
     }
 }
 
-static void float_rows(const ig_mm *m, int64_t r0, int64_t r1) {
-    if (m->type == IG_TYPE_F32) float_rows_t(m, IG_TYPE_F32, r0, r1);
-    else if (m->type == IG_TYPE_F16) float_rows_t(m, IG_TYPE_F16, r0, r1);
-    else float_rows_t(m, IG_TYPE_BF16, r0, r1);
+static void float_rows(const ig_mm *m, int64_t r0, int64_t r1, void *scratch) {
+    if (m->type == IG_TYPE_F32) float_rows_t(m, IG_TYPE_F32, r0, r1, scratch);
+    else if (m->type == IG_TYPE_F16) float_rows_t(m, IG_TYPE_F16, r0, r1, scratch);
+    else float_rows_t(m, IG_TYPE_BF16, r0, r1, scratch);
 }
 
 /* ---- Block decoding ------------------------------------------------------- */
@@ -440,17 +473,46 @@ static ALWAYS_INLINE __m512i bcast32(const int8_t *p) {
     return _mm512_set1_epi32(v);
 }
 
-static ALWAYS_INLINE void store_tile(const ig_mm *m, int64_t r, int vr, int g, const __m512 *acc) {
-    const int nt = IG_MIN(IG_MM_GROUP, m->n - g * IG_MM_GROUP);
-    for (int i = 0; i < vr; i++) {
-        float v[16];
-        _mm512_storeu_ps(v, acc[i]);
-        float *y = m->y + (int64_t)g * IG_MM_GROUP * m->ldy + r + i;
-        for (int j = 0; j < nt; j++) y[j * m->ldy] = v[j];
+/* In-register transpose: o[c] lane i = r[i] lane c. */
+static ALWAYS_INLINE void transpose16(const __m512 r[16], __m512 o[16]) {
+    __m512 a[8], b[8], c[4][4];
+#pragma GCC unroll 8
+    for (int p = 0; p < 8; p++) {
+        a[p] = _mm512_unpacklo_ps(r[2 * p], r[2 * p + 1]);
+        b[p] = _mm512_unpackhi_ps(r[2 * p], r[2 * p + 1]);
+    }
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; p++) {
+        c[p][0] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a[2 * p]), _mm512_castps_pd(a[2 * p + 1])));
+        c[p][1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a[2 * p]), _mm512_castps_pd(a[2 * p + 1])));
+        c[p][2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(b[2 * p]), _mm512_castps_pd(b[2 * p + 1])));
+        c[p][3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(b[2 * p]), _mm512_castps_pd(b[2 * p + 1])));
+    }
+#pragma GCC unroll 4
+    for (int e = 0; e < 4; e++) {
+        const __m512 d0 = _mm512_shuffle_f32x4(c[0][e], c[1][e], _MM_SHUFFLE(2, 0, 2, 0));
+        const __m512 d1 = _mm512_shuffle_f32x4(c[0][e], c[1][e], _MM_SHUFFLE(3, 1, 3, 1));
+        const __m512 d2 = _mm512_shuffle_f32x4(c[2][e], c[3][e], _MM_SHUFFLE(2, 0, 2, 0));
+        const __m512 d3 = _mm512_shuffle_f32x4(c[2][e], c[3][e], _MM_SHUFFLE(3, 1, 3, 1));
+        o[e] = _mm512_shuffle_f32x4(d0, d2, _MM_SHUFFLE(2, 0, 2, 0));
+        o[4 + e] = _mm512_shuffle_f32x4(d1, d3, _MM_SHUFFLE(2, 0, 2, 0));
+        o[8 + e] = _mm512_shuffle_f32x4(d0, d2, _MM_SHUFFLE(3, 1, 3, 1));
+        o[12 + e] = _mm512_shuffle_f32x4(d1, d3, _MM_SHUFFLE(3, 1, 3, 1));
     }
 }
 
-static void gemm32_group(const ig_mm *m, int64_t r, int vr, int g, tile32 tl) {
+/* acc[i] (i < 16, rows r + i) lane j = token 16g + j: one (masked) 64-byte
+ * store per token. */
+static ALWAYS_INLINE void store_tile(const ig_mm *m, int64_t r, int vr, int g, const __m512 *acc) {
+    const int nt = IG_MIN(IG_MM_GROUP, m->n - g * IG_MM_GROUP);
+    __m512 o[16];
+    transpose16(acc, o);
+    const __mmask16 mk = (__mmask16)((1u << vr) - 1);
+    float *y = m->y + (int64_t)g * IG_MM_GROUP * m->ldy + r;
+    for (int j = 0; j < nt; j++) _mm512_mask_storeu_ps(y + j * m->ldy, mk, o[j]);
+}
+
+static void gemm32_group(const ig_mm *m, int g, tile32 tl, __m512 *out) {
     const int64_t k = m->k, nb = k / IG_QK;
     const uint8_t *ga = m->act + (size_t)g * m->act_stride;
     const float *dx = ig_grp_d(ga, k);
@@ -472,7 +534,8 @@ static void gemm32_group(const ig_mm *m, int64_t r, int vr, int g, tile32 tl) {
             acc[i] = _mm512_add_ps(acc[i], _mm512_mul_ps(_mm512_cvtepi32_ps(a), dd));
         }
     }
-    store_tile(m, r, vr, g, acc);
+#pragma GCC unroll 8
+    for (int i = 0; i < TR; i++) out[i] = acc[i];
 }
 
 /* Tile of TR rows of a K-quant type, per super-block b and row i:
@@ -566,7 +629,7 @@ static ALWAYS_INLINE void unpackk_tile(const ig_mm *m, ig_dtype t, int64_t r, in
     }
 }
 
-static ALWAYS_INLINE void gemmk_group_t(const ig_mm *m, ig_dtype t, int64_t r, int vr, int g, tilek tl) {
+static ALWAYS_INLINE void gemmk_group_t(const ig_mm *m, ig_dtype t, int g, tilek tl, __m512 *out) {
     const int64_t k = m->k, nb = k / IG_QK_K;
     const uint8_t *ga = m->act + (size_t)g * m->act_stride;
     const float *dx = ig_grp_d(ga, k);
@@ -631,48 +694,73 @@ static ALWAYS_INLINE void gemmk_group_t(const ig_mm *m, ig_dtype t, int64_t r, i
             }
         }
     }
-    store_tile(m, r, vr, g, acc);
+#pragma GCC unroll 8
+    for (int i = 0; i < TR; i++) out[i] = acc[i];
 }
 
+/* 16 rows at a time (two tiles of 8), so that each token's results fill
+ * whole cache lines of y. */
 static void gemm(const ig_mm *m, int64_t r0, int64_t r1, uint8_t *scratch) {
     const int groups = (m->n + IG_MM_GROUP - 1) / IG_MM_GROUP;
     const ig_dtype t = m->type;
     const bool kq = ig_mm_act_kind(t) == IG_ACT_Q8_K;
-    for (int64_t r = r0; r < r1; r += TR) {
-        const int vr = (int)IG_MIN(TR, r1 - r);
+    const size_t tb = ig_mm_align64(tile_bytes(m->k));
+    for (int64_t r = r0; r < r1; r += 2 * TR) {
+        const int vr = (int)IG_MIN(2 * TR, r1 - r);
+        const int nt = vr > TR ? 2 : 1;
+        __m512 acc[2 * TR];
+        for (int i = 0; i < 2 * TR; i++) acc[i] = _mm512_setzero_ps();
         if (kq) {
-            const tilek tl = tilek_at(scratch, m->k / IG_QK_K);
-            switch (t) {
-            case IG_TYPE_Q4_K: unpackk_tile(m, IG_TYPE_Q4_K, r, vr, tl); break;
-            case IG_TYPE_Q5_K: unpackk_tile(m, IG_TYPE_Q5_K, r, vr, tl); break;
-            default: unpackk_tile(m, IG_TYPE_Q6_K, r, vr, tl); break;
+            tilek tl[2];
+            for (int h = 0; h < nt; h++) {
+                tl[h] = tilek_at(scratch + h * tb, m->k / IG_QK_K);
+                const int hr = IG_MIN(TR, vr - h * TR);
+                switch (t) {
+                case IG_TYPE_Q4_K: unpackk_tile(m, IG_TYPE_Q4_K, r + h * TR, hr, tl[h]); break;
+                case IG_TYPE_Q5_K: unpackk_tile(m, IG_TYPE_Q5_K, r + h * TR, hr, tl[h]); break;
+                default: unpackk_tile(m, IG_TYPE_Q6_K, r + h * TR, hr, tl[h]); break;
+                }
             }
             for (int g = 0; g < groups; g++) {
-                if (t == IG_TYPE_Q6_K) gemmk_group_t(m, IG_TYPE_Q6_K, r, vr, g, tl);
-                else gemmk_group_t(m, IG_TYPE_Q4_K, r, vr, g, tl);
+                for (int h = 0; h < nt; h++) {
+                    if (t == IG_TYPE_Q6_K) gemmk_group_t(m, IG_TYPE_Q6_K, g, tl[h], acc + h * TR);
+                    else gemmk_group_t(m, IG_TYPE_Q4_K, g, tl[h], acc + h * TR);
+                }
+                store_tile(m, r, vr, g, acc);
             }
         } else {
-            const tile32 tl = tile32_at(scratch, m->k / IG_QK);
-            switch (t) {
-            case IG_TYPE_Q8_0: unpack32_tile(m, IG_TYPE_Q8_0, r, vr, tl); break;
-            case IG_TYPE_Q4_0: unpack32_tile(m, IG_TYPE_Q4_0, r, vr, tl); break;
-            default: unpack32_tile(m, IG_TYPE_Q5_0, r, vr, tl); break;
+            tile32 tl[2];
+            for (int h = 0; h < nt; h++) {
+                tl[h] = tile32_at(scratch + h * tb, m->k / IG_QK);
+                const int hr = IG_MIN(TR, vr - h * TR);
+                switch (t) {
+                case IG_TYPE_Q8_0: unpack32_tile(m, IG_TYPE_Q8_0, r + h * TR, hr, tl[h]); break;
+                case IG_TYPE_Q4_0: unpack32_tile(m, IG_TYPE_Q4_0, r + h * TR, hr, tl[h]); break;
+                default: unpack32_tile(m, IG_TYPE_Q5_0, r + h * TR, hr, tl[h]); break;
+                }
             }
-            for (int g = 0; g < groups; g++) gemm32_group(m, r, vr, g, tl);
+            for (int g = 0; g < groups; g++) {
+                for (int h = 0; h < nt; h++) gemm32_group(m, g, tl[h], acc + h * TR);
+                store_tile(m, r, vr, g, acc);
+            }
         }
     }
 }
 
 static void matmul_avx512(const ig_mm *m, int64_t r0, int64_t r1, void *scratch) {
     if (r0 >= r1 || m->n <= 0) return;
-    if (ig_mm_act_kind(m->type) == IG_ACT_F32) float_rows(m, r0, r1);
+    if (ig_mm_act_kind(m->type) == IG_ACT_F32) float_rows(m, r0, r1, scratch);
     else if (m->grouped) gemm(m, r0, r1, scratch);
     else quant_rows(m, r0, r1, scratch);
 }
 
 static size_t scratch_avx512(int64_t k) {
+    const size_t fl = 4 * sizeof(float) * (size_t)((k + 15) & ~(int64_t)15);
     const size_t bias = 3 * 32 * (size_t)(k / IG_QK);
-    return (tile_bytes(k) > bias ? tile_bytes(k) : bias) + 64;
+    size_t s = 2 * ig_mm_align64(tile_bytes(k));
+    if (fl > s) s = fl;
+    if (bias > s) s = bias;
+    return s + 64;
 }
 
 const ig_mm_isa ig_mm_isa_avx512 = {
@@ -682,4 +770,7 @@ const ig_mm_isa ig_mm_isa_avx512 = {
     .matmul = matmul_avx512,
     .scratch_bytes = scratch_avx512,
     .attn = ig_attn_block_avx512,
+    .geglu = ig_geglu_avx512,
+    .rmsnorm = ig_rmsnorm_avx512,
+    .to_f16 = ig_to_f16_avx512,
 };

@@ -1,0 +1,733 @@
+/* AVX2 (+FMA, F16C) matmul kernels: the same structure as the AVX-512
+ * ones (see matmul_avx512.c) with 256-bit registers and vpmaddubsw +
+ * vpmaddwd instead of VNNI.
+ *
+ * vpmaddubsw adds two u8 x s8 products into a saturating int16, so every
+ * pairing is chosen to stay below 32767: weights 0..31 (Q4_0/Q5_0, Q4_K,
+ * Q5_K) or |q - 32| <= 32 (Q6_K) against activations of at most 255;
+ * Q8_0 weights (|w| <= 127) against signed activations with the
+ * abs/sign trick (|w| * sign(x, w), at most 2 * 127 * 127). */
+#include "backend/cpu/matmul_impl.h"
+#include "backend/cpu/ops_simd.h"
+#include "core/util.h"
+
+#include <immintrin.h>
+#include <math.h>
+
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+static ALWAYS_INLINE float f16_to_f32(const uint8_t *p) { return _cvtsh_ss(ig_ld16(p)); }
+
+static ALWAYS_INLINE float hsum256(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static ALWAYS_INLINE int32_t hsum_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+static ALWAYS_INLINE float hmax256(__m256 v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static ALWAYS_INLINE __m256 abs256(__m256 v) {
+    return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
+}
+
+/* ---- Activation quantization ---------------------------------------------- */
+
+static ALWAYS_INLINE __m256 round_away(__m256 v) {
+    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 up = _mm256_cmp_ps(abs256(_mm256_sub_ps(v, t)), _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+    const __m256 one = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(v, _mm256_set1_ps(-0.0f)));
+    return _mm256_add_ps(t, _mm256_and_ps(up, one));
+}
+
+/* 32 int32 lanes (4 vectors) -> 32 int8 in order. */
+static ALWAYS_INLINE __m256i pack32(__m256i a, __m256i b, __m256i c, __m256i d) {
+    const __m256i ab = _mm256_packs_epi32(a, b), cd = _mm256_packs_epi32(c, d);
+    const __m256i v = _mm256_packs_epi16(ab, cd);
+    return _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+static void quant_row_avx2(ig_act_kind kind, const float *x, int64_t k, uint8_t *dst) {
+    if (kind == IG_ACT_Q8_0) {
+        const int64_t nb = k / IG_QK;
+        float *d = (float *)(void *)(dst + k);
+        int32_t *s = (int32_t *)(void *)(dst + k + 4 * nb);
+        for (int64_t b = 0; b < nb; b++) {
+            __m256 v[4];
+            for (int i = 0; i < 4; i++) v[i] = _mm256_loadu_ps(x + 32 * b + 8 * i);
+            const float amax = hmax256(_mm256_max_ps(_mm256_max_ps(abs256(v[0]), abs256(v[1])),
+                                                     _mm256_max_ps(abs256(v[2]), abs256(v[3]))));
+            const float db = amax / 127.0f;
+            const float id = db != 0.0f ? 1.0f / db : 0.0f;
+            d[b] = _cvtsh_ss(_cvtss_sh(db, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+            __m256i q[4];
+            for (int i = 0; i < 4; i++) {
+                /* max(NaN, lo) gives lo, as round_clamp */
+                __m256 p = _mm256_max_ps(_mm256_mul_ps(v[i], _mm256_set1_ps(id)), _mm256_set1_ps(-127.0f));
+                p = _mm256_min_ps(p, _mm256_set1_ps(127.0f));
+                q[i] = _mm256_cvttps_epi32(round_away(p));
+            }
+            _mm256_storeu_si256((__m256i *)(void *)(dst + 32 * b), pack32(q[0], q[1], q[2], q[3]));
+            s[b] = hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+        }
+    } else if (kind == IG_ACT_Q8_K) {
+        const int64_t nb = k / IG_QK_K;
+        float *d = (float *)(void *)(dst + k);
+        int16_t *bs = (int16_t *)(void *)(dst + k + 4 * nb);
+        for (int64_t b = 0; b < nb; b++) {
+            const float *xb = x + IG_QK_K * b;
+            __m256 vmax = _mm256_setzero_ps();
+            for (int j = 0; j < 32; j++) vmax = _mm256_max_ps(vmax, abs256(_mm256_loadu_ps(xb + 8 * j)));
+            const float amax = hmax256(vmax);
+            int8_t *q = (int8_t *)dst + IG_QK_K * b;
+            if (!(amax > 0.0f) || !isfinite(amax)) {
+                d[b] = 0.0f;
+                memset(q, 0, IG_QK_K);
+                memset(bs + 16 * b, 0, 32);
+                continue;
+            }
+            float max = amax;
+            for (int j = 0; j < IG_QK_K; j++)
+                if (fabsf(xb[j]) == amax) {
+                    max = xb[j];
+                    break;
+                }
+            const float iscale = -127.0f / max;
+            for (int j = 0; j < 8; j++) {
+                __m256i qi[4];
+                for (int i = 0; i < 4; i++) {
+                    __m256 v = _mm256_mul_ps(_mm256_set1_ps(iscale), _mm256_loadu_ps(xb + 32 * j + 8 * i));
+                    v = _mm256_max_ps(_mm256_set1_ps(-128.0f), _mm256_min_ps(_mm256_set1_ps(127.0f), v));
+                    qi[i] = _mm256_cvtps_epi32(v); /* nearest, ties to even */
+                }
+                _mm256_storeu_si256((__m256i *)(void *)(q + 32 * j), pack32(qi[0], qi[1], qi[2], qi[3]));
+                bs[16 * b + 2 * j] = (int16_t)hsum_epi32(_mm256_add_epi32(qi[0], qi[1]));
+                bs[16 * b + 2 * j + 1] = (int16_t)hsum_epi32(_mm256_add_epi32(qi[2], qi[3]));
+            }
+            d[b] = 1.0f / iscale;
+        }
+    }
+}
+
+/* ---- Float weights ---------------------------------------------------------- */
+
+/* 8 weights from element i (n - i >= 8), or the tail zero-padded. */
+static ALWAYS_INLINE __m256 load_w8(ig_dtype t, const uint8_t *row, int64_t i, int64_t n) {
+    if (n - i >= 8) {
+        if (t == IG_TYPE_F32) return _mm256_loadu_ps((const float *)(const void *)(row + 4 * i));
+        const __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(row + 2 * i));
+        if (t == IG_TYPE_F16) return _mm256_cvtph_ps(h);
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+    float tmp[8] = {0};
+    const size_t es = t == IG_TYPE_F32 ? 4 : 2;
+    uint8_t raw[32] = {0};
+    memcpy(raw, row + es * (size_t)i, es * (size_t)(n - i));
+    if (t == IG_TYPE_F32) memcpy(tmp, raw, 32);
+    else {
+        const __m128i h = _mm_loadu_si128((const __m128i *)(const void *)raw);
+        _mm256_storeu_ps(tmp, t == IG_TYPE_F16 ? _mm256_cvtph_ps(h)
+                                               : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
+    }
+    return _mm256_loadu_ps(tmp);
+}
+
+static ALWAYS_INLINE __m256 load_x8(const float *x, int64_t i, int64_t n) {
+    if (n - i >= 8) return _mm256_loadu_ps(x + i);
+    float tmp[8] = {0};
+    memcpy(tmp, x + i, sizeof(float) * (size_t)(n - i));
+    return _mm256_loadu_ps(tmp);
+}
+
+/* One row (read once, in order) with T <= 3 tokens, 2 partial sums each. */
+static ALWAYS_INLINE void float_row(const ig_mm *m, ig_dtype t, int64_t r, int tok, const int T) {
+    const uint8_t *row = m->w + (size_t)r * m->row_bytes;
+    __m256 acc[3][2];
+#pragma GCC unroll 4
+    for (int j = 0; j < T; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= m->k; i += 16) {
+        const __m256 w0 = load_w8(t, row, i, m->k), w1 = load_w8(t, row, i + 8, m->k);
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) {
+            const float *x = m->x + (int64_t)(tok + j) * m->ldx;
+            acc[j][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + i), acc[j][0]);
+            acc[j][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + i + 8), acc[j][1]);
+        }
+    }
+    for (; i < m->k; i += 8) {
+        const __m256 w0 = load_w8(t, row, i, m->k);
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++)
+            acc[j][0] = _mm256_fmadd_ps(w0, load_x8(m->x + (int64_t)(tok + j) * m->ldx, i, m->k), acc[j][0]);
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < T; j++)
+        m->y[(int64_t)(tok + j) * m->ldy + r] = hsum256(_mm256_add_ps(acc[j][0], acc[j][1]));
+}
+
+/* 2 rows x 4 tokens from rows converted to f32 (wf: 2 rows of k floats). */
+static ALWAYS_INLINE void float_tile(const ig_mm *m, const float *wf, int vr, int64_t r, int tok, const int T) {
+    __m256 acc[2][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 2; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) acc[i][j] = _mm256_setzero_ps();
+    const int64_t k = m->k;
+    for (int64_t e = 0; e < k; e += 8) {
+        __m256 xv[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) xv[j] = load_x8(m->x + (int64_t)(tok + j) * m->ldx, e, k);
+#pragma GCC unroll 4
+        for (int i = 0; i < 2; i++) {
+            const __m256 wv = _mm256_loadu_ps(wf + i * ((k + 7) & ~7) + e);
+#pragma GCC unroll 4
+            for (int j = 0; j < T; j++) acc[i][j] = _mm256_fmadd_ps(wv, xv[j], acc[i][j]);
+        }
+    }
+    for (int i = 0; i < vr; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) m->y[(int64_t)(tok + j) * m->ldy + r + i] = hsum256(acc[i][j]);
+}
+
+static ALWAYS_INLINE void float_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, float *wf) {
+    if (m->n < 4) {
+        for (int64_t r = r0; r < r1; r++) {
+            if (m->n == 1) float_row(m, t, r, 0, 1);
+            else if (m->n == 2) float_row(m, t, r, 0, 2);
+            else float_row(m, t, r, 0, 3);
+        }
+        return;
+    }
+    const int64_t kp = (m->k + 7) & ~(int64_t)7;
+    for (int64_t r = r0; r < r1; r += 2) {
+        const int vr = (int)IG_MIN(2, r1 - r);
+        for (int i = 0; i < 2; i++) {
+            float *dst = wf + i * kp;
+            if (i < vr) {
+                const uint8_t *row = m->w + (size_t)(r + i) * m->row_bytes;
+                for (int64_t e = 0; e < kp; e += 8) _mm256_storeu_ps(dst + e, load_w8(t, row, e, m->k));
+            } else {
+                memset(dst, 0, (size_t)kp * sizeof(float));
+            }
+        }
+        int tok = 0;
+        for (; tok + 4 <= m->n; tok += 4) float_tile(m, wf, vr, r, tok, 4);
+        for (; tok < m->n; tok++) float_tile(m, wf, vr, r, tok, 1);
+    }
+}
+
+static void float_rows(const ig_mm *m, int64_t r0, int64_t r1, void *scratch) {
+    if (m->type == IG_TYPE_F32) float_rows_t(m, IG_TYPE_F32, r0, r1, scratch);
+    else if (m->type == IG_TYPE_F16) float_rows_t(m, IG_TYPE_F16, r0, r1, scratch);
+    else float_rows_t(m, IG_TYPE_BF16, r0, r1, scratch);
+}
+
+/* ---- Block decoding ------------------------------------------------------- */
+
+static ALWAYS_INLINE __m256i nibbles32(const uint8_t *qs) {
+    const __m128i b = _mm_loadu_si128((const __m128i *)(const void *)qs);
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m4), _mm_and_si128(b, m4));
+}
+
+/* 0xff in byte i where bit i of the 32-bit value is set. */
+static ALWAYS_INLINE __m256i bits_to_bytes(uint32_t bits) {
+    const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits),
+                                          _mm256_setr_epi64x(0x0000000000000000ll, 0x0101010101010101ll,
+                                                             0x0202020202020202ll, 0x0303030303030303ll));
+    const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(v, sel), sel);
+}
+
+/* Unsigned values of a 32-element block (q for Q4_0/Q5_0). */
+static ALWAYS_INLINE __m256i dec_u32(ig_dtype t, const uint8_t *blk) {
+    if (t == IG_TYPE_Q4_0) return nibbles32(blk + 2);
+    const __m256i q = nibbles32(blk + 6);
+    return _mm256_or_si256(q, _mm256_and_si256(bits_to_bytes(ig_ld32(blk + 2)), _mm256_set1_epi8(16)));
+}
+
+static ALWAYS_INLINE int off_u32(ig_dtype t) { return t == IG_TYPE_Q4_0 ? 8 : 16; }
+
+/* 32 values 0..15 of half `hi` of chunk c of a Q4_K block. */
+static ALWAYS_INLINE __m256i q4k_half(const uint8_t *qs32, int hi) {
+    const __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)qs32);
+    return _mm256_and_si256(hi ? _mm256_srli_epi16(b, 4) : b, _mm256_set1_epi8(0x0f));
+}
+
+/* Sub-block g (32 elements) of a Q5_K block. */
+static ALWAYS_INLINE __m256i q5k_sub(const uint8_t *blk, int g) {
+    const __m256i q = q4k_half(blk + 48 + 32 * (g / 2), g & 1);
+    const __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 16));
+    const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(h, g), _mm256_set1_epi8(1));
+    return _mm256_or_si256(q, _mm256_slli_epi16(bit, 4));
+}
+
+/* Elements 32k .. 32k+31 (0..63) of half h of a Q6_K block. */
+static ALWAYS_INLINE __m256i q6k_sub(const uint8_t *blk, int h, int k) {
+    const __m256i l = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 64 * h + 32 * (k & 1)));
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 128 + 32 * h));
+    const __m256i lo = _mm256_and_si256(k < 2 ? l : _mm256_srli_epi16(l, 4), _mm256_set1_epi8(0x0f));
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), _mm256_set1_epi8(3));
+    return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+}
+
+static ALWAYS_INLINE void k_scales(const uint8_t *blk, uint64_t *sc, uint64_t *mn) {
+    const uint32_t u0 = ig_ld32(blk + 4), u1 = ig_ld32(blk + 8), u2 = ig_ld32(blk + 12);
+    const uint32_t sc_lo = u0 & 0x3f3f3f3fu, m_lo = u1 & 0x3f3f3f3fu;
+    const uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | ((u0 >> 2) & 0x30303030u);
+    const uint32_t m_hi = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 2) & 0x30303030u);
+    *sc = (uint64_t)sc_lo | ((uint64_t)sc_hi << 32);
+    *mn = (uint64_t)m_lo | ((uint64_t)m_hi << 32);
+}
+
+/* ---- Matrix-vector kernels (rows layout) ---------------------------------- */
+
+static ALWAYS_INLINE __m256i dot32(ig_dtype t, __m256i q, __m256i x) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    if (t == IG_TYPE_Q8_0)
+        return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(x, q)), ones);
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), ones);
+}
+
+static ALWAYS_INLINE void q32_rows_tok(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, int tok,
+                                       const int T, __m256i *bias) {
+    const int64_t k = m->k, nb = k / IG_QK;
+    const size_t bb = ig_blk_bytes(t);
+    const int8_t *xq[3];
+    const float *xd[3];
+#pragma GCC unroll 4
+    for (int j = 0; j < T; j++) {
+        const uint8_t *a = m->act + (size_t)(tok + j) * m->act_stride;
+        xq[j] = ig_act_q(a);
+        xd[j] = ig_act_d(a, k);
+        const int32_t *xs = ig_act_s(a, k);
+        const int off = t == IG_TYPE_Q8_0 ? 0 : off_u32(t);
+        for (int64_t b = 0; b < nb; b++) bias[j * nb + b] = _mm256_setr_epi32(-off * xs[b], 0, 0, 0, 0, 0, 0, 0);
+    }
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = m->w + (size_t)r * m->row_bytes;
+        __m256 acc[3];
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = row + (size_t)b * bb;
+            const __m256i q = t == IG_TYPE_Q8_0 ? _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2))
+                                                : dec_u32(t, blk);
+            const __m256 dw = _mm256_set1_ps(f16_to_f32(blk));
+#pragma GCC unroll 4
+            for (int j = 0; j < T; j++) {
+                const __m256i xv = _mm256_load_si256((const __m256i *)(const void *)(xq[j] + 32 * b));
+                const __m256i dot = _mm256_add_epi32(dot32(t, q, xv), bias[j * nb + b]);
+                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, _mm256_set1_ps(xd[j][b])), acc[j]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) m->y[(int64_t)(tok + j) * m->ldy + r] = hsum256(acc[j]);
+    }
+}
+
+static ALWAYS_INLINE void q32_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, void *scratch) {
+    __m256i *bias = scratch;
+    int tok = 0;
+    for (; tok + 3 <= m->n; tok += 3) q32_rows_tok(m, t, r0, r1, tok, 3, bias);
+    if (m->n - tok == 2) q32_rows_tok(m, t, r0, r1, tok, 2, bias);
+    else if (m->n - tok == 1) q32_rows_tok(m, t, r0, r1, tok, 1, bias);
+}
+
+/* Exact integer sums of one K-quant block with one token, then the
+ * reference's float steps. */
+static ALWAYS_INLINE float qk_block(ig_dtype t, const uint8_t *blk, const int8_t *xq, float xd,
+                                   const int16_t *bs) {
+    __m256i acc = _mm256_setzero_si256();
+    if (t == IG_TYPE_Q6_K) {
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)(const void *)(blk + 192));
+        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+        for (int h = 0; h < 2; h++)
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                const int e = 128 * h + 32 * k; /* sub-blocks e/16, e/16 + 1 */
+                const __m256i q = q6k_sub(blk, h, k);
+                const __m256i x = _mm256_load_si256((const __m256i *)(const void *)(xq + e));
+                const __m256i p = _mm256_maddubs_epi16(q, x);
+                const __m256i s = _mm256_inserti128_si256(_mm256_set1_epi16((short)(int8_t)blk[192 + e / 16]),
+                                                          _mm_set1_epi16((short)(int8_t)blk[192 + e / 16 + 1]), 1);
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, s));
+            }
+        const __m256i b16 = _mm256_loadu_si256((const __m256i *)(const void *)bs);
+        const int32_t isum = hsum_epi32(acc) - 32 * hsum_epi32(_mm256_madd_epi16(b16, sc16));
+        const float d = f16_to_f32(blk + 208) * xd;
+        return d * (float)isum;
+    }
+    uint64_t sc, mn;
+    k_scales(blk, &sc, &mn);
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; g++) {
+        const __m256i q = t == IG_TYPE_Q4_K ? q4k_half(blk + 16 + 32 * (g / 2), g & 1) : q5k_sub(blk, g);
+        const __m256i x = _mm256_load_si256((const __m256i *)(const void *)(xq + 32 * g));
+        const __m256i s = _mm256_set1_epi16((short)((sc >> (8 * g)) & 0xff));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), s));
+    }
+    const __m128i mv = _mm_cvtsi64_si128((long long)mn);
+    const __m256i m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mv, mv));
+    const __m256i b16 = _mm256_loadu_si256((const __m256i *)(const void *)bs);
+    const int32_t isum = hsum_epi32(acc);
+    const int32_t imin = hsum_epi32(_mm256_madd_epi16(b16, m16));
+    const float d = f16_to_f32(blk) * xd;
+    const float dmin = f16_to_f32(blk + 2) * xd;
+    const float hi = d * (float)isum;
+    const float lo = dmin * (float)imin;
+    return hi - lo;
+}
+
+static ALWAYS_INLINE void qk_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1) {
+    const int64_t k = m->k, nb = k / IG_QK_K;
+    const size_t bb = ig_blk_bytes(t);
+    for (int tok = 0; tok < m->n; tok++) {
+        const uint8_t *a = m->act + (size_t)tok * m->act_stride;
+        const int8_t *xq = ig_act_q(a);
+        const float *xd = ig_act_d(a, k);
+        const int16_t *bs = ig_act_bsums(a, k);
+        for (int64_t r = r0; r < r1; r++) {
+            const uint8_t *row = m->w + (size_t)r * m->row_bytes;
+            float sum = 0.0f;
+            for (int64_t b = 0; b < nb; b++)
+                sum += qk_block(t, row + (size_t)b * bb, xq + IG_QK_K * b, xd[b], bs + 16 * b);
+            m->y[(int64_t)tok * m->ldy + r] = sum;
+        }
+    }
+}
+
+static void quant_rows(const ig_mm *m, int64_t r0, int64_t r1, void *scratch) {
+    switch (m->type) {
+    case IG_TYPE_Q8_0: q32_rows_t(m, IG_TYPE_Q8_0, r0, r1, scratch); break;
+    case IG_TYPE_Q4_0: q32_rows_t(m, IG_TYPE_Q4_0, r0, r1, scratch); break;
+    case IG_TYPE_Q5_0: q32_rows_t(m, IG_TYPE_Q5_0, r0, r1, scratch); break;
+    case IG_TYPE_Q4_K: qk_rows_t(m, IG_TYPE_Q4_K, r0, r1); break;
+    case IG_TYPE_Q5_K: qk_rows_t(m, IG_TYPE_Q5_K, r0, r1); break;
+    case IG_TYPE_Q6_K: qk_rows_t(m, IG_TYPE_Q6_K, r0, r1); break;
+    default: break;
+    }
+}
+
+/* ---- Matrix-matrix kernels (groups layout) --------------------------------- */
+
+#define TR 4 /* weight rows per tile */
+
+/* Per block b and row i: w[b][i][32] centred int8, corr[b][i] = -128 * sum(w)
+ * (0 for Q8_0, which multiplies signed activations), dw[b][i]. */
+typedef struct tile32 {
+    int8_t *w;
+    int32_t *corr;
+    float *dw;
+} tile32;
+
+static tile32 tile32_at(uint8_t *s, int64_t nb) {
+    tile32 t = {.w = (int8_t *)s};
+    t.corr = (int32_t *)(void *)(s + (size_t)nb * TR * 32);
+    t.dw = (float *)(void *)(s + (size_t)nb * TR * 36);
+    return t;
+}
+
+static ALWAYS_INLINE void unpack32_tile(const ig_mm *m, ig_dtype t, int64_t r, int vr, tile32 tl) {
+    const int64_t nb = m->k / IG_QK;
+    const size_t bb = ig_blk_bytes(t);
+    for (int i = 0; i < TR; i++) {
+        const uint8_t *row = m->w + (size_t)(r + i) * m->row_bytes;
+        for (int64_t b = 0; b < nb; b++) {
+            int8_t *dst = tl.w + (b * TR + i) * 32;
+            if (i >= vr) {
+                memset(dst, 0, 32);
+                tl.corr[b * TR + i] = 0;
+                tl.dw[b * TR + i] = 0.0f;
+                continue;
+            }
+            const uint8_t *blk = row + (size_t)b * bb;
+            __m256i w;
+            int32_t corr = 0;
+            if (t == IG_TYPE_Q8_0) {
+                w = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
+            } else {
+                w = _mm256_sub_epi8(dec_u32(t, blk), _mm256_set1_epi8((char)off_u32(t)));
+                const __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(w, _mm256_set1_epi8((char)0x80)),
+                                                    _mm256_setzero_si256());
+                const __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(sad), _mm256_extracti128_si256(sad, 1));
+                corr = -128 * ((int32_t)(_mm_cvtsi128_si64(s2) + _mm_extract_epi64(s2, 1)) - 32 * 128);
+            }
+            _mm256_storeu_si256((__m256i *)(void *)dst, w);
+            tl.corr[b * TR + i] = corr;
+            tl.dw[b * TR + i] = f16_to_f32(blk);
+        }
+    }
+}
+
+static ALWAYS_INLINE __m256i bcast32(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm256_set1_epi32(v);
+}
+
+/* The 8 tokens of half h of group g; acc[i] for the valid rows. */
+static ALWAYS_INLINE void store_half(const ig_mm *m, int64_t r, int vr, int g, int h, const __m256 *acc) {
+    const int nt = IG_MIN(8, m->n - g * IG_MM_GROUP - 8 * h);
+    if (nt <= 0) return;
+    for (int i = 0; i < vr; i++) {
+        float v[8];
+        _mm256_storeu_ps(v, acc[i]);
+        float *y = m->y + ((int64_t)g * IG_MM_GROUP + 8 * h) * m->ldy + r + i;
+        for (int j = 0; j < nt; j++) y[j * m->ldy] = v[j];
+    }
+}
+
+static ALWAYS_INLINE void gemm32_half(const ig_mm *m, ig_dtype t, int64_t r, int vr, int g, int h, tile32 tl) {
+    const int64_t k = m->k, nb = k / IG_QK;
+    const uint8_t *ga = m->act + (size_t)g * m->act_stride + 32 * h;
+    const float *dx = ig_grp_d(m->act + (size_t)g * m->act_stride, k) + 8 * h;
+    const __m256i ones = _mm256_set1_epi16(1), flip = _mm256_set1_epi8((char)0x80);
+    __m256 acc[TR];
+#pragma GCC unroll 4
+    for (int i = 0; i < TR; i++) acc[i] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i u[8];
+#pragma GCC unroll 8
+        for (int s = 0; s < 8; s++) {
+            u[s] = _mm256_load_si256((const __m256i *)(const void *)(ga + (b * 8 + s) * 64));
+            if (t == IG_TYPE_Q8_0) u[s] = _mm256_xor_si256(u[s], flip); /* signed x */
+        }
+        const __m256 dxv = _mm256_load_ps(dx + 16 * b);
+#pragma GCC unroll 4
+        for (int i = 0; i < TR; i++) {
+            const int8_t *w = tl.w + (b * TR + i) * 32;
+            __m256i a = _mm256_set1_epi32(tl.corr[b * TR + i]);
+#pragma GCC unroll 8
+            for (int s = 0; s < 8; s++) {
+                const __m256i wb = bcast32(w + 4 * s);
+                __m256i p;
+                if (t == IG_TYPE_Q8_0) p = _mm256_maddubs_epi16(_mm256_sign_epi8(wb, wb), _mm256_sign_epi8(u[s], wb));
+                else p = _mm256_maddubs_epi16(u[s], wb);
+                a = _mm256_add_epi32(a, _mm256_madd_epi16(p, ones));
+            }
+            const __m256 dd = _mm256_mul_ps(_mm256_set1_ps(tl.dw[b * TR + i]), dxv);
+            acc[i] = _mm256_add_ps(acc[i], _mm256_mul_ps(_mm256_cvtepi32_ps(a), dd));
+        }
+    }
+    store_half(m, r, vr, g, h, acc);
+}
+
+/* K-quant tile, per super-block b and row i: w[b][i][256] int8 (q, or q - 32
+ * for Q6_K), sc[b][i][16] as int16 pairs (sc, sc), mp[b][i][4] mins pairs,
+ * corr[b][i] = -128 * sum_j sc[j] * sum(w of sub-block j), d, dmin. */
+typedef struct tilek {
+    int8_t *w;
+    int32_t *sc, *mp, *corr;
+    float *d, *dmin;
+} tilek;
+
+static tilek tilek_at(uint8_t *s, int64_t nb) {
+    tilek t = {.w = (int8_t *)s};
+    size_t o = (size_t)nb * TR * 256;
+    t.sc = (int32_t *)(void *)(s + o);
+    o += (size_t)nb * TR * 64;
+    t.mp = (int32_t *)(void *)(s + o);
+    o += (size_t)nb * TR * 16;
+    t.corr = (int32_t *)(void *)(s + o);
+    o += (size_t)nb * TR * 4;
+    t.d = (float *)(void *)(s + o);
+    o += (size_t)nb * TR * 4;
+    t.dmin = (float *)(void *)(s + o);
+    return t;
+}
+
+static size_t tile_bytes(int64_t k) {
+    const size_t a = (size_t)(k / IG_QK) * TR * 40;
+    const size_t b = (size_t)(k / IG_QK_K) * TR * (256 + 64 + 16 + 12);
+    return a > b ? a : b;
+}
+
+static ALWAYS_INLINE void unpackk_tile(const ig_mm *m, ig_dtype t, int64_t r, int vr, tilek tl) {
+    const int64_t nb = m->k / IG_QK_K;
+    const size_t bb = ig_blk_bytes(t);
+    for (int i = 0; i < TR; i++) {
+        const uint8_t *row = m->w + (size_t)(r + i) * m->row_bytes;
+        for (int64_t b = 0; b < nb; b++) {
+            const int64_t bi = b * TR + i;
+            int8_t *dst = tl.w + bi * 256;
+            if (i >= vr) {
+                memset(dst, 0, 256);
+                memset(tl.sc + bi * 16, 0, 64);
+                memset(tl.mp + bi * 4, 0, 16);
+                tl.corr[bi] = 0;
+                tl.d[bi] = tl.dmin[bi] = 0.0f;
+                continue;
+            }
+            const uint8_t *blk = row + (size_t)b * bb;
+            int32_t wsum = 0;
+            const __m256i ones = _mm256_set1_epi8(1);
+            if (t == IG_TYPE_Q6_K) {
+                for (int h = 0; h < 2; h++)
+                    for (int k = 0; k < 4; k++) {
+                        const int e = 128 * h + 32 * k;
+                        const __m256i w = _mm256_sub_epi8(q6k_sub(blk, h, k), _mm256_set1_epi8(32));
+                        _mm256_storeu_si256((__m256i *)(void *)(dst + e), w);
+                        const __m256i p = _mm256_maddubs_epi16(ones, w); /* pair sums */
+                        const __m256i s = _mm256_inserti128_si256(_mm256_set1_epi16((short)(int8_t)blk[192 + e / 16]),
+                                                                  _mm_set1_epi16((short)(int8_t)blk[192 + e / 16 + 1]), 1);
+                        wsum += hsum_epi32(_mm256_madd_epi16(p, s));
+                    }
+                for (int j = 0; j < 16; j++) {
+                    const uint16_t s = (uint16_t)(int16_t)(int8_t)blk[192 + j];
+                    tl.sc[bi * 16 + j] = (int32_t)((uint32_t)s | ((uint32_t)s << 16));
+                }
+                tl.d[bi] = f16_to_f32(blk + 208);
+                tl.dmin[bi] = 0.0f;
+                memset(tl.mp + bi * 4, 0, 16);
+            } else {
+                uint64_t sc, mn;
+                k_scales(blk, &sc, &mn);
+                for (int g = 0; g < 8; g++) {
+                    const __m256i w = t == IG_TYPE_Q4_K ? q4k_half(blk + 16 + 32 * (g / 2), g & 1) : q5k_sub(blk, g);
+                    _mm256_storeu_si256((__m256i *)(void *)(dst + 32 * g), w);
+                    const uint32_t s = (uint32_t)((sc >> (8 * g)) & 0xff);
+                    wsum += (int32_t)s * hsum_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(ones, w), _mm256_set1_epi16(1)));
+                    tl.sc[bi * 16 + g] = (int32_t)(s | (s << 16));
+                }
+                for (int p = 0; p < 4; p++)
+                    tl.mp[bi * 4 + p] = (int32_t)(((mn >> (16 * p)) & 0xff) | (((mn >> (16 * p + 8)) & 0xff) << 16));
+                tl.d[bi] = f16_to_f32(blk);
+                tl.dmin[bi] = f16_to_f32(blk + 2);
+            }
+            tl.corr[bi] = -128 * wsum;
+        }
+    }
+}
+
+static ALWAYS_INLINE void gemmk_half(const ig_mm *m, ig_dtype t, int64_t r, int vr, int g, int h, tilek tl) {
+    const int64_t k = m->k, nb = k / IG_QK_K;
+    const uint8_t *g0 = m->act + (size_t)g * m->act_stride;
+    const uint8_t *ga = g0 + 32 * h;
+    const float *dx = ig_grp_d(g0, k) + 8 * h;
+    const int32_t *gbs = ig_grp_bs(g0, k) + 8 * h;
+    const bool q6 = t == IG_TYPE_Q6_K;
+    const int nsub = q6 ? 16 : 8, ks = q6 ? 4 : 8; /* sub-blocks, steps of 4 per sub-block */
+    __m256 acc[TR];
+#pragma GCC unroll 4
+    for (int i = 0; i < TR; i++) acc[i] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i isum[TR];
+#pragma GCC unroll 4
+        for (int i = 0; i < TR; i++) isum[i] = _mm256_set1_epi32(tl.corr[b * TR + i]);
+        const uint8_t *ub = ga + b * 64 * 64;
+        for (int j = 0; j < nsub; j++) {
+#pragma GCC unroll 4
+            for (int i = 0; i < TR; i++) {
+                const int8_t *w = tl.w + (b * TR + i) * 256 + 4 * ks * j;
+                const __m256i scv = _mm256_set1_epi32(tl.sc[(b * TR + i) * 16 + j]);
+                __m256i a = _mm256_setzero_si256();
+#pragma GCC unroll 8
+                for (int s = 0; s < ks; s++) {
+                    const __m256i u = _mm256_load_si256((const __m256i *)(const void *)(ub + (ks * j + s) * 64));
+                    a = _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(u, bcast32(w + 4 * s)), scv));
+                }
+                isum[i] = _mm256_add_epi32(isum[i], a);
+            }
+        }
+        const __m256 dxv = _mm256_load_ps(dx + 16 * b);
+        if (q6) {
+#pragma GCC unroll 4
+            for (int i = 0; i < TR; i++) {
+                const __m256 d = _mm256_mul_ps(_mm256_set1_ps(tl.d[b * TR + i]), dxv);
+                acc[i] = _mm256_add_ps(acc[i], _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[i])));
+            }
+        } else {
+            __m256i bsp[4];
+#pragma GCC unroll 4
+            for (int p = 0; p < 4; p++) bsp[p] = _mm256_load_si256((const __m256i *)(const void *)(gbs + (b * 4 + p) * 16));
+#pragma GCC unroll 4
+            for (int i = 0; i < TR; i++) {
+                __m256i imin = _mm256_setzero_si256();
+#pragma GCC unroll 4
+                for (int p = 0; p < 4; p++)
+                    imin = _mm256_add_epi32(imin, _mm256_madd_epi16(bsp[p], _mm256_set1_epi32(tl.mp[(b * TR + i) * 4 + p])));
+                const __m256 d = _mm256_mul_ps(_mm256_set1_ps(tl.d[b * TR + i]), dxv);
+                const __m256 dmin = _mm256_mul_ps(_mm256_set1_ps(tl.dmin[b * TR + i]), dxv);
+                const __m256 hi = _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[i]));
+                const __m256 lo = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(imin));
+                acc[i] = _mm256_add_ps(acc[i], _mm256_sub_ps(hi, lo));
+            }
+        }
+    }
+    store_half(m, r, vr, g, h, acc);
+}
+
+static void gemm(const ig_mm *m, int64_t r0, int64_t r1, uint8_t *scratch) {
+    const int groups = (m->n + IG_MM_GROUP - 1) / IG_MM_GROUP;
+    const ig_dtype t = m->type;
+    for (int64_t r = r0; r < r1; r += TR) {
+        const int vr = (int)IG_MIN(TR, r1 - r);
+        if (ig_mm_act_kind(t) == IG_ACT_Q8_K) {
+            const tilek tl = tilek_at(scratch, m->k / IG_QK_K);
+            switch (t) {
+            case IG_TYPE_Q4_K: unpackk_tile(m, IG_TYPE_Q4_K, r, vr, tl); break;
+            case IG_TYPE_Q5_K: unpackk_tile(m, IG_TYPE_Q5_K, r, vr, tl); break;
+            default: unpackk_tile(m, IG_TYPE_Q6_K, r, vr, tl); break;
+            }
+            for (int g = 0; g < groups; g++)
+                for (int h = 0; h < 2; h++) {
+                    if (t == IG_TYPE_Q6_K) gemmk_half(m, IG_TYPE_Q6_K, r, vr, g, h, tl);
+                    else gemmk_half(m, IG_TYPE_Q4_K, r, vr, g, h, tl);
+                }
+        } else {
+            const tile32 tl = tile32_at(scratch, m->k / IG_QK);
+            switch (t) {
+            case IG_TYPE_Q8_0: unpack32_tile(m, IG_TYPE_Q8_0, r, vr, tl); break;
+            case IG_TYPE_Q4_0: unpack32_tile(m, IG_TYPE_Q4_0, r, vr, tl); break;
+            default: unpack32_tile(m, IG_TYPE_Q5_0, r, vr, tl); break;
+            }
+            for (int g = 0; g < groups; g++)
+                for (int h = 0; h < 2; h++) {
+                    if (t == IG_TYPE_Q8_0) gemm32_half(m, IG_TYPE_Q8_0, r, vr, g, h, tl);
+                    else gemm32_half(m, IG_TYPE_Q4_0, r, vr, g, h, tl);
+                }
+        }
+    }
+}
+
+static void matmul_avx2(const ig_mm *m, int64_t r0, int64_t r1, void *scratch) {
+    if (r0 >= r1 || m->n <= 0) return;
+    if (ig_mm_act_kind(m->type) == IG_ACT_F32) float_rows(m, r0, r1, scratch);
+    else if (m->grouped) gemm(m, r0, r1, scratch);
+    else quant_rows(m, r0, r1, scratch);
+}
+
+static size_t scratch_avx2(int64_t k) {
+    const size_t fl = 2 * sizeof(float) * (size_t)((k + 7) & ~(int64_t)7);
+    const size_t bias = 3 * 32 * (size_t)(k / IG_QK);
+    size_t s = tile_bytes(k);
+    if (fl > s) s = fl;
+    if (bias > s) s = bias;
+    return s + 64;
+}
+
+const ig_mm_isa ig_mm_isa_avx2 = {
+    .name = "avx2",
+    .gemm_min = 4,
+    .quant_row = quant_row_avx2,
+    .matmul = matmul_avx2,
+    .scratch_bytes = scratch_avx2,
+    .attn = ig_attn_block_scalar,
+    .geglu = ig_geglu_avx2,
+    .rmsnorm = ig_rmsnorm_avx2,
+    .to_f16 = ig_to_f16_avx2,
+};
