@@ -814,6 +814,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cn->t0 = now_s();
         snprintf(cn->method, sizeof cn->method, "%s", method ? method : "?");
         snprintf(cn->path, sizeof cn->path, "%s", url ? url : "?");
+        for (char *q = cn->path; *q; q++) /* keep the log one line per request */
+            if ((unsigned char)*q < 0x20 || *q == 0x7f) *q = '?';
+        for (char *q = cn->method; *q; q++)
+            if ((unsigned char)*q < 0x20 || *q == 0x7f) *q = '?';
         *con_cls = cn;
         atomic_fetch_add(&S->active_conns, 1);
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");

@@ -50,7 +50,8 @@ def free_port() -> int:
 class Server:
     """One `ignis serve` process on a free loopback port."""
 
-    def __init__(self, binary: Path, args: list[str], env: dict[str, str] | None = None):
+    def __init__(self, binary: Path, args: list[str], env: dict[str, str] | None = None,
+                 model: Path | None = None):
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log_file = tempfile.NamedTemporaryFile(prefix="ignis-serve-", suffix=".log",
@@ -61,7 +62,7 @@ class Server:
             e["UBSAN_OPTIONS"] = "print_stacktrace=1"
         e.update(env or {})
         self.proc = subprocess.Popen(
-            [str(binary), "serve", str(model_path()), "--port", str(self.port), *args],
+            [str(binary), "serve", str(model or model_path()), "--port", str(self.port), *args],
             stdout=subprocess.DEVNULL, stderr=self.log_file, env=e)
 
     def log(self) -> str:
@@ -687,3 +688,20 @@ def test_still_serving_after_bad_input(server: Server):
     m = metrics(server)
     assert m['ignis_http_requests_total{status="400"}'] > 20
     assert m['ignis_http_requests_total{status="401"}'] >= 4
+
+
+@pytest.mark.asan
+def test_bad_model_file_fails_cleanly(ignis_build: Path, tmp_path: Path):
+    """A corrupt GGUF: the port is bound, loading fails, /health says why,
+    the process exits 1 without crashing or leaking."""
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\xff" * 64)
+    srv = Server(ignis_build / "ignis", [], model=bad)
+    try:
+        assert srv.proc.wait(60) == 1
+        log = srv.log()
+        assert "cannot load" in log and "broken.gguf" in log
+        assert "Sanitizer" not in log and "runtime error" not in log, log
+    finally:
+        srv.stop()
+        srv.close()
