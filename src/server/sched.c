@@ -408,7 +408,8 @@ static void assign_slot(srv_sched *s, task *t) {
         if (s->slots[i].t) continue;
         int l = common_prefix(s->slots[i].cache, s->slots[i].n_cache, t->job->prompt,
                               t->job->n_prompt);
-        if (l > best_lcp) {
+        /* ties: the slot with the least cached, so useful prefixes survive */
+        if (l > best_lcp || (l == best_lcp && s->slots[i].n_cache < s->slots[best].n_cache)) {
             best = i;
             best_lcp = l;
         }
