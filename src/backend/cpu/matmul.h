@@ -124,8 +124,9 @@ extern const ig_mm_isa ig_mm_isa_neon;
 
 /* ISAs this CPU can run, best last (scalar first). Returns the count. */
 int ig_mm_isa_available(const ig_mm_isa **out, int cap);
-/* The best available ISA, or the one named by $IGNIS_CPU (scalar, avx2,
- * avx512, neon) when it is available. */
+/* The best available ISA (scalar on aarch64 for now: NEON only on
+ * request), or the one named by $IGNIS_CPU (scalar, avx2, avx512, neon)
+ * when it is available. */
 const ig_mm_isa *ig_mm_isa_select(void);
 
 /* Quantizes tokens [t0, t1) of x (row stride ldx) into act (layout per

@@ -125,6 +125,11 @@ static inline size_t ig_blk_bytes(ig_dtype t) {
     }
 }
 
+/* The scalar ISA's pieces, for ISAs that fall back on some of them. */
+void ig_mm_quant_row_scalar(ig_act_kind kind, const float *x, int64_t k, uint8_t *dst);
+void ig_mm_matmul_scalar(const ig_mm *m, int64_t r0, int64_t r1, void *scratch);
+size_t ig_mm_scratch_scalar(int64_t k);
+
 /* Generic writer of the groups layout from a rows-layout record of token t. */
 void ig_mm_scatter_group(ig_act_kind kind, int64_t k, const uint8_t *row, int lane, uint8_t *grp);
 void ig_mm_pad_group(ig_act_kind kind, int64_t k, int lane0, uint8_t *grp);
