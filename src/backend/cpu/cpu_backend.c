@@ -1,17 +1,21 @@
 /* The CPU backend: activation buffers allocated once per context, and a
- * step executed as one thread-pool run with a barrier between ops.
+ * forward pass executed as one thread-pool run with a barrier between steps.
  *
- * The op list is replayed as a plan of steps: a step is one op, or a run of
- * consecutive matmuls that read the same input (Q, K, V; gate, up), which
- * quantize that input once and share one dot phase without a barrier
- * between them. */
+ * The op list is replayed as a plan of steps (about 10 barriers per layer
+ * instead of one per op):
+ *  - a run of row-local ops (norms, RoPE, KV store, GEGLU, ...), each thread
+ *    doing its own rows of all of them;
+ *  - such a run followed by consecutive matmuls that read the same input
+ *    (Q, K, V; gate, up): the input is quantized by the thread that produced
+ *    each row, then one barrier, then one shared dot phase;
+ *  - attention. */
 #include "backend/cpu/cpu_ops.h"
 
 #include <stdlib.h>
 
 typedef struct cpu_step {
-    int op;   /* first op */
-    int n;    /* ops in the step (matmuls only may be > 1) */
+    int pre, n_pre; /* row-local ops run before the matmuls (matmul steps) */
+    int op, n;      /* the step's ops: matmuls, row-local ops, or one other op */
     bool matmul;
 } cpu_step;
 
@@ -37,7 +41,8 @@ static void run_graph(void *arg, int ith, int nth) {
     const ig_graph *g = &ex->ctx->graph;
     for (int s = 0; s < ra->cb->n_steps; s++) {
         const cpu_step *st = &ra->cb->steps[s];
-        if (st->matmul) ig_cpu_matmuls(ex, &g->ops[st->op], st->n, &ra->cb->next[s], ith, nth);
+        if (st->matmul)
+            ig_cpu_matmuls(ex, &g->ops[st->pre], st->n_pre, &g->ops[st->op], st->n, &ra->cb->next[s], ith, nth);
         else ig_cpu_ops(ex, &g->ops[st->op], st->n, &ra->cb->next[s], ith, nth);
         ig_threadpool_barrier(ex->ctx->pool);
     }
@@ -89,18 +94,6 @@ static bool joins(const ig_op *prev, const ig_op *op) {
            prev->dst != op->src;
 }
 
-/* Independent in-place ops that may share a step: per-head RMSNorms of Q
- * and K, RoPE of Q and K with the same base and scale. */
-static bool independent(const ig_op *prev, const ig_op *op) {
-    if (op->kind != prev->kind || op->dst == prev->dst || op->on_outputs || prev->on_outputs)
-        return false;
-    if (op->kind == IG_OP_RMSNORM)
-        return op->src == op->dst && prev->src == prev->dst && op->n_heads > 0 && prev->n_heads > 0;
-    if (op->kind == IG_OP_ROPE)
-        return op->f0 == prev->f0 && op->f1 == prev->f1 && op->width / op->n_heads == prev->width / prev->n_heads;
-    return false;
-}
-
 /* Groups the ops into steps and sizes the matmul buffers. */
 static ig_status plan(cpu_backend *cb, const ig_context *ctx, size_t *act_bytes, size_t *mm_bytes,
                       size_t *tmp_bytes) {
@@ -112,27 +105,35 @@ static ig_status plan(cpu_backend *cb, const ig_context *ctx, size_t *act_bytes,
     const int nb = ctx->params.n_batch;
     for (int i = 0; i < g->n_ops; i++) {
         const ig_op *op = &g->ops[i];
-        if (op->kind == IG_OP_MATMUL) {
-            if (!ig_mm_type_supported(op->w->type))
-                return ig_fail(IG_ERR_UNSUPPORTED, "cpu matmul: weight type %s",
-                               ig_dtype_name(op->w->type));
-            const ig_act_kind kind = ig_mm_act_kind(op->w->type);
-            const int64_t k = op->w->ne[0];
-            size_t a = ig_mm_act_bytes(kind, k, nb, false);
-            size_t b = ig_mm_act_bytes(kind, k, nb, true);
-            *act_bytes = IG_MAX(*act_bytes, IG_MAX(a, b));
-            *mm_bytes = IG_MAX(*mm_bytes, cb->isa->scratch_bytes(k));
-            *tmp_bytes = IG_MAX(*tmp_bytes, ig_mm_row_stride(kind, k));
-        }
-        cpu_step *last = cb->n_steps ? &cb->steps[cb->n_steps - 1] : NULL;
-        if (last && last->n < 4) {
-            const ig_op *prev = &g->ops[last->op + last->n - 1];
-            if ((last->matmul && joins(prev, op)) || (!last->matmul && independent(prev, op))) {
-                last->n++;
-                continue;
+        if (op->kind != IG_OP_MATMUL) continue;
+        if (!ig_mm_type_supported(op->w->type))
+            return ig_fail(IG_ERR_UNSUPPORTED, "cpu matmul: weight type %s", ig_dtype_name(op->w->type));
+        const ig_act_kind kind = ig_mm_act_kind(op->w->type);
+        const int64_t k = op->w->ne[0];
+        const size_t a = ig_mm_act_bytes(kind, k, nb, false), b = ig_mm_act_bytes(kind, k, nb, true);
+        *act_bytes = IG_MAX(*act_bytes, IG_MAX(a, b));
+        *mm_bytes = IG_MAX(*mm_bytes, cb->isa->scratch_bytes(k));
+        *tmp_bytes = IG_MAX(*tmp_bytes, ig_mm_row_stride(kind, k));
+    }
+    for (int i = 0; i < g->n_ops;) {
+        const ig_op *op = &g->ops[i];
+        cpu_step st = {.op = i, .n = 1};
+        if (ig_cpu_op_row_local(op)) {
+            int j = i + 1;
+            while (j < g->n_ops && ig_cpu_op_row_local(&g->ops[j]) && g->ops[j].on_outputs == op->on_outputs) j++;
+            if (j < g->n_ops && g->ops[j].kind == IG_OP_MATMUL && g->ops[j].on_outputs == op->on_outputs) {
+                st = (cpu_step){.pre = i, .n_pre = j - i, .op = j, .n = 1, .matmul = true};
+            } else {
+                st.n = j - i;
             }
+        } else if (op->kind == IG_OP_MATMUL) {
+            st.matmul = true;
         }
-        cb->steps[cb->n_steps++] = (cpu_step){.op = i, .n = 1, .matmul = op->kind == IG_OP_MATMUL};
+        if (st.matmul)
+            while (st.n < 4 && st.op + st.n < g->n_ops && joins(&g->ops[st.op + st.n - 1], &g->ops[st.op + st.n]))
+                st.n++;
+        cb->steps[cb->n_steps++] = st;
+        i = st.op + st.n;
     }
     return IG_OK;
 }

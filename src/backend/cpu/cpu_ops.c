@@ -1,5 +1,11 @@
 /* The CPU kernels of the graph ops: work split between the threads, the
- * arithmetic in the ISA's kernels (matmul*.c, attention*.c, ops*.c). */
+ * arithmetic in the ISA's kernels (matmul*.c, attention*.c, ops*.c).
+ *
+ * Most ops are row-local: row t of their output depends only on row t of
+ * their inputs (and on buffers completed by earlier steps). A run of them is
+ * executed by each thread on its own range of rows, without barriers, and
+ * may end with the quantization of the input of the next matmuls: the
+ * thread quantizes the rows it has just produced. */
 #include "backend/cpu/cpu_ops.h"
 
 #include <math.h>
@@ -9,36 +15,143 @@ static int op_rows(const ig_cpu_exec *ex, const ig_op *op) {
     return op->on_outputs ? ex->step->n_out : ex->step->n_tokens;
 }
 
-static void op_embed(const ig_cpu_exec *ex, const ig_op *op, int ith, int nth) {
-    int64_t b, e;
-    ig_split_range(ex->step->n_tokens, ith, nth, &b, &e);
+bool ig_cpu_op_row_local(const ig_op *op) {
+    switch (op->kind) {
+    case IG_OP_EMBED:
+    case IG_OP_RMSNORM:
+    case IG_OP_ADD_RMSNORM:
+    case IG_OP_ROPE:
+    case IG_OP_KV_STORE:
+    case IG_OP_GEGLU:
+    case IG_OP_GATHER:
+    case IG_OP_SOFTCAP: return true;
+    default: return false;
+    }
+}
+
+static void rows_embed(const ig_cpu_exec *ex, const ig_op *op, int64_t t0, int64_t t1) {
     const ig_tensor *w = op->w;
-    size_t row_bytes = w->nbytes / (size_t)w->ne[1];
-    float *dst = ex->buf[op->dst];
-    for (int64_t t = b; t < e; t++) {
-        float *y = dst + t * op->width;
+    const size_t row_bytes = w->nbytes / (size_t)w->ne[1];
+    for (int64_t t = t0; t < t1; t++) {
+        float *y = ex->buf[op->dst] + t * op->width;
         ig_dequantize_row(w->type, (const uint8_t *)w->data + (size_t)ex->step->tokens[t] * row_bytes,
                           y, op->width);
         for (int i = 0; i < op->width; i++) y[i] *= op->f0;
     }
 }
 
-static void op_rmsnorm(const ig_cpu_exec *ex, const ig_op *op, int ith, int nth) {
-    int heads = op->n_heads > 0 ? op->n_heads : 1;
-    int d = op->width / heads;
-    int64_t rows = (int64_t)op_rows(ex, op) * heads, b, e;
-    ig_split_range(rows, ith, nth, &b, &e);
+static void rows_rmsnorm(const ig_cpu_exec *ex, const ig_op *op, int64_t t0, int64_t t1) {
+    const int heads = op->n_heads > 0 ? op->n_heads : 1, d = op->width / heads;
     const float *src = ex->buf[op->src];
     float *dst = ex->buf[op->dst];
-    for (int64_t r = b; r < e; r++) ex->isa->rmsnorm(src + r * d, dst + r * d, op->norm, d, op->f0, false);
+    for (int64_t r = t0 * heads; r < t1 * heads; r++)
+        ex->isa->rmsnorm(src + r * d, dst + r * d, op->norm, d, op->f0, op->kind == IG_OP_ADD_RMSNORM);
 }
 
-static void op_add_rmsnorm(const ig_cpu_exec *ex, const ig_op *op, int ith, int nth) {
-    int64_t b, e;
-    ig_split_range(op_rows(ex, op), ith, nth, &b, &e);
-    const int d = op->width;
-    for (int64_t r = b; r < e; r++)
-        ex->isa->rmsnorm(ex->buf[op->src] + r * d, ex->buf[op->dst] + r * d, op->norm, d, op->f0, true);
+/* NeoX RoPE of n_ops ops with the same base and scale (Q and K): the
+ * angles of a token are computed once for all of them. */
+static void rows_rope(const ig_cpu_exec *ex, const ig_op *ops, int n_ops, int64_t t0, int64_t t1,
+                      int ith) {
+    const int hd = ops[0].width / ops[0].n_heads, half = hd / 2;
+    if (t0 >= t1) return;
+    float *cs = ex->scratch[ith].f; /* [half] cos, [half] sin, [half] inverse frequencies */
+    float *inv = cs + 2 * half;
+    for (int i = 0; i < half; i++) {
+        /* As HF: inv_freq in f32, divided by the linear factor, times pos. */
+        inv[i] = (1.0f / powf(ops[0].f0, (float)(2 * i) / (float)hd)) / ops[0].f1;
+    }
+    for (int64_t t = t0; t < t1; t++) {
+        const float p = (float)ex->step->pos[t];
+        for (int i = 0; i < half; i++) {
+            const float ang = p * inv[i];
+            cs[i] = cosf(ang);
+            cs[half + i] = sinf(ang);
+        }
+        for (int o = 0; o < n_ops; o++) {
+            const ig_op *op = &ops[o];
+            for (int h = 0; h < op->n_heads; h++) {
+                float *x = ex->buf[op->dst] + t * op->width + (int64_t)h * hd;
+                for (int i = 0; i < half; i++) {
+                    const float a = x[i], c = x[i + half];
+                    x[i] = a * cs[i] - c * cs[half + i];
+                    x[i + half] = c * cs[i] + a * cs[half + i];
+                }
+            }
+        }
+    }
+}
+
+static void store_row(const ig_cpu_exec *ex, ig_kv_type type, void *base, size_t index,
+                      const float *src, int n) {
+    if (type == IG_KV_F16) ex->isa->to_f16(src, (uint16_t *)base + index * (size_t)n, n);
+    else memcpy((float *)base + index * (size_t)n, src, (size_t)n * sizeof(float));
+}
+
+static void rows_kv_store(const ig_cpu_exec *ex, const ig_op *op, int64_t t0, int64_t t1) {
+    const ig_kv_cache *kv = &ex->ctx->kv;
+    const ig_kv_layer *L = &kv->layers[op->layer];
+    for (int64_t t = t0; t < t1; t++) {
+        size_t slot = (size_t)ex->step->seq[t] * (size_t)L->cap + (size_t)(ex->step->pos[t] % L->cap);
+        store_row(ex, kv->type, L->k, slot, ex->buf[IG_BUF_K] + t * kv->k_dim, kv->k_dim);
+        store_row(ex, kv->type, L->v, slot, ex->buf[IG_BUF_V] + t * kv->v_dim, kv->v_dim);
+    }
+}
+
+static void rows_geglu(const ig_cpu_exec *ex, const ig_op *op, int64_t t0, int64_t t1) {
+    if (t0 < t1)
+        ex->isa->geglu(ex->buf[op->dst] + t0 * op->width, ex->buf[op->src] + t0 * op->width,
+                       (t1 - t0) * op->width);
+}
+
+static void rows_gather(const ig_cpu_exec *ex, const ig_op *op, int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; j++)
+        memcpy(ex->buf[op->dst] + j * op->width,
+               ex->buf[op->src] + (int64_t)ex->step->out_idx[j] * op->width,
+               (size_t)op->width * sizeof(float));
+}
+
+static void rows_softcap(const ig_cpu_exec *ex, const ig_op *op, int64_t t0, int64_t t1) {
+    float *x = ex->buf[op->dst];
+    for (int64_t i = t0 * op->width; i < t1 * op->width; i++) x[i] = op->f0 * tanhf(x[i] / op->f0);
+}
+
+/* Row-local ops [0, n_ops) on rows [t0, t1). */
+static void run_rows(const ig_cpu_exec *ex, const ig_op *ops, int n_ops, int64_t t0, int64_t t1,
+                     int ith) {
+    for (int i = 0; i < n_ops; i++) {
+        const ig_op *op = &ops[i];
+        switch (op->kind) {
+        case IG_OP_EMBED: rows_embed(ex, op, t0, t1); break;
+        case IG_OP_RMSNORM:
+        case IG_OP_ADD_RMSNORM: rows_rmsnorm(ex, op, t0, t1); break;
+        case IG_OP_ROPE: {
+            int n = 1;
+            while (i + n < n_ops && ops[i + n].kind == IG_OP_ROPE && ops[i + n].f0 == op->f0 &&
+                   ops[i + n].f1 == op->f1 && ops[i + n].width / ops[i + n].n_heads == op->width / op->n_heads)
+                n++;
+            rows_rope(ex, op, n, t0, t1, ith);
+            i += n - 1;
+        } break;
+        case IG_OP_KV_STORE: rows_kv_store(ex, op, t0, t1); break;
+        case IG_OP_GEGLU: rows_geglu(ex, op, t0, t1); break;
+        case IG_OP_GATHER: rows_gather(ex, op, t0, t1); break;
+        case IG_OP_SOFTCAP: rows_softcap(ex, op, t0, t1); break;
+        default: break;
+        }
+    }
+}
+
+/* Thread ith's rows of n: whole groups of 16 when the matmuls that follow
+ * use the groups layout (each thread quantizes whole groups). */
+static void split_rows(int n, bool grouped, int ith, int nth, int64_t *b, int64_t *e) {
+    if (grouped) {
+        ig_split_range((n + IG_MM_GROUP - 1) / IG_MM_GROUP, ith, nth, b, e);
+        *b *= IG_MM_GROUP;
+        *e = IG_MIN(*e * IG_MM_GROUP, n);
+        *b = IG_MIN(*b, n);
+    } else {
+        ig_split_range(n, ith, nth, b, e);
+    }
 }
 
 /* Rows per chunk of the dot phase: small enough that both threads stay busy
@@ -51,8 +164,8 @@ static int64_t chunk_rows(int64_t rows, int nth, bool grouped) {
     return IG_MAX(16, IG_MIN(c, 512));
 }
 
-void ig_cpu_matmuls(const ig_cpu_exec *ex, const ig_op *ops, int n_ops, atomic_int *next, int ith,
-                    int nth) {
+void ig_cpu_matmuls(const ig_cpu_exec *ex, const ig_op *pre, int n_pre, const ig_op *ops, int n_ops,
+                    atomic_int *next, int ith, int nth) {
     const int n = op_rows(ex, &ops[0]);
     if (n == 0) return;
     const ig_tensor *w0 = ops[0].w;
@@ -61,18 +174,15 @@ void ig_cpu_matmuls(const ig_cpu_exec *ex, const ig_op *ops, int n_ops, atomic_i
     const float *x = ex->buf[ops[0].src];
     const bool grouped = ig_mm_use_groups(ex->isa, w0->type, n);
     size_t stride = 0;
-    if (kind != IG_ACT_F32) {
-        stride = grouped ? ig_mm_group_stride(kind, k) : ig_mm_row_stride(kind, k);
+    if (kind != IG_ACT_F32 || n_pre > 0) {
         int64_t b, e;
-        if (grouped) {
-            ig_split_range((n + IG_MM_GROUP - 1) / IG_MM_GROUP, ith, nth, &b, &e);
-            b *= IG_MM_GROUP;
-            e = IG_MIN(e * IG_MM_GROUP, n);
-        } else {
-            ig_split_range(n, ith, nth, &b, &e);
+        split_rows(n, grouped, ith, nth, &b, &e);
+        run_rows(ex, pre, n_pre, b, e, ith);
+        if (kind != IG_ACT_F32) {
+            stride = grouped ? ig_mm_group_stride(kind, k) : ig_mm_row_stride(kind, k);
+            ig_mm_quantize(ex->isa, kind, x, k, k, n, (int)b, (int)e, ex->act, stride, grouped,
+                           ex->scratch[ith].tmp);
         }
-        ig_mm_quantize(ex->isa, kind, x, k, k, n, (int)b, (int)e, ex->act, stride, grouped,
-                       ex->scratch[ith].tmp);
         ig_threadpool_barrier(ex->ctx->pool);
     }
     int64_t chunks[4], total = 0;
@@ -102,61 +212,6 @@ void ig_cpu_matmuls(const ig_cpu_exec *ex, const ig_op *ops, int n_ops, atomic_i
                    .y = ex->buf[op->dst],
                    .ldy = op->width};
         ex->isa->matmul(&m, c * cr, IG_MIN(rows, (c + 1) * cr), ex->scratch[ith].mm);
-    }
-}
-
-/* NeoX RoPE of n_ops ops with the same base and scale (Q and K): the
- * angles of a token are computed once for all of them. */
-static void op_rope(const ig_cpu_exec *ex, const ig_op *ops, int n_ops, int ith, int nth) {
-    const int hd = ops[0].width / ops[0].n_heads, half = hd / 2;
-    int64_t b, e;
-    ig_split_range(ex->step->n_tokens, ith, nth, &b, &e);
-    if (b >= e) return;
-    float *cs = ex->scratch[ith].f; /* [half] cos, [half] sin, [half] inverse frequencies */
-    float *inv = cs + 2 * half;
-    for (int i = 0; i < half; i++) {
-        /* As HF: inv_freq in f32, divided by the linear factor, times pos. */
-        inv[i] = (1.0f / powf(ops[0].f0, (float)(2 * i) / (float)hd)) / ops[0].f1;
-    }
-    for (int64_t t = b; t < e; t++) {
-        const float p = (float)ex->step->pos[t];
-        for (int i = 0; i < half; i++) {
-            const float ang = p * inv[i];
-            cs[i] = cosf(ang);
-            cs[half + i] = sinf(ang);
-        }
-        for (int o = 0; o < n_ops; o++) {
-            const ig_op *op = &ops[o];
-            for (int h = 0; h < op->n_heads; h++) {
-                float *x = ex->buf[op->dst] + t * op->width + (int64_t)h * hd;
-                for (int i = 0; i < half; i++) {
-                    const float a = x[i], c = x[i + half];
-                    x[i] = a * cs[i] - c * cs[half + i];
-                    x[i + half] = c * cs[i] + a * cs[half + i];
-                }
-            }
-        }
-    }
-}
-
-static void store_row(const ig_cpu_exec *ex, ig_kv_type type, void *base, size_t index,
-                      const float *src, int n) {
-    if (type == IG_KV_F16) {
-        ex->isa->to_f16(src, (uint16_t *)base + index * (size_t)n, n);
-    } else {
-        memcpy((float *)base + index * (size_t)n, src, (size_t)n * sizeof(float));
-    }
-}
-
-static void op_kv_store(const ig_cpu_exec *ex, const ig_op *op, int ith, int nth) {
-    const ig_kv_cache *kv = &ex->ctx->kv;
-    const ig_kv_layer *L = &kv->layers[op->layer];
-    int64_t b, e;
-    ig_split_range(ex->step->n_tokens, ith, nth, &b, &e);
-    for (int64_t t = b; t < e; t++) {
-        size_t slot = (size_t)ex->step->seq[t] * (size_t)L->cap + (size_t)(ex->step->pos[t] % L->cap);
-        store_row(ex, kv->type, L->k, slot, ex->buf[IG_BUF_K] + t * kv->k_dim, kv->k_dim);
-        store_row(ex, kv->type, L->v, slot, ex->buf[IG_BUF_V] + t * kv->v_dim, kv->v_dim);
     }
 }
 
@@ -231,51 +286,13 @@ static void op_attention(const ig_cpu_exec *ex, const ig_op *op, atomic_int *nex
     }
 }
 
-static void op_geglu(const ig_cpu_exec *ex, const ig_op *op, int ith, int nth) {
-    const int64_t n = (int64_t)op_rows(ex, op) * op->width;
-    int64_t b, e;
-    ig_split_range((n + 15) / 16, ith, nth, &b, &e);
-    b *= 16;
-    e = IG_MIN(e * 16, n);
-    if (b < e) ex->isa->geglu(ex->buf[op->dst] + b, ex->buf[op->src] + b, e - b);
-}
-
-static void op_gather(const ig_cpu_exec *ex, const ig_op *op, int ith, int nth) {
-    int64_t b, e;
-    ig_split_range(ex->step->n_out, ith, nth, &b, &e);
-    for (int64_t j = b; j < e; j++)
-        memcpy(ex->buf[op->dst] + j * op->width,
-               ex->buf[op->src] + (int64_t)ex->step->out_idx[j] * op->width,
-               (size_t)op->width * sizeof(float));
-}
-
-static void op_softcap(const ig_cpu_exec *ex, const ig_op *op, int ith, int nth) {
-    int64_t n = (int64_t)op_rows(ex, op) * op->width, b, e;
-    ig_split_range(n, ith, nth, &b, &e);
-    float *x = ex->buf[op->dst];
-    for (int64_t i = b; i < e; i++) x[i] = op->f0 * tanhf(x[i] / op->f0);
-}
-
-void ig_cpu_op(const ig_cpu_exec *ex, const ig_op *op, atomic_int *next, int ith, int nth) {
-    switch (op->kind) {
-    case IG_OP_EMBED: op_embed(ex, op, ith, nth); break;
-    case IG_OP_RMSNORM: op_rmsnorm(ex, op, ith, nth); break;
-    case IG_OP_MATMUL: break; /* grouped and run by ig_cpu_matmuls */
-    case IG_OP_ROPE: op_rope(ex, op, 1, ith, nth); break;
-    case IG_OP_KV_STORE: op_kv_store(ex, op, ith, nth); break;
-    case IG_OP_ATTENTION: op_attention(ex, op, next, ith, nth); break;
-    case IG_OP_GEGLU: op_geglu(ex, op, ith, nth); break;
-    case IG_OP_ADD_RMSNORM: op_add_rmsnorm(ex, op, ith, nth); break;
-    case IG_OP_GATHER: op_gather(ex, op, ith, nth); break;
-    case IG_OP_SOFTCAP: op_softcap(ex, op, ith, nth); break;
-    }
-}
-
 void ig_cpu_ops(const ig_cpu_exec *ex, const ig_op *ops, int n_ops, atomic_int *next, int ith,
                 int nth) {
-    if (ops[0].kind == IG_OP_ROPE) {
-        op_rope(ex, ops, n_ops, ith, nth);
+    if (ops[0].kind == IG_OP_ATTENTION) {
+        op_attention(ex, &ops[0], next, ith, nth);
         return;
     }
-    for (int i = 0; i < n_ops; i++) ig_cpu_op(ex, &ops[i], next, ith, nth);
+    int64_t b, e;
+    split_rows(op_rows(ex, &ops[0]), false, ith, nth, &b, &e);
+    run_rows(ex, ops, n_ops, b, e, ith);
 }

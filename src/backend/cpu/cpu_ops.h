@@ -26,19 +26,22 @@ typedef struct ig_cpu_exec {
     uint8_t *act; /* quantized activations of the current matmul group */
 } ig_cpu_exec;
 
-/* next: a counter at 0 on entry for ops that share work out dynamically. */
-void ig_cpu_op(const ig_cpu_exec *ex, const ig_op *op, atomic_int *next, int ith, int nth);
+/* True for the ops whose output row t depends only on row t of their
+ * inputs (and on buffers complete before the step). */
+bool ig_cpu_op_row_local(const ig_op *op);
 
-/* Runs n_ops consecutive independent ops (no barrier between them: none
- * reads what another writes; RoPE ops with the same base and scale share
- * their angles). next: as ig_cpu_op, for the first op only. */
+/* Runs n_ops consecutive ops as one step: a single op that is not
+ * row-local (attention), or row-local ops over the same rows, each thread
+ * doing its own rows of all of them. next: a counter at 0 on entry, for
+ * ops that share work out dynamically. */
 void ig_cpu_ops(const ig_cpu_exec *ex, const ig_op *ops, int n_ops, atomic_int *next, int ith,
                 int nth);
 
-/* Runs n_ops consecutive matmuls that read the same input buffer: quantizes
- * the input once (all threads, then a barrier) and shares the output rows of
- * all of them out in chunks claimed from *next (0 on entry, any thread). */
-void ig_cpu_matmuls(const ig_cpu_exec *ex, const ig_op *ops, int n_ops, atomic_int *next, int ith,
-                    int nth);
+/* Runs n_pre row-local ops (producing the matmuls' input), then n_ops
+ * consecutive matmuls that read the same input: each thread quantizes the
+ * rows it produced, a barrier, then the output rows of all the matmuls are
+ * shared out in chunks claimed from *next (0 on entry). */
+void ig_cpu_matmuls(const ig_cpu_exec *ex, const ig_op *pre, int n_pre, const ig_op *ops, int n_ops,
+                    atomic_int *next, int ith, int nth);
 
 #endif

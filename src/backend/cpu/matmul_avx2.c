@@ -197,9 +197,13 @@ static ALWAYS_INLINE void float_tile(const ig_mm *m, const float *wf, int vr, in
             for (int j = 0; j < T; j++) acc[i][j] = _mm256_fmadd_ps(wv, xv[j], acc[i][j]);
         }
     }
-    for (int i = 0; i < vr; i++)
+    float out[2][4]; /* constant indices only, so that acc stays in registers */
 #pragma GCC unroll 4
-        for (int j = 0; j < T; j++) m->y[(int64_t)(tok + j) * m->ldy + r + i] = hsum256(acc[i][j]);
+    for (int i = 0; i < 2; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) out[i][j] = hsum256(acc[i][j]);
+    for (int i = 0; i < vr; i++)
+        for (int j = 0; j < T; j++) m->y[(int64_t)(tok + j) * m->ldy + r + i] = out[i][j];
 }
 
 static ALWAYS_INLINE void float_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, float *wf) {

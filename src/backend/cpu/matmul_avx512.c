@@ -179,10 +179,13 @@ static ALWAYS_INLINE void float_tile(const ig_mm *m, const float *wf, int64_t kp
             for (int j = 0; j < T; j++) acc[i][j] = _mm512_fmadd_ps(wv, xv[j], acc[i][j]);
         }
     }
-    for (int i = 0; i < vr; i++)
+    float out[4][4]; /* constant indices only, so that acc stays in registers */
 #pragma GCC unroll 4
-        for (int j = 0; j < T; j++)
-            m->y[(int64_t)(tok + j) * m->ldy + r + i] = _mm512_reduce_add_ps(acc[i][j]);
+    for (int i = 0; i < 4; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) out[i][j] = _mm512_reduce_add_ps(acc[i][j]);
+    for (int i = 0; i < vr; i++)
+        for (int j = 0; j < T; j++) m->y[(int64_t)(tok + j) * m->ldy + r + i] = out[i][j];
 }
 
 static ALWAYS_INLINE void float_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, float *wf) {
@@ -524,14 +527,22 @@ static void gemm32_group(const ig_mm *m, int g, tile32 tl, __m512 *out) {
         #pragma GCC unroll 16
         for (int s = 0; s < 8; s++) u[s] = _mm512_load_si512((const void *)(ga + (b * 8 + s) * 64));
         const __m512 dxv = _mm512_load_ps(dx + 16 * b);
-        #pragma GCC unroll 16
-        for (int i = 0; i < TR; i++) {
-            const int8_t *w = tl.w + (b * TR + i) * 32;
-            __m512i a = _mm512_set1_epi32(tl.corr[b * TR + i]);
-            #pragma GCC unroll 16
-            for (int s = 0; s < 8; s++) a = _mm512_dpbusd_epi32(a, u[s], bcast32(w + 4 * s));
-            const __m512 dd = _mm512_mul_ps(_mm512_set1_ps(tl.dw[b * TR + i]), dxv);
-            acc[i] = _mm512_add_ps(acc[i], _mm512_mul_ps(_mm512_cvtepi32_ps(a), dd));
+        /* 4 rows' chains interleaved, so that the dpbusd latency is hidden */
+#pragma GCC unroll 2
+        for (int i0 = 0; i0 < TR; i0 += 4) {
+            __m512i a[4];
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) a[i] = _mm512_set1_epi32(tl.corr[b * TR + i0 + i]);
+#pragma GCC unroll 8
+            for (int s = 0; s < 8; s++)
+#pragma GCC unroll 4
+                for (int i = 0; i < 4; i++)
+                    a[i] = _mm512_dpbusd_epi32(a[i], u[s], bcast32(tl.w + (b * TR + i0 + i) * 32 + 4 * s));
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) {
+                const __m512 dd = _mm512_mul_ps(_mm512_set1_ps(tl.dw[b * TR + i0 + i]), dxv);
+                acc[i0 + i] = _mm512_add_ps(acc[i0 + i], _mm512_mul_ps(_mm512_cvtepi32_ps(a[i]), dd));
+            }
         }
     }
 #pragma GCC unroll 8
@@ -629,6 +640,27 @@ static ALWAYS_INLINE void unpackk_tile(const ig_mm *m, ig_dtype t, int64_t r, in
     }
 }
 
+/* isum[i] += sc[j] * (sum over sub-block j of row i's weights x the 16
+ * tokens), 4 rows' vpdpbusd chains interleaved. */
+static ALWAYS_INLINE void ksub_rows(tilek tl, int64_t b, int j, const int sub, const __m512i *u, const int ns,
+                                    __m512i *isum) {
+#pragma GCC unroll 2
+    for (int i0 = 0; i0 < TR; i0 += 4) {
+        __m512i a[4];
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) a[i] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int s = 0; s < ns; s++)
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++)
+                a[i] = _mm512_dpbusd_epi32(a[i], u[s], bcast32(tl.w + (b * TR + i0 + i) * 256 + sub * j + 4 * s));
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++)
+            isum[i0 + i] = _mm512_add_epi32(
+                isum[i0 + i], _mm512_mullo_epi32(a[i], _mm512_set1_epi32(tl.sc[(b * TR + i0 + i) * 16 + j])));
+    }
+}
+
 static ALWAYS_INLINE void gemmk_group_t(const ig_mm *m, ig_dtype t, int g, tilek tl, __m512 *out) {
     const int64_t k = m->k, nb = k / IG_QK_K;
     const uint8_t *ga = m->act + (size_t)g * m->act_stride;
@@ -647,14 +679,7 @@ static ALWAYS_INLINE void gemmk_group_t(const ig_mm *m, ig_dtype t, int g, tilek
                 __m512i u[4];
                 #pragma GCC unroll 16
                 for (int s = 0; s < 4; s++) u[s] = _mm512_load_si512((const void *)(ub + (4 * j + s) * 64));
-                #pragma GCC unroll 16
-                for (int i = 0; i < TR; i++) {
-                    const int8_t *w = tl.w + (b * TR + i) * 256 + 16 * j;
-                    __m512i a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[0], bcast32(w));
-                    #pragma GCC unroll 16
-                    for (int s = 1; s < 4; s++) a = _mm512_dpbusd_epi32(a, u[s], bcast32(w + 4 * s));
-                    isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(a, _mm512_set1_epi32(tl.sc[(b * TR + i) * 16 + j])));
-                }
+                ksub_rows(tl, b, j, 16, u, 4, isum);
             }
             const __m512 dxv = _mm512_load_ps(dx + 16 * b);
             #pragma GCC unroll 16
@@ -665,16 +690,9 @@ static ALWAYS_INLINE void gemmk_group_t(const ig_mm *m, ig_dtype t, int g, tilek
         } else {
             for (int j = 0; j < 8; j++) {
                 __m512i u[8];
-                #pragma GCC unroll 16
+#pragma GCC unroll 8
                 for (int s = 0; s < 8; s++) u[s] = _mm512_load_si512((const void *)(ub + (8 * j + s) * 64));
-                #pragma GCC unroll 16
-                for (int i = 0; i < TR; i++) {
-                    const int8_t *w = tl.w + (b * TR + i) * 256 + 32 * j;
-                    __m512i a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[0], bcast32(w));
-                    #pragma GCC unroll 16
-                    for (int s = 1; s < 8; s++) a = _mm512_dpbusd_epi32(a, u[s], bcast32(w + 4 * s));
-                    isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(a, _mm512_set1_epi32(tl.sc[(b * TR + i) * 16 + j])));
-                }
+                ksub_rows(tl, b, j, 32, u, 8, isum);
             }
             const __m512 dxv = _mm512_load_ps(dx + 16 * b);
             __m512i bsp[4];
