@@ -27,8 +27,7 @@ static void usage(FILE *f) {
 typedef struct answer {
     char *text;
     size_t len, cap;
-    int32_t *ids;
-    int n_ids, cap_ids;
+    ig_token_list ids;
 } answer;
 
 static bool emit(void *user, const char *text, size_t len) {
@@ -48,17 +47,7 @@ static bool emit(void *user, const char *text, size_t len) {
     return true;
 }
 
-static void on_token(void *user, int32_t id) {
-    answer *a = user;
-    if (a->n_ids == a->cap_ids) {
-        int cap = a->cap_ids ? a->cap_ids * 2 : 256;
-        int32_t *p = realloc(a->ids, sizeof *p * (size_t)cap);
-        if (!p) return;
-        a->ids = p;
-        a->cap_ids = cap;
-    }
-    a->ids[a->n_ids++] = id;
-}
+static void on_token(void *user, int32_t id) { ig_token_list_push(&((answer *)user)->ids, id); }
 
 typedef struct conversation {
     ig_chat_message *msgs;
@@ -198,7 +187,7 @@ int cmd_chat(int argc, char **argv) {
             n_history = 0;
             free(ids);
             free(ans.text);
-            free(ans.ids);
+            ig_token_list_free(&ans.ids);
             if (st == IG_ERR_CONTEXT_FULL) {
                 fprintf(stderr, "(the conversation no longer fits the context: use /reset)\n");
                 continue;
@@ -207,17 +196,18 @@ int cmd_chat(int argc, char **argv) {
         }
         if (stats.finish == IG_FINISH_INTERRUPT) fprintf(stderr, "[stopped]\n");
         /* What the cache now holds: the prompt, then the generated ids. */
-        int32_t *h = realloc(history, sizeof *h * (n_ids + (size_t)ans.n_ids));
-        if (!h) {
+        int32_t *h = realloc(history, sizeof *h * (n_ids + (size_t)ans.ids.n));
+        if (!h || ans.ids.oom) {
+            if (h) history = h;
             free(ids);
             free(ans.text);
-            free(ans.ids);
+            ig_token_list_free(&ans.ids);
             goto oom;
         }
         history = h;
         memcpy(history, ids, sizeof *ids * n_ids);
-        if (ans.n_ids) memcpy(history + n_ids, ans.ids, sizeof *ids * (size_t)ans.n_ids);
-        n_history = (int)n_ids + ans.n_ids;
+        if (ans.ids.n) memcpy(history + n_ids, ans.ids.ids, sizeof *ids * (size_t)ans.ids.n);
+        n_history = (int)n_ids + ans.ids.n;
         if (n_history > ig_seq_len(ctx, 0)) n_history = ig_seq_len(ctx, 0);
         if (conv_add(&conv, "assistant", ans.text ? ans.text : "")) goto oom;
         fprintf(stderr, "[%d prompt tokens (%d reused), %d generated, %.1f tokens/s]\n",
@@ -225,7 +215,7 @@ int cmd_chat(int argc, char **argv) {
                     stats.t_generate > 0 ? stats.n_generated / stats.t_generate : 0.0);
         free(ids);
         free(ans.text);
-        free(ans.ids);
+        ig_token_list_free(&ans.ids);
     }
     rc = 0;
     goto done;

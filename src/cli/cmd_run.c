@@ -34,31 +34,14 @@ static bool emit_stdout(void *user, const char *text, size_t len) {
     return true;
 }
 
-typedef struct id_list {
-    int32_t *ids;
-    int n, cap;
-} id_list;
-
-static void collect_id(void *user, int32_t id) {
-    id_list *l = user;
-    if (l->n == l->cap) {
-        int cap = l->cap ? l->cap * 2 : 64;
-        int32_t *p = realloc(l->ids, sizeof *p * (size_t)cap);
-        if (!p) return;
-        l->ids = p;
-        l->cap = cap;
-    }
-    l->ids[l->n++] = id;
-}
-
-static int parse_ids(const char *s, id_list *out) {
+static int parse_ids(const char *s, ig_token_list *out) {
     const char *p = s;
     while (*p) {
         char *end;
         errno = 0;
         long v = strtol(p, &end, 10);
         if (end == p || errno || v < 0 || v > INT32_MAX) return -1;
-        collect_id(out, (int32_t)v);
+        if (!ig_token_list_push(out, (int32_t)v)) return -1;
         p = end;
         if (*p == ',') p++;
         else if (*p) return -1;
@@ -145,7 +128,7 @@ int cmd_run(int argc, char **argv) {
         prompt = owned_prompt;
     }
     int rc = 1;
-    id_list in = {0}, out = {0};
+    ig_token_list in = {0}, out = {0};
     char *rendered = NULL;
     ig_context *ctx = NULL;
     ig_model *m = cli_load_model(o.model, &o.mp);
@@ -204,11 +187,15 @@ int cmd_run(int argc, char **argv) {
         .n_stop = o.n_stop,
         .interrupt = &g_interrupt,
     };
-    ig_gen_io io = {.emit = print_ids ? NULL : emit_stdout, .on_token = collect_id, .user = &out};
+    ig_gen_io io = {.emit = print_ids ? NULL : emit_stdout, .on_token = ig_token_list_collect, .user = &out};
     ig_gen_stats stats;
     ig_status st = ig_generate(ctx, 0, tok, in.ids, in.n, NULL, 0, &gp, &io, &stats);
     if (st != IG_OK) {
         fprintf(stderr, "\nignis run: %s\n", ig_last_error());
+        goto done;
+    }
+    if (out.oom) {
+        fprintf(stderr, "ignis run: out of memory\n");
         goto done;
     }
     if (print_ids) {
@@ -224,8 +211,8 @@ int cmd_run(int argc, char **argv) {
 done:
     ig_context_free(ctx);
     ig_model_free(m);
-    free(in.ids);
-    free(out.ids);
+    ig_token_list_free(&in);
+    ig_token_list_free(&out);
     free(rendered);
     free(owned_prompt);
     return rc;

@@ -7,6 +7,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+bool ig_token_list_push(ig_token_list *l, int32_t id) {
+    if (l->n == l->cap) {
+        int cap = l->cap ? l->cap * 2 : 64;
+        int32_t *p = ig_realloc_array(l->ids, (size_t)cap, sizeof *p);
+        if (!p) {
+            l->oom = true;
+            return false;
+        }
+        l->ids = p;
+        l->cap = cap;
+    }
+    l->ids[l->n++] = id;
+    return true;
+}
+
+void ig_token_list_free(ig_token_list *l) {
+    free(l->ids);
+    *l = (ig_token_list){0};
+}
+
+void ig_token_list_collect(void *user, int32_t id) { ig_token_list_push(user, id); }
+
 /* Text not yet emitted because it might be the start of a stop string. */
 typedef struct pending {
     char *buf;

@@ -44,6 +44,18 @@ typedef struct ig_gen_io {
     void *user;
 } ig_gen_io;
 
+/* A growable list of token ids, e.g. to collect what was generated. */
+typedef struct ig_token_list {
+    int32_t *ids;
+    int n, cap;
+    bool oom; /* a push failed: the list is incomplete */
+} ig_token_list;
+
+bool ig_token_list_push(ig_token_list *l, int32_t id);
+void ig_token_list_free(ig_token_list *l);
+/* An ig_gen_token callback that pushes into the ig_token_list in user. */
+void ig_token_list_collect(void *user, int32_t id);
+
 /* history/n_history: the token ids the sequence currently holds (as fed by
  * earlier calls), used to reuse the common prefix; may be NULL. On success
  * the sequence holds prompt + generated tokens (except a final end token). */
