@@ -483,19 +483,52 @@ static ALWAYS_INLINE __m256i bcast32(const int8_t *p) {
     return _mm256_set1_epi32(v);
 }
 
-/* The 8 tokens of half h of group g; acc[i] for the valid rows. */
-static ALWAYS_INLINE void store_half(const ig_mm *m, int64_t r, int vr, int g, int h, const __m256 *acc) {
-    const int nt = IG_MIN(8, m->n - g * IG_MM_GROUP - 8 * h);
-    if (nt <= 0) return;
-    for (int i = 0; i < vr; i++) {
-        float v[8];
-        _mm256_storeu_ps(v, acc[i]);
-        float *y = m->y + ((int64_t)g * IG_MM_GROUP + 8 * h) * m->ldy + r + i;
-        for (int j = 0; j < nt; j++) y[j * m->ldy] = v[j];
+/* In-register transpose: o[c] lane i = r[i] lane c. */
+static ALWAYS_INLINE void transpose8(const __m256 r[8], __m256 o[8]) {
+    __m256 a[8], b[8];
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; p++) {
+        a[2 * p] = _mm256_unpacklo_ps(r[2 * p], r[2 * p + 1]);
+        a[2 * p + 1] = _mm256_unpackhi_ps(r[2 * p], r[2 * p + 1]);
+    }
+#pragma GCC unroll 2
+    for (int p = 0; p < 2; p++) {
+        b[4 * p + 0] = _mm256_shuffle_ps(a[4 * p], a[4 * p + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        b[4 * p + 1] = _mm256_shuffle_ps(a[4 * p], a[4 * p + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        b[4 * p + 2] = _mm256_shuffle_ps(a[4 * p + 1], a[4 * p + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        b[4 * p + 3] = _mm256_shuffle_ps(a[4 * p + 1], a[4 * p + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        o[c] = _mm256_permute2f128_ps(b[c], b[4 + c], 0x20);
+        o[4 + c] = _mm256_permute2f128_ps(b[c], b[4 + c], 0x31);
     }
 }
 
-static ALWAYS_INLINE void gemm32_half(const ig_mm *m, ig_dtype t, int64_t r, int vr, int g, int h, tile32 tl) {
+/* acc[i] (rows r + i, i < 16) lane j = token 16g + 8h + j: per token, the
+ * 16 rows' results (one 64-byte line when r is a multiple of 16). */
+static ALWAYS_INLINE void store_half(const ig_mm *m, int64_t r, int vr, int g, int h, const __m256 *acc) {
+    const int nt = IG_MIN(8, m->n - g * IG_MM_GROUP - 8 * h);
+    if (nt <= 0) return;
+    __m256 o[2][8];
+    transpose8(acc, o[0]);
+    transpose8(acc + 8, o[1]);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i mk0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(vr), lane);
+    const __m256i mk1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(vr - 8), lane);
+    float *y = m->y + ((int64_t)g * IG_MM_GROUP + 8 * h) * m->ldy + r;
+    for (int j = 0; j < nt; j++) {
+        if (vr == 16) {
+            _mm256_storeu_ps(y + j * m->ldy, o[0][j]);
+            _mm256_storeu_ps(y + j * m->ldy + 8, o[1][j]);
+        } else {
+            _mm256_maskstore_ps(y + j * m->ldy, mk0, o[0][j]);
+            _mm256_maskstore_ps(y + j * m->ldy + 8, mk1, o[1][j]);
+        }
+    }
+}
+
+static ALWAYS_INLINE void gemm32_half(const ig_mm *m, ig_dtype t, int g, int h, tile32 tl, __m256 *out) {
     const int64_t k = m->k, nb = k / IG_QK;
     const uint8_t *ga = m->act + (size_t)g * m->act_stride + 32 * h;
     const float *dx = ig_grp_d(m->act + (size_t)g * m->act_stride, k) + 8 * h;
@@ -504,30 +537,32 @@ static ALWAYS_INLINE void gemm32_half(const ig_mm *m, ig_dtype t, int64_t r, int
 #pragma GCC unroll 4
     for (int i = 0; i < TR; i++) acc[i] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        __m256i u[8];
+        /* one step of 4 elements at a time for the TR rows: 16 live registers */
+        __m256i a[TR];
+#pragma GCC unroll 4
+        for (int i = 0; i < TR; i++) a[i] = _mm256_set1_epi32(tl.corr[b * TR + i]);
 #pragma GCC unroll 8
         for (int s = 0; s < 8; s++) {
-            u[s] = _mm256_load_si256((const __m256i *)(const void *)(ga + (b * 8 + s) * 64));
-            if (t == IG_TYPE_Q8_0) u[s] = _mm256_xor_si256(u[s], flip); /* signed x */
+            __m256i u = _mm256_load_si256((const __m256i *)(const void *)(ga + (b * 8 + s) * 64));
+            if (t == IG_TYPE_Q8_0) u = _mm256_xor_si256(u, flip); /* signed x */
+#pragma GCC unroll 4
+            for (int i = 0; i < TR; i++) {
+                const __m256i wb = bcast32(tl.w + (b * TR + i) * 32 + 4 * s);
+                __m256i p;
+                if (t == IG_TYPE_Q8_0) p = _mm256_maddubs_epi16(_mm256_sign_epi8(wb, wb), _mm256_sign_epi8(u, wb));
+                else p = _mm256_maddubs_epi16(u, wb);
+                a[i] = _mm256_add_epi32(a[i], _mm256_madd_epi16(p, ones));
+            }
         }
         const __m256 dxv = _mm256_load_ps(dx + 16 * b);
 #pragma GCC unroll 4
         for (int i = 0; i < TR; i++) {
-            const int8_t *w = tl.w + (b * TR + i) * 32;
-            __m256i a = _mm256_set1_epi32(tl.corr[b * TR + i]);
-#pragma GCC unroll 8
-            for (int s = 0; s < 8; s++) {
-                const __m256i wb = bcast32(w + 4 * s);
-                __m256i p;
-                if (t == IG_TYPE_Q8_0) p = _mm256_maddubs_epi16(_mm256_sign_epi8(wb, wb), _mm256_sign_epi8(u[s], wb));
-                else p = _mm256_maddubs_epi16(u[s], wb);
-                a = _mm256_add_epi32(a, _mm256_madd_epi16(p, ones));
-            }
             const __m256 dd = _mm256_mul_ps(_mm256_set1_ps(tl.dw[b * TR + i]), dxv);
-            acc[i] = _mm256_add_ps(acc[i], _mm256_mul_ps(_mm256_cvtepi32_ps(a), dd));
+            acc[i] = _mm256_add_ps(acc[i], _mm256_mul_ps(_mm256_cvtepi32_ps(a[i]), dd));
         }
     }
-    store_half(m, r, vr, g, h, acc);
+#pragma GCC unroll 4
+    for (int i = 0; i < TR; i++) out[i] = acc[i];
 }
 
 /* K-quant tile, per super-block b and row i: w[b][i][256] int8 (q, or q - 32
@@ -617,7 +652,7 @@ static ALWAYS_INLINE void unpackk_tile(const ig_mm *m, ig_dtype t, int64_t r, in
     }
 }
 
-static ALWAYS_INLINE void gemmk_half(const ig_mm *m, ig_dtype t, int64_t r, int vr, int g, int h, tilek tl) {
+static ALWAYS_INLINE void gemmk_half(const ig_mm *m, ig_dtype t, int g, int h, tilek tl, __m256 *out) {
     const int64_t k = m->k, nb = k / IG_QK_K;
     const uint8_t *g0 = m->act + (size_t)g * m->act_stride;
     const uint8_t *ga = g0 + 32 * h;
@@ -672,39 +707,54 @@ static ALWAYS_INLINE void gemmk_half(const ig_mm *m, ig_dtype t, int64_t r, int 
             }
         }
     }
-    store_half(m, r, vr, g, h, acc);
+#pragma GCC unroll 4
+    for (int i = 0; i < TR; i++) out[i] = acc[i];
 }
 
+/* 16 rows at a time (four tiles of 4): each token's results fill whole
+ * 64-byte lines of y (half lines written twice thrash L1 sets when y's
+ * stride is a power of two). */
+#define PASS 4 /* tiles per pass */
 static void gemm(const ig_mm *m, int64_t r0, int64_t r1, uint8_t *scratch) {
     const int groups = (m->n + IG_MM_GROUP - 1) / IG_MM_GROUP;
     const ig_dtype t = m->type;
-    for (int64_t r = r0; r < r1; r += TR) {
-        const int vr = (int)IG_MIN(TR, r1 - r);
-        if (ig_mm_act_kind(t) == IG_ACT_Q8_K) {
-            const tilek tl = tilek_at(scratch, m->k / IG_QK_K);
-            switch (t) {
-            case IG_TYPE_Q4_K: unpackk_tile(m, IG_TYPE_Q4_K, r, vr, tl); break;
-            case IG_TYPE_Q5_K: unpackk_tile(m, IG_TYPE_Q5_K, r, vr, tl); break;
-            default: unpackk_tile(m, IG_TYPE_Q6_K, r, vr, tl); break;
-            }
-            for (int g = 0; g < groups; g++)
-                for (int h = 0; h < 2; h++) {
-                    if (t == IG_TYPE_Q6_K) gemmk_half(m, IG_TYPE_Q6_K, r, vr, g, h, tl);
-                    else gemmk_half(m, IG_TYPE_Q4_K, r, vr, g, h, tl);
+    const bool kq = ig_mm_act_kind(t) == IG_ACT_Q8_K;
+    const size_t tb = ig_mm_align64(tile_bytes(m->k));
+    for (int64_t r = r0; r < r1; r += PASS * TR) {
+        const int vr = (int)IG_MIN(PASS * TR, r1 - r);
+        const int nt = (vr + TR - 1) / TR;
+        __m256 acc[PASS * TR];
+        for (int i = 0; i < PASS * TR; i++) acc[i] = _mm256_setzero_ps();
+        tilek tk[PASS];
+        tile32 t32[PASS];
+        for (int h = 0; h < nt; h++) {
+            const int hr = IG_MIN(TR, vr - h * TR);
+            if (kq) {
+                tk[h] = tilek_at(scratch + h * tb, m->k / IG_QK_K);
+                switch (t) {
+                case IG_TYPE_Q4_K: unpackk_tile(m, IG_TYPE_Q4_K, r + h * TR, hr, tk[h]); break;
+                case IG_TYPE_Q5_K: unpackk_tile(m, IG_TYPE_Q5_K, r + h * TR, hr, tk[h]); break;
+                default: unpackk_tile(m, IG_TYPE_Q6_K, r + h * TR, hr, tk[h]); break;
                 }
-        } else {
-            const tile32 tl = tile32_at(scratch, m->k / IG_QK);
-            switch (t) {
-            case IG_TYPE_Q8_0: unpack32_tile(m, IG_TYPE_Q8_0, r, vr, tl); break;
-            case IG_TYPE_Q4_0: unpack32_tile(m, IG_TYPE_Q4_0, r, vr, tl); break;
-            default: unpack32_tile(m, IG_TYPE_Q5_0, r, vr, tl); break;
-            }
-            for (int g = 0; g < groups; g++)
-                for (int h = 0; h < 2; h++) {
-                    if (t == IG_TYPE_Q8_0) gemm32_half(m, IG_TYPE_Q8_0, r, vr, g, h, tl);
-                    else gemm32_half(m, IG_TYPE_Q4_0, r, vr, g, h, tl);
+            } else {
+                t32[h] = tile32_at(scratch + h * tb, m->k / IG_QK);
+                switch (t) {
+                case IG_TYPE_Q8_0: unpack32_tile(m, IG_TYPE_Q8_0, r + h * TR, hr, t32[h]); break;
+                case IG_TYPE_Q4_0: unpack32_tile(m, IG_TYPE_Q4_0, r + h * TR, hr, t32[h]); break;
+                default: unpack32_tile(m, IG_TYPE_Q5_0, r + h * TR, hr, t32[h]); break;
                 }
+            }
         }
+        for (int g = 0; g < groups; g++)
+            for (int half = 0; half < 2; half++) {
+                for (int h = 0; h < nt; h++) {
+                    if (t == IG_TYPE_Q6_K) gemmk_half(m, IG_TYPE_Q6_K, g, half, tk[h], acc + h * TR);
+                    else if (kq) gemmk_half(m, IG_TYPE_Q4_K, g, half, tk[h], acc + h * TR);
+                    else if (t == IG_TYPE_Q8_0) gemm32_half(m, IG_TYPE_Q8_0, g, half, t32[h], acc + h * TR);
+                    else gemm32_half(m, IG_TYPE_Q4_0, g, half, t32[h], acc + h * TR);
+                }
+                store_half(m, r, vr, g, half, acc);
+            }
     }
 }
 
@@ -718,7 +768,7 @@ static void matmul_avx2(const ig_mm *m, int64_t r0, int64_t r1, void *scratch) {
 static size_t scratch_avx2(int64_t k) {
     const size_t fl = 2 * sizeof(float) * (size_t)((k + 7) & ~(int64_t)7);
     const size_t bias = 3 * 32 * (size_t)(k / IG_QK);
-    size_t s = tile_bytes(k);
+    size_t s = PASS * ig_mm_align64(tile_bytes(k));
     if (fl > s) s = fl;
     if (bias > s) s = bias;
     return s + 64;
