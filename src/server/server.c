@@ -49,6 +49,7 @@ struct ig_server {
     const ig_tokenizer *tok;
     srv_sched *sched;
     int n_ctx, n_vocab;
+    size_t max_piece; /* longest token text in bytes: bounds tokens from below */
 };
 
 ig_server_params ig_server_default_params(void) {
@@ -632,6 +633,19 @@ static enum MHD_Result handle_generate(ig_server *S, struct MHD_Connection *c, c
         srv_request_free(&req);
         return queue_error(c, cn, &e);
     }
+    /* A text longer than n_ctx * (longest token) cannot fit: refuse it
+     * before spending time on tokenizing it. */
+    const char *pname0 = kind == SRV_CHAT ? "messages" : "prompt";
+    size_t text_bytes = req.prompt_len;
+    for (size_t i = 0; i < req.n_messages; i++) text_bytes += strlen(req.messages[i].content);
+    if (!req.prompt_ids && text_bytes / S->max_piece > (size_t)S->n_ctx) {
+        srv_error_set(&e, 400, "invalid_request_error", pname0, "context_length_exceeded",
+                      "This model's maximum context length is %d tokens. However, your %s "
+                      "(%zu bytes) would need more than %zu tokens.",
+                      S->n_ctx, pname0, text_bytes, text_bytes / S->max_piece);
+        srv_request_free(&req);
+        return queue_error(c, cn, &e);
+    }
     int32_t *ids;
     int n_ids;
     if (!build_prompt(S, &req, &ids, &n_ids, &e)) {
@@ -918,6 +932,12 @@ static void *loader_main(void *arg) {
         const ig_hparams *hp = ig_model_hparams(S->model);
         S->n_ctx = ig_context_params_get(S->ctx)->n_ctx;
         S->n_vocab = hp->n_vocab_real;
+        S->max_piece = 1;
+        for (int id = 0; id < S->n_vocab; id++) {
+            const char *pc = ig_token_piece(S->tok, id);
+            size_t l = pc ? strlen(pc) : 0;
+            if (l > S->max_piece) S->max_piece = l;
+        }
         srv_sched_params sp;
         memset(&sp, 0, sizeof sp);
         sp.n_parallel = S->p.n_parallel;

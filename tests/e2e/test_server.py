@@ -613,6 +613,10 @@ def test_context_length_exceeded(server: Server):
     assert f"maximum context length is {CTX} tokens" in err["message"]
     r = post_raw(server, "/v1/completions", json.dumps({"prompt": long_text}).encode())
     assert_error(r, 400, code="context_length_exceeded", param="prompt")
+    # far too long: refused from its byte length alone
+    huge = "x" * (MAX_BODY - 1000)
+    r = post_raw(server, "/v1/completions", json.dumps({"prompt": huge}).encode())
+    assert_error(r, 400, code="context_length_exceeded", param="prompt")
     # prompt fits, but prompt + max_tokens does not
     r = post_raw(server, "/v1/completions",
                  json.dumps({"prompt": "hello", "max_tokens": CTX}).encode())
