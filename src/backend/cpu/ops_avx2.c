@@ -1,5 +1,6 @@
 /* AVX2 elementwise kernels. */
 #include "backend/cpu/ops_simd.h"
+#include "backend/cpu/simd_avx2.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -7,35 +8,12 @@
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
-static ALWAYS_INLINE __m256 exp8(__m256 x) {
-    x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
-    x = _mm256_min_ps(x, _mm256_set1_ps(88.7f));
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    /* 2^n in two steps so that n = 128 (x near 88.7) does not overflow early */
-    const __m256i ni = _mm256_cvtps_epi32(n);
-    const __m256i h = _mm256_srai_epi32(ni, 1);
-    const __m256 a = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h, _mm256_set1_epi32(127)), 23));
-    const __m256 b = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, h), _mm256_set1_epi32(127)), 23));
-    return _mm256_mul_ps(_mm256_mul_ps(p, a), b);
-}
-
 static ALWAYS_INLINE void geglu8(float *g, const float *u) {
     const __m256 k2 = _mm256_set1_ps(-2.0f * 0.7978845608028654f), c = _mm256_set1_ps(0.044715f);
     const __m256 x = _mm256_loadu_ps(g);
     const __m256 x2 = _mm256_mul_ps(x, x);
     const __m256 t = _mm256_mul_ps(k2, _mm256_fmadd_ps(_mm256_mul_ps(c, x2), x, x));
-    const __m256 den = _mm256_add_ps(_mm256_set1_ps(1.0f), exp8(t));
+    const __m256 den = _mm256_add_ps(_mm256_set1_ps(1.0f), ig_exp8(t));
     _mm256_storeu_ps(g, _mm256_div_ps(_mm256_mul_ps(x, _mm256_loadu_ps(u)), den));
 }
 
