@@ -191,11 +191,15 @@ int cmd_synth(int argc, char **argv) {
         ig_synth_free(s);
         return 1;
     }
+    /* only a regular file is removed on failure (never a device such as
+     * /dev/null or /dev/full) */
+    struct stat sf;
+    bool regular = fstat(fileno(fp), &sf) == 0 && S_ISREG(sf.st_mode);
     if (!quiet)
         fprintf(stderr,
-                "ignis synth: Gemma 3 %s %s, %d layers, %.3f B parameters, seed %llu -> %s "
+                "ignis synth: Gemma 3 %s %s, %d layer%s, %.3f B parameters, seed %llu -> %s "
                 "(%s)\n",
-                c->label, ig_synth_ftype_name(p.ftype), c->n_layer,
+                c->label, ig_synth_ftype_name(p.ftype), c->n_layer, c->n_layer == 1 ? "" : "s",
                 (double)ig_synth_n_params(s) / 1e9, (unsigned long long)seed, out, hs);
     progress pr = {0};
     pr.t0 = pr.last = ig_time_now();
@@ -213,7 +217,8 @@ int cmd_synth(int argc, char **argv) {
     ig_synth_free(s);
     if (st != IG_OK) {
         fprintf(stderr, "%signis synth: %s\n", pr.tty && !quiet ? "\n" : "", ig_last_error());
-        if (unlink(out) == 0) fprintf(stderr, "ignis synth: removed the partial %s\n", out);
+        if (regular && unlink(out) == 0)
+            fprintf(stderr, "ignis synth: removed the partial %s\n", out);
         return 1;
     }
     double dt = ig_time_now() - pr.t0;
