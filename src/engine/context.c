@@ -41,7 +41,10 @@ ig_status ig_context_create(ig_model *model, const ig_context_params *params, ig
     ctx->params = p;
     ig_status st = ig_graph_build(model, &ctx->graph);
     if (st != IG_OK) goto fail;
-    st = ig_kv_cache_init(&ctx->kv, hp, p.kv_type, p.n_seq, p.n_ctx, p.n_batch);
+    /* The Vulkan backend keeps the KV cache in device memory: only the
+     * layout and the bookkeeping are kept on the host then. */
+    st = ig_kv_cache_init_ex(&ctx->kv, hp, p.kv_type, p.n_seq, p.n_ctx, p.n_batch,
+                             model->params.backend != IG_BACKEND_VULKAN);
     if (st != IG_OK) goto fail;
     ctx->out_idx = ig_calloc_array((size_t)p.n_batch, sizeof(int32_t));
     ctx->seq_next = ig_calloc_array((size_t)p.n_seq, sizeof(int32_t));

@@ -20,6 +20,11 @@ size_t ig_kv_cache_bytes(const ig_hparams *hp, ig_kv_type type, int n_seq, int n
 
 ig_status ig_kv_cache_init(ig_kv_cache *kv, const ig_hparams *hp, ig_kv_type type, int n_seq,
                            int n_ctx, int n_batch) {
+    return ig_kv_cache_init_ex(kv, hp, type, n_seq, n_ctx, n_batch, true);
+}
+
+ig_status ig_kv_cache_init_ex(ig_kv_cache *kv, const ig_hparams *hp, ig_kv_type type, int n_seq,
+                              int n_ctx, int n_batch, bool host_data) {
     memset(kv, 0, sizeof *kv);
     kv->type = type;
     kv->n_seq = n_seq;
@@ -40,13 +45,14 @@ ig_status ig_kv_cache_init(ig_kv_cache *kv, const ig_hparams *hp, ig_kv_type typ
             !ig_size_mul(rows, (size_t)kv->k_dim * es, &kb) ||
             !ig_size_mul(rows, (size_t)kv->v_dim * es, &vb))
             goto oom;
+        kv->bytes += kb + vb;
+        if (!host_data) continue; /* the cache lives on a device */
         L->k = ig_aligned_alloc(64, kb);
         L->v = ig_aligned_alloc(64, vb);
         if (!L->k || !L->v) goto oom;
         /* Zero so that a (never expected) read of an unwritten row is finite. */
         memset(L->k, 0, kb);
         memset(L->v, 0, vb);
-        kv->bytes += kb + vb;
     }
     return IG_OK;
 oom:

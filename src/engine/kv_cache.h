@@ -28,6 +28,11 @@ typedef struct ig_kv_cache {
 
 ig_status ig_kv_cache_init(ig_kv_cache *kv, const ig_hparams *hp, ig_kv_type type, int n_seq,
                            int n_ctx, int n_batch);
+/* As ig_kv_cache_init; with host_data false the K/V arrays are not allocated
+ * (k = v = NULL): a GPU backend keeps the cache in device memory and only
+ * the layout (cap, window) and the per-sequence bookkeeping live here. */
+ig_status ig_kv_cache_init_ex(ig_kv_cache *kv, const ig_hparams *hp, ig_kv_type type, int n_seq,
+                              int n_ctx, int n_batch, bool host_data);
 void ig_kv_cache_free(ig_kv_cache *kv);
 /* Bytes the cache would take, without allocating. */
 size_t ig_kv_cache_bytes(const ig_hparams *hp, ig_kv_type type, int n_seq, int n_ctx, int n_batch);

@@ -146,6 +146,10 @@ typedef struct ig_vk_step ig_vk_step;
 ig_status ig_vk_step_create(ig_vk_device *dev, int max_tokens, ig_vk_step **out);
 void ig_vk_step_free(ig_vk_step *step);
 int ig_vk_step_capacity(const ig_vk_step *step);
+/* Rows of IG_VK_ROWS_HEAD ops: min(n_out, cap) (default cap: the capacity).
+ * Set before recording graphs that use it; they size their views by it. */
+ig_status ig_vk_step_set_head_cap(ig_vk_step *step, int cap);
+int ig_vk_step_head_cap(const ig_vk_step *step);
 /* Writes the values of the next step. tokens may be NULL when no op embeds;
  * pos/seq may be NULL (then 0); out_idx may be NULL when n_out == 0. Fails
  * while a graph using this step is in flight (submitted, not yet waited). */
@@ -160,12 +164,15 @@ typedef struct ig_vk_graph ig_vk_graph;
 typedef enum ig_vk_rows {
     IG_VK_ROWS_TOKENS = 0,
     IG_VK_ROWS_OUTPUTS = 1,
+    IG_VK_ROWS_HEAD = 2, /* rows 0..min(n_out, head cap)-1 (ig_vk_step_set_head_cap) */
 } ig_vk_rows;
 
 typedef enum ig_vk_matmul_path {
-    IG_VK_MATMUL_AUTO = 0, /* mat-vec for <= 8 rows, tiled above */
-    IG_VK_MATMUL_VEC,
+    IG_VK_MATMUL_AUTO = 0, /* mat-vec for <= 8 rows (FAST where it applies), tiled above */
+    IG_VK_MATMUL_VEC,      /* generic mat-vec (matvec.comp), any type and view */
     IG_VK_MATMUL_TILED,
+    IG_VK_MATMUL_FAST,     /* mv.comp: F32/F16/BF16/Q8_0/Q4_K/Q6_K, x offset and stride
+                              multiples of 4, float rows a multiple of 8 */
 } ig_vk_matmul_path;
 
 typedef struct ig_vk_graph_stats {
@@ -178,6 +185,8 @@ ig_status ig_vk_graph_end(ig_vk_graph *g);
 ig_status ig_vk_graph_submit(ig_vk_graph *g);
 ig_status ig_vk_graph_wait(ig_vk_graph *g);
 ig_status ig_vk_graph_run(ig_vk_graph *g); /* submit + wait */
+/* Runs n (<= 8) ended graphs of one device in order, in one submit, and waits. */
+ig_status ig_vk_graphs_run(ig_vk_graph *const *gs, int n);
 void ig_vk_graph_free(ig_vk_graph *g);
 ig_vk_graph_stats ig_vk_graph_get_stats(const ig_vk_graph *g);
 /* For the ops recorded after this call (tests and tuning). */
@@ -238,6 +247,22 @@ ig_status ig_vk_op_add(ig_vk_graph *g, ig_vk_rows rows, ig_vk_view a, ig_vk_view
                        int width);
 /* x = cap * tanh(x / cap), in place. */
 ig_status ig_vk_op_softcap(ig_vk_graph *g, ig_vk_rows rows, ig_vk_view x, int width, float cap);
+/* dst = src. */
+ig_status ig_vk_op_copy(ig_vk_graph *g, ig_vk_rows rows, ig_vk_view src, ig_vk_view dst, int width);
+/* x += rmsnorm(src) * norm; then xn = rmsnorm(x) * norm2 (post-norm +
+ * residual + the next block's pre-norm, one dispatch). */
+ig_status ig_vk_op_add_rmsnorm_norm(ig_vk_graph *g, ig_vk_rows rows, ig_vk_view src, ig_vk_view x,
+                                    const ig_vk_buffer *norm, ig_vk_view xn, const ig_vk_buffer *norm2,
+                                    int width, float eps);
+/* Per-head RMSNorm (norm: head_dim floats) then NeoX RoPE, in place on
+ * [t, n_heads, head_dim] rows (QK-norm + RoPE of Q). */
+ig_status ig_vk_op_rmsnorm_rope(ig_vk_graph *g, ig_vk_view x, const ig_vk_buffer *norm, int n_heads,
+                                int head_dim, float eps, float base, float factor);
+/* Per-head RMSNorm and RoPE of K, stored with V into the cache; k and v
+ * themselves are left unchanged. */
+ig_status ig_vk_op_rmsnorm_rope_kv_store(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view k,
+                                         const ig_vk_buffer *knorm, ig_vk_view v, float eps, float base,
+                                         float factor);
 /* dst[j] = src[out_idx[j]] for the step's outputs. */
 ig_status ig_vk_op_gather(ig_vk_graph *g, ig_vk_view src, ig_vk_view dst, int width);
 

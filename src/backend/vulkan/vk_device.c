@@ -414,6 +414,25 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
         if (d->info.max_buffer_size && d->info.max_buffer_size < d->max_block) d->max_block = d->info.max_buffer_size;
         d->align = d->info.min_storage_offset_align > 256 ? d->info.min_storage_offset_align : 256;
         d->wg_size = 64;
+        /* mat-vec shape: 4 row groups of 32 on GPUs; one on CPU devices
+         * (lavapipe runs a workgroup's subgroups one after the other) */
+        const bool cpu = strcmp(d->info.type, "cpu") == 0;
+        d->mv_wg = cpu ? 32 : 128;
+        d->mv_nr1 = cpu ? 4 : 2;
+        d->mv_nrn = 2;
+        const char *mv = getenv("IGNIS_VK_MV");
+        if (mv && *mv) {
+            unsigned a = 0, b = 0, c = 0;
+            if (sscanf(mv, "%u,%u,%u", &a, &b, &c) == 3 && a >= 32 && a <= 256 && a % 32 == 0 && b >= 1 &&
+                b <= 8 && c >= 1 && c <= 8) {
+                d->mv_wg = a;
+                d->mv_nr1 = b;
+                d->mv_nrn = c;
+            }
+        }
+        /* mv.comp's reduction scratch when subgroups are narrower than 32 */
+        if (d->info.subgroup_size < 32 && d->mv_wg > 128) d->mv_wg = 128;
+        if (d->info.subgroup_size > 32 && d->mv_wg > 256) d->mv_wg = 256;
         st = create_logical(d);
     }
     if (st == IG_OK) st = ig_vk_pipelines_init(d);

@@ -1,13 +1,523 @@
-/* Hook of the Vulkan backend into the engine (ig_context). Phase 1 provides
- * the device layer and the ops; running the engine's op list on them comes
- * next, so for now --backend vulkan fails with a clear message. */
+/* The engine on the Vulkan backend: a context's op list (engine/graph.h)
+ * recorded into one command buffer per batch-size bucket and replayed with
+ * one submit per step.
+ *
+ * - Weights (and the f32 norm vectors) are uploaded once per model and kept
+ *   in model->backend_weights, so every context of the model shares them,
+ *   together with the device.
+ * - Per context: the activation buffers, the KV cache (K and V of each layer
+ *   in a buffer of its own, which must fit one binding), a step buffer for
+ *   the per-step values and a logits buffer read back after the step.
+ * - Graphs are recorded lazily, the first time a step needs a bucket
+ *   (1, 2, 4, ... n_batch tokens); shaders read the actual counts from the
+ *   step buffer, so one recording serves every batch up to its bucket. The
+ *   ops writing the logits form a separate "head" graph, chosen by the
+ *   step's output count (mat-vec for up to 8 rows, tiled above) and
+ *   submitted with the body in the same vkQueueSubmit.
+ * - Fusions, where the op list allows them (IGNIS_VK_FUSE=0 turns them off):
+ *   post-norm + residual + next pre-norm (add_rmsnorm_norm), QK-norm + RoPE
+ *   of Q (rmsnorm_rope), QK-norm + RoPE of K + the cache store
+ *   (rmsnorm_rope_kv_store, else rope_kv_store), gate + up + GeGLU
+ *   (matmul_geglu).
+ * - Logits: the output rows go through at most `head_cap` rows of a device
+ *   buffer (a binding and a memory budget bound it); on discrete GPUs they
+ *   are copied into host memory by the last dispatch. A step wanting more
+ *   outputs than head_cap runs the output projection in further chunks. */
 #include "backend/vulkan/vk_internal.h"
+#include "engine/context.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 typedef struct ig_backend ig_backend;
 ig_status ig_backend_vulkan_create(ig_context *ctx, ig_backend **out);
 
+#define MAX_BUCKETS 24
+#define LOGITS_BUDGET (256ull << 20) /* bytes of device logits per context */
+#define HEAD_VEC_ROWS 8              /* output rows the mat-vec head takes */
+
+/* ---- weights shared by the contexts of a model ---- */
+
+typedef struct wentry {
+    const void *key; /* an ig_tensor, or a norm vector */
+    ig_vk_buffer *buf;
+} wentry;
+
+typedef struct vk_model {
+    ig_vk_device *dev;
+    int device;
+    wentry *w;
+    int n_w, cap_w;
+} vk_model;
+
+static void vk_model_free(void *p) {
+    vk_model *vm = p;
+    if (!vm) return;
+    for (int i = 0; i < vm->n_w; i++) ig_vk_buffer_free(vm->w[i].buf);
+    free(vm->w);
+    ig_vk_device_free(vm->dev);
+    free(vm);
+}
+
+static ig_vk_buffer *vm_find(const vk_model *vm, const void *key) {
+    for (int i = 0; i < vm->n_w; i++)
+        if (vm->w[i].key == key) return vm->w[i].buf;
+    return NULL;
+}
+
+static ig_status vm_add(vk_model *vm, const void *key, ig_vk_buffer *buf) {
+    if (vm->n_w == vm->cap_w) {
+        int nc = vm->cap_w ? 2 * vm->cap_w : 64;
+        wentry *nw = ig_realloc_array(vm->w, (size_t)nc, sizeof *nw);
+        if (!nw) return IG_ERR_NO_MEMORY;
+        vm->w = nw;
+        vm->cap_w = nc;
+    }
+    vm->w[vm->n_w++] = (wentry){key, buf};
+    return IG_OK;
+}
+
+static ig_status upload_tensor(vk_model *vm, const ig_tensor *t) {
+    if (vm_find(vm, t)) return IG_OK;
+    if (t->n_dims > 2 && (t->ne[2] != 1 || t->ne[3] != 1))
+        return ig_fail(IG_ERR_UNSUPPORTED, "vulkan: tensor %s has more than two dimensions", t->name);
+    ig_vk_buffer *b;
+    ig_status st = ig_vk_weight_create(vm->dev, t->type, t->ne[0], t->ne[1], &b);
+    if (st != IG_OK) return st;
+    st = ig_vk_buffer_write(b, 0, t->data, ig_vk_buffer_size(b));
+    if (st == IG_OK) st = vm_add(vm, t, b);
+    if (st != IG_OK) ig_vk_buffer_free(b);
+    return st;
+}
+
+static ig_status upload_norm(vk_model *vm, const float *p, int n) {
+    ig_vk_buffer *b = vm_find(vm, p);
+    if (b) {
+        if (ig_vk_buffer_size(b) < (uint64_t)n * 4)
+            return ig_fail(IG_ERR_INTERNAL, "vulkan: a norm vector is used with two widths");
+        return IG_OK;
+    }
+    ig_status st = ig_vk_buffer_create(vm->dev, IG_VK_MEM_DEVICE, (uint64_t)n * 4, &b);
+    if (st != IG_OK) return st;
+    st = ig_vk_buffer_write(b, 0, p, (uint64_t)n * 4);
+    if (st == IG_OK) st = vm_add(vm, p, b);
+    if (st != IG_OK) ig_vk_buffer_free(b);
+    return st;
+}
+
+/* The model's device copies, created by its first context. */
+static ig_status model_weights(ig_context *ctx, vk_model **out) {
+    ig_model *m = ctx->model;
+    const int device = m->params.device;
+    if (m->backend_weights) {
+        if (m->backend_weights_free != vk_model_free)
+            return ig_fail(IG_ERR_INTERNAL, "vulkan: the model holds another backend's weights");
+        *out = m->backend_weights;
+        return IG_OK;
+    }
+    vk_model *vm = ig_calloc_array(1, sizeof *vm);
+    if (!vm) return IG_ERR_NO_MEMORY;
+    vm->device = device;
+    ig_vk_device_params dp = ig_vk_device_default_params();
+    dp.index = device;
+    ig_status st = ig_vk_device_create(&dp, &vm->dev);
+    const ig_graph *G = &ctx->graph;
+    for (int i = 0; i < G->n_ops && st == IG_OK; i++) {
+        const ig_op *op = &G->ops[i];
+        if (op->w) st = upload_tensor(vm, op->w);
+        if (st == IG_OK && op->norm) st = upload_norm(vm, op->norm, op->width / (op->n_heads > 0 ? op->n_heads : 1));
+    }
+    if (st != IG_OK) {
+        vk_model_free(vm);
+        return st;
+    }
+    m->backend_weights = vm;
+    m->backend_weights_free = vk_model_free;
+    *out = vm;
+    return IG_OK;
+}
+
+/* ---- a context's backend ---- */
+
+typedef struct vk_backend {
+    vk_model *vm;
+    ig_vk_device *dev;
+    ig_vk_step *step;
+    ig_vk_buffer *act[IG_BUF_COUNT];
+    uint32_t stride[IG_BUF_COUNT]; /* row stride of each activation buffer (elements) */
+    ig_vk_kv kv[IG_MAX_LAYERS];
+    ig_vk_buffer *logits;    /* [head_cap, n_vocab] on the device */
+    ig_vk_buffer *logits_rb; /* host copy (NULL when logits is host-visible) */
+    int head_cap;
+    int n_buckets;
+    int bucket[MAX_BUCKETS];
+    ig_vk_graph *graph[MAX_BUCKETS]; /* bodies */
+    ig_vk_graph *head[5];            /* output rows <= 1, 2, 4, 8 (mat-vec), <= head_cap */
+    ig_vk_step *hstep;       /* output chunks past head_cap */
+    ig_vk_graph **hgraph;
+    int n_hgraph;
+    bool fuse;
+} vk_backend;
+
+static ig_vk_view view(const vk_backend *vb, ig_buf_id id) {
+    if (id == IG_BUF_LOGITS) return (ig_vk_view){vb->logits, 0, 0};
+    return (ig_vk_view){vb->act[id], 0, vb->stride[id]};
+}
+
+/* What an op reads and writes, as the CPU backend executes it. */
+static bool op_reads(const ig_op *op, ig_buf_id b) {
+    switch (op->kind) {
+    case IG_OP_EMBED: return false;
+    case IG_OP_KV_STORE: return b == IG_BUF_K || b == IG_BUF_V;
+    case IG_OP_ROPE:
+    case IG_OP_SOFTCAP: return op->dst == b;
+    case IG_OP_GEGLU:
+    case IG_OP_ADD_RMSNORM: return op->src == b || op->dst == b;
+    default: return op->src == b;
+    }
+}
+
+static bool op_writes(const ig_op *op, ig_buf_id b) { return op->kind != IG_OP_KV_STORE && op->dst == b; }
+
+static bool op_touches(const ig_op *op, ig_buf_id b) { return op_reads(op, b) || op_writes(op, b); }
+
+/* Whether an op after `from` (not yet emitted) reads b before b is rewritten. */
+static bool read_later(const ig_graph *G, const bool *done, int from, ig_buf_id b) {
+    for (int j = from; j < G->n_ops; j++) {
+        if (done[j]) continue;
+        if (op_reads(&G->ops[j], b)) return true;
+        if (op_writes(&G->ops[j], b)) return false;
+    }
+    return false;
+}
+
+/* Whether ops (i, j) that are not yet emitted leave b alone. */
+static bool untouched_between(const ig_graph *G, const bool *done, int i, int j, ig_buf_id b) {
+    for (int k = i + 1; k < j; k++)
+        if (!done[k] && op_touches(&G->ops[k], b)) return false;
+    return true;
+}
+
+static ig_vk_rows rows_of(const ig_op *op) {
+    if (op->dst == IG_BUF_LOGITS) return IG_VK_ROWS_HEAD;
+    return op->on_outputs ? IG_VK_ROWS_OUTPUTS : IG_VK_ROWS_TOKENS;
+}
+
+static ig_vk_buffer *wbuf(const vk_backend *vb, const void *key) { return vm_find(vb->vm, key); }
+
+/* Emits op i (fused with later ops where possible), marking what it used. */
+static ig_status emit(vk_backend *vb, const ig_context *ctx, ig_vk_graph *g, int i, bool *done) {
+    const ig_graph *G = &ctx->graph;
+    const ig_hparams *hp = &ctx->model->hp;
+    const ig_op *op = &G->ops[i];
+    const ig_op *nx = i + 1 < G->n_ops && !done[i + 1] ? &G->ops[i + 1] : NULL;
+    const ig_vk_rows rows = rows_of(op);
+    done[i] = true;
+    switch (op->kind) {
+    case IG_OP_EMBED: return ig_vk_op_embed(g, wbuf(vb, op->w), op->f0, view(vb, op->dst));
+    case IG_OP_RMSNORM: {
+        if (vb->fuse && op->src == op->dst && op->n_heads > 0 &&
+            (op->dst == IG_BUF_Q || op->dst == IG_BUF_K) && !op->on_outputs) {
+            /* QK-norm, then the RoPE of the same rows (and the cache store) */
+            for (int j = i + 1; j < G->n_ops; j++) {
+                const ig_op *r = &G->ops[j];
+                if (done[j]) continue;
+                if (r->kind == IG_OP_ROPE && r->dst == op->dst && r->n_heads == op->n_heads &&
+                    r->width == op->width && untouched_between(G, done, i, j, op->dst)) {
+                    const int hd = op->width / op->n_heads;
+                    if (op->dst == IG_BUF_Q) {
+                        done[j] = true;
+                        return ig_vk_op_rmsnorm_rope(g, view(vb, op->dst), wbuf(vb, op->norm), op->n_heads, hd,
+                                                     op->f0, r->f0, r->f1);
+                    }
+                    const ig_op *s = j + 1 < G->n_ops && !done[j + 1] ? &G->ops[j + 1] : NULL;
+                    if (s && s->kind == IG_OP_KV_STORE && untouched_between(G, done, i, j + 1, IG_BUF_V) &&
+                        !read_later(G, done, j + 2, IG_BUF_K) && hd == vb->kv[s->layer].head_dim) {
+                        done[j] = done[j + 1] = true;
+                        return ig_vk_op_rmsnorm_rope_kv_store(g, &vb->kv[s->layer], view(vb, IG_BUF_K),
+                                                              wbuf(vb, op->norm), view(vb, IG_BUF_V), op->f0,
+                                                              r->f0, r->f1);
+                    }
+                    break;
+                }
+                if (op_touches(r, op->dst)) break;
+            }
+        }
+        return ig_vk_op_rmsnorm(g, rows, view(vb, op->src), view(vb, op->dst), wbuf(vb, op->norm), op->width,
+                                op->n_heads > 0 ? op->n_heads : 1, op->f0);
+    }
+    case IG_OP_ADD_RMSNORM:
+        if (vb->fuse && nx && nx->kind == IG_OP_RMSNORM && nx->src == op->dst && nx->n_heads <= 1 &&
+            nx->width == op->width && nx->on_outputs == op->on_outputs && nx->f0 == op->f0 &&
+            nx->dst != op->dst && nx->dst != op->src) {
+            done[i + 1] = true;
+            return ig_vk_op_add_rmsnorm_norm(g, rows, view(vb, op->src), view(vb, op->dst), wbuf(vb, op->norm),
+                                             view(vb, nx->dst), wbuf(vb, nx->norm), op->width, op->f0);
+        }
+        return ig_vk_op_add_rmsnorm(g, rows, view(vb, op->src), view(vb, op->dst), wbuf(vb, op->norm), op->width,
+                                    op->f0);
+    case IG_OP_MATMUL: {
+        const ig_op *gl = i + 2 < G->n_ops && !done[i + 2] ? &G->ops[i + 2] : NULL;
+        if (vb->fuse && nx && gl && nx->kind == IG_OP_MATMUL && gl->kind == IG_OP_GEGLU && nx->src == op->src &&
+            nx->on_outputs == op->on_outputs && gl->dst == op->dst && gl->src == nx->dst && gl->width == op->width &&
+            nx->w->type == op->w->type && nx->w->ne[0] == op->w->ne[0] && nx->w->ne[1] == op->w->ne[1] &&
+            op->dst != op->src && nx->dst != op->src && !read_later(G, done, i + 3, nx->dst) &&
+            op->dst != IG_BUF_LOGITS) {
+            done[i + 1] = done[i + 2] = true;
+            return ig_vk_op_matmul_geglu(g, rows, wbuf(vb, op->w), wbuf(vb, nx->w), view(vb, op->src),
+                                         view(vb, op->dst));
+        }
+        return ig_vk_op_matmul(g, rows, wbuf(vb, op->w), view(vb, op->src), view(vb, op->dst));
+    }
+    case IG_OP_ROPE: {
+        const int hd = op->width / op->n_heads;
+        if (vb->fuse && op->dst == IG_BUF_K && nx && nx->kind == IG_OP_KV_STORE &&
+            !read_later(G, done, i + 2, IG_BUF_K) && hd == vb->kv[nx->layer].head_dim) {
+            done[i + 1] = true;
+            return ig_vk_op_rope_kv_store(g, &vb->kv[nx->layer], view(vb, IG_BUF_K), view(vb, IG_BUF_V), op->f0,
+                                          op->f1);
+        }
+        return ig_vk_op_rope(g, view(vb, op->dst), op->n_heads, hd, op->f0, op->f1);
+    }
+    case IG_OP_KV_STORE: return ig_vk_op_kv_store(g, &vb->kv[op->layer], view(vb, IG_BUF_K), view(vb, IG_BUF_V));
+    case IG_OP_ATTENTION:
+        return ig_vk_op_attention(g, &vb->kv[op->layer], view(vb, op->src), view(vb, op->dst), hp->n_head, op->f0,
+                                  op->f1);
+    case IG_OP_GEGLU:
+        return ig_vk_op_geglu(g, rows, view(vb, op->dst), view(vb, op->src), view(vb, op->dst), op->width);
+    case IG_OP_GATHER: return ig_vk_op_gather(g, view(vb, op->src), view(vb, op->dst), op->width);
+    case IG_OP_SOFTCAP: return ig_vk_op_softcap(g, rows, view(vb, op->dst), op->width, op->f0);
+    }
+    return ig_fail(IG_ERR_INTERNAL, "vulkan: unknown op %d", (int)op->kind);
+}
+
+/* The body (every op but those writing the logits) for buckets of T tokens,
+ * or the head (the ops writing the logits, then the copy to host memory) for
+ * up to T output rows. */
+static ig_status record(vk_backend *vb, const ig_context *ctx, int T, bool head, ig_vk_graph **out) {
+    const ig_graph *G = &ctx->graph;
+    ig_vk_graph *g;
+    IG_TRY(ig_vk_graph_begin(vb->dev, vb->step, T, &g));
+    bool *done = ig_calloc_array((size_t)G->n_ops + 1, sizeof *done);
+    ig_status st = done ? IG_OK : IG_ERR_NO_MEMORY;
+    for (int i = 0; i < G->n_ops && st == IG_OK; i++) done[i] = (G->ops[i].dst == IG_BUF_LOGITS) != head;
+    for (int i = 0; i < G->n_ops && st == IG_OK; i++)
+        if (!done[i]) st = emit(vb, ctx, g, i, done);
+    if (st == IG_OK && head && vb->logits_rb)
+        st = ig_vk_op_copy(g, IG_VK_ROWS_HEAD, (ig_vk_view){vb->logits, 0, 0}, (ig_vk_view){vb->logits_rb, 0, 0},
+                           ctx->model->hp.n_vocab);
+    if (st == IG_OK) st = ig_vk_graph_end(g);
+    free(done);
+    if (st != IG_OK) {
+        ig_vk_graph_free(g);
+        return st;
+    }
+    *out = g;
+    return IG_OK;
+}
+
+/* The graph of chunk c (c >= 1) of the output rows: the output projection
+ * (and softcap) of rows c * head_cap .. of OUT_H. */
+static ig_status record_head(vk_backend *vb, const ig_context *ctx, int c, ig_vk_graph **out) {
+    const ig_graph *G = &ctx->graph;
+    const int V = ctx->model->hp.n_vocab;
+    ig_vk_graph *g;
+    IG_TRY(ig_vk_graph_begin(vb->dev, vb->hstep, vb->head_cap, &g));
+    ig_status st = IG_OK;
+    bool seen = false;
+    for (int i = 0; i < G->n_ops && st == IG_OK; i++) {
+        const ig_op *op = &G->ops[i];
+        if (op->dst != IG_BUF_LOGITS) continue;
+        if (op->kind == IG_OP_MATMUL) {
+            ig_vk_view src = view(vb, op->src);
+            src.offset = (uint64_t)c * (uint64_t)vb->head_cap * vb->stride[op->src] * 4;
+            st = ig_vk_op_matmul(g, IG_VK_ROWS_TOKENS, wbuf(vb, op->w), src, view(vb, op->dst));
+            seen = true;
+        } else if (op->kind == IG_OP_SOFTCAP) {
+            st = ig_vk_op_softcap(g, IG_VK_ROWS_TOKENS, view(vb, op->dst), op->width, op->f0);
+        } else {
+            st = ig_fail(IG_ERR_UNSUPPORTED, "vulkan: op %s on the logits", ig_op_name(op->kind));
+        }
+    }
+    if (st == IG_OK && !seen) st = ig_fail(IG_ERR_INTERNAL, "vulkan: no output projection");
+    if (st == IG_OK && vb->logits_rb)
+        st = ig_vk_op_copy(g, IG_VK_ROWS_TOKENS, (ig_vk_view){vb->logits, 0, 0}, (ig_vk_view){vb->logits_rb, 0, 0},
+                           V);
+    if (st == IG_OK) st = ig_vk_graph_end(g);
+    if (st != IG_OK) {
+        ig_vk_graph_free(g);
+        return st;
+    }
+    *out = g;
+    return IG_OK;
+}
+
+/* Copies n rows of logits from the device into dst. */
+static ig_status read_logits(vk_backend *vb, float *dst, int n, int V) {
+    const ig_vk_buffer *src = vb->logits_rb ? vb->logits_rb : vb->logits;
+    const uint64_t bytes = (uint64_t)n * (uint64_t)V * 4;
+    const void *p = ig_vk_buffer_host_ptr(src);
+    if (p) {
+        memcpy(dst, p, (size_t)bytes);
+        return IG_OK;
+    }
+    return ig_vk_buffer_read(src, 0, dst, bytes);
+}
+
+static ig_status vk_compute(ig_backend *be, ig_context *ctx, const ig_step *st) {
+    vk_backend *vb = be->impl;
+    const int V = ctx->model->hp.n_vocab;
+    int bi = 0;
+    while (bi < vb->n_buckets - 1 && vb->bucket[bi] < st->n_tokens) bi++;
+    if (!vb->graph[bi]) IG_TRY(record(vb, ctx, vb->bucket[bi], false, &vb->graph[bi]));
+    const int first = st->n_out < vb->head_cap ? st->n_out : vb->head_cap;
+    ig_vk_graph *run[2] = {vb->graph[bi], NULL};
+    if (first > 0) {
+        /* the output projection: mat-vec for up to 8 rows (a variant per
+         * power of two), else tiled */
+        int hi = 0, T = 1;
+        while (T < first && T < HEAD_VEC_ROWS) T *= 2, hi++;
+        if (T < first) T = vb->head_cap, hi = 4;
+        if (T > vb->head_cap) T = vb->head_cap;
+        if (!vb->head[hi]) IG_TRY(record(vb, ctx, T, true, &vb->head[hi]));
+        run[1] = vb->head[hi];
+    }
+    IG_TRY(ig_vk_step_set(vb->step, st->n_tokens, st->tokens, st->pos, st->seq, st->n_out, st->out_idx));
+    IG_TRY(ig_vk_graphs_run(run, run[1] ? 2 : 1));
+    if (first > 0) IG_TRY(read_logits(vb, ctx->logits, first, V));
+    for (int c = 1; c * vb->head_cap < st->n_out; c++) {
+        if (c > vb->n_hgraph) {
+            ig_vk_graph **ng = ig_realloc_array(vb->hgraph, (size_t)c, sizeof *ng);
+            if (!ng) return IG_ERR_NO_MEMORY;
+            vb->hgraph = ng;
+            for (int k = vb->n_hgraph; k < c; k++) vb->hgraph[k] = NULL;
+            vb->n_hgraph = c;
+        }
+        if (!vb->hgraph[c - 1]) IG_TRY(record_head(vb, ctx, c, &vb->hgraph[c - 1]));
+        const int rows = st->n_out - c * vb->head_cap < vb->head_cap ? st->n_out - c * vb->head_cap : vb->head_cap;
+        IG_TRY(ig_vk_step_set(vb->hstep, rows, NULL, NULL, NULL, 0, NULL));
+        IG_TRY(ig_vk_graph_run(vb->hgraph[c - 1]));
+        IG_TRY(read_logits(vb, ctx->logits + (size_t)c * (size_t)vb->head_cap * (size_t)V, rows, V));
+    }
+    return IG_OK;
+}
+
+static void vk_destroy(ig_backend *be) {
+    if (!be) return;
+    vk_backend *vb = be->impl;
+    if (vb) {
+        for (int i = 0; i < vb->n_buckets; i++) ig_vk_graph_free(vb->graph[i]);
+        for (int i = 0; i < 5; i++) ig_vk_graph_free(vb->head[i]);
+        for (int i = 0; i < vb->n_hgraph; i++) ig_vk_graph_free(vb->hgraph[i]);
+        free(vb->hgraph);
+        for (int i = 0; i < IG_BUF_COUNT; i++) ig_vk_buffer_free(vb->act[i]);
+        for (int l = 0; l < IG_MAX_LAYERS; l++) {
+            ig_vk_buffer_free((ig_vk_buffer *)vb->kv[l].k);
+            ig_vk_buffer_free((ig_vk_buffer *)vb->kv[l].v);
+        }
+        ig_vk_buffer_free(vb->logits);
+        ig_vk_buffer_free(vb->logits_rb);
+        ig_vk_step_free(vb->step);
+        ig_vk_step_free(vb->hstep);
+        free(vb);
+    }
+    free(be);
+}
+
+static const ig_backend_ops vk_ops = {
+    .name = "vulkan",
+    .compute = vk_compute,
+    .destroy = vk_destroy,
+};
+
+static ig_status make_buffer(vk_backend *vb, uint64_t bytes, const char *what, ig_vk_mem mem, ig_vk_buffer **out) {
+    ig_status st = ig_vk_buffer_create(vb->dev, mem, bytes ? bytes : 4, out);
+    if (st == IG_ERR_UNSUPPORTED)
+        return ig_fail(st, "vulkan: the %s (%.1f MiB) does not fit one binding of %s; use a smaller context, "
+                           "batch or sequence count", what, (double)bytes / (1 << 20),
+                       ig_vk_device_get_info(vb->dev)->name);
+    return st;
+}
+
+static ig_status setup(vk_backend *vb, ig_context *ctx) {
+    const ig_context_params *p = &ctx->params;
+    const ig_hparams *hp = &ctx->model->hp;
+    const ig_graph *G = &ctx->graph;
+    const int nb = p->n_batch, V = hp->n_vocab;
+    const char *fz = getenv("IGNIS_VK_FUSE");
+    vb->fuse = !(fz && strcmp(fz, "0") == 0);
+    if (hp->head_dim != hp->head_dim_v)
+        return ig_fail(IG_ERR_UNSUPPORTED, "vulkan: K and V head sizes differ (%d, %d)", hp->head_dim,
+                       hp->head_dim_v);
+    IG_TRY(ig_vk_step_create(vb->dev, nb, &vb->step));
+    /* logits rows held on the device at once */
+    const uint64_t row = (uint64_t)V * 4;
+    uint64_t cap = vb->dev->max_binding / row;
+    if (cap > LOGITS_BUDGET / row) cap = LOGITS_BUDGET / row;
+    if (cap < 1) cap = 1;
+    const char *hc = getenv("IGNIS_VK_HEAD_CAP"); /* tests: force output chunks */
+    if (hc && atoi(hc) > 0 && (uint64_t)atoi(hc) < cap) cap = (uint64_t)atoi(hc);
+    vb->head_cap = cap < (uint64_t)nb ? (int)cap : nb;
+    IG_TRY(ig_vk_step_set_head_cap(vb->step, vb->head_cap));
+    const int out_rows = (nb + vb->head_cap - 1) / vb->head_cap * vb->head_cap;
+    for (int i = 0; i < IG_BUF_COUNT; i++) {
+        if (i == IG_BUF_LOGITS) continue;
+        vb->stride[i] = ((uint32_t)G->buf_width[i] + 3u) & ~3u;
+        const uint64_t rows = i == IG_BUF_OUT_H ? (uint64_t)out_rows : (uint64_t)nb;
+        IG_TRY(make_buffer(vb, rows * vb->stride[i] * 4, "activation buffer", IG_VK_MEM_DEVICE, &vb->act[i]));
+    }
+    IG_TRY(make_buffer(vb, (uint64_t)vb->head_cap * row, "logits buffer", IG_VK_MEM_DEVICE, &vb->logits));
+    if (!ig_vk_buffer_host_ptr(vb->logits))
+        IG_TRY(make_buffer(vb, (uint64_t)vb->head_cap * row, "logits buffer", IG_VK_MEM_READBACK, &vb->logits_rb));
+    if (vb->head_cap < nb) IG_TRY(ig_vk_step_create(vb->dev, vb->head_cap, &vb->hstep));
+    /* KV cache: the engine's ring layout, one buffer per layer and K / V */
+    const ig_kv_cache *kv = &ctx->kv;
+    const uint64_t es = ig_kv_elem_size(kv->type);
+    for (int l = 0; l < kv->n_layer; l++) {
+        const ig_kv_layer *L = &kv->layers[l];
+        ig_vk_kv *k = &vb->kv[l];
+        ig_vk_buffer *kb = NULL, *vbuf = NULL;
+        const uint64_t rows = (uint64_t)L->cap * (uint64_t)kv->n_seq;
+        IG_TRY(make_buffer(vb, rows * (uint64_t)kv->k_dim * es, "KV cache of a layer", IG_VK_MEM_DEVICE, &kb));
+        k->k = kb;
+        IG_TRY(make_buffer(vb, rows * (uint64_t)kv->v_dim * es, "KV cache of a layer", IG_VK_MEM_DEVICE, &vbuf));
+        k->v = vbuf;
+        IG_TRY(ig_vk_buffer_zero(kb));
+        IG_TRY(ig_vk_buffer_zero(vbuf));
+        k->type = kv->type;
+        k->n_seq = kv->n_seq;
+        k->cap = L->cap;
+        k->n_head_kv = hp->n_head_kv;
+        k->head_dim = hp->head_dim;
+        k->window = L->window;
+    }
+    /* buckets: powers of two below n_batch, then n_batch */
+    for (int b = 1; b < nb && vb->n_buckets < MAX_BUCKETS - 1; b *= 2) vb->bucket[vb->n_buckets++] = b;
+    vb->bucket[vb->n_buckets++] = nb;
+    return IG_OK;
+}
+
 ig_status ig_backend_vulkan_create(ig_context *ctx, ig_backend **out) {
-    (void)ctx;
     *out = NULL;
-    return ig_fail(IG_ERR_UNSUPPORTED, "vulkan: running the engine on the Vulkan backend is not implemented yet");
+    vk_model *vm = NULL;
+    IG_TRY(model_weights(ctx, &vm));
+    ig_backend *be = ig_calloc_array(1, sizeof *be);
+    vk_backend *vb = ig_calloc_array(1, sizeof *vb);
+    if (!be || !vb) {
+        free(be);
+        free(vb);
+        return IG_ERR_NO_MEMORY;
+    }
+    be->ops = &vk_ops;
+    be->impl = vb;
+    vb->vm = vm;
+    vb->dev = vm->dev;
+    ig_status st = setup(vb, ctx);
+    if (st != IG_OK) {
+        vk_destroy(be);
+        return st;
+    }
+    *out = be;
+    return IG_OK;
 }

@@ -41,6 +41,11 @@ struct ig_vk_graph {
 
 ig_vk_device *ig_vk_graph_device(ig_vk_graph *g) { return g->dev; }
 int ig_vk_graph_max_tokens(const ig_vk_graph *g) { return g->max_tokens; }
+int ig_vk_graph_max_rows(const ig_vk_graph *g, ig_vk_rows rows) {
+    if (rows != IG_VK_ROWS_HEAD) return g->max_tokens;
+    int h = ig_vk_step_head_cap(g->step);
+    return h < g->max_tokens ? h : g->max_tokens;
+}
 ig_vk_matmul_path ig_vk_graph_matmul_path(const ig_vk_graph *g) { return g->path; }
 ig_status ig_vk_graph_error(const ig_vk_graph *g) { return g->err; }
 ig_vk_graph_stats ig_vk_graph_get_stats(const ig_vk_graph *g) { return g->stats; }
@@ -141,6 +146,31 @@ ig_status ig_vk_graph_wait(ig_vk_graph *g) {
 ig_status ig_vk_graph_run(ig_vk_graph *g) {
     IG_TRY(ig_vk_graph_submit(g));
     return ig_vk_graph_wait(g);
+}
+
+ig_status ig_vk_graphs_run(ig_vk_graph *const *gs, int n) {
+    if (n < 1 || n > 8 || !gs) return ig_fail(IG_ERR_INVALID_ARG, "vulkan: bad graph list");
+    VkCommandBuffer cbs[8];
+    for (int i = 0; i < n; i++) {
+        const ig_vk_graph *g = gs[i];
+        if (!g) return ig_fail(IG_ERR_INVALID_ARG, "vulkan: no graph");
+        if (g->err != IG_OK) return g->err;
+        if (!g->ended) return ig_fail(IG_ERR_INVALID_ARG, "vulkan: graph submitted before ig_vk_graph_end");
+        if (g->in_flight) return ig_fail(IG_ERR_INVALID_ARG, "vulkan: graph submitted twice without a wait");
+        if (g->dev != gs[0]->dev) return ig_fail(IG_ERR_INVALID_ARG, "vulkan: graphs of two devices");
+        cbs[i] = g->cb;
+    }
+    ig_vk_graph *g0 = gs[0];
+    VkResult r = ig_vk.vkResetFences(g0->dev->dev, 1, &g0->fence);
+    if (r != VK_SUCCESS) return ig_vk_fail(r, "vkResetFences");
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = (uint32_t)n, .pCommandBuffers = cbs};
+    r = ig_vk.vkQueueSubmit(g0->dev->queue, 1, &si, g0->fence);
+    if (r != VK_SUCCESS) return ig_vk_fail(r, "vkQueueSubmit");
+    for (int i = 0; i < n; i++) ig_vk_step_busy(gs[i]->step, 1);
+    r = ig_vk.vkWaitForFences(g0->dev->dev, 1, &g0->fence, VK_TRUE, UINT64_MAX);
+    for (int i = 0; i < n; i++) ig_vk_step_busy(gs[i]->step, -1);
+    if (r != VK_SUCCESS) return ig_vk_fail(r, "vkWaitForFences");
+    return IG_OK;
 }
 
 void ig_vk_graph_free(ig_vk_graph *g) {

@@ -120,7 +120,9 @@ struct ig_vk_buffer {
     uint64_t size;
     ig_dtype type;         /* weights; IG_TYPE_F32 for plain buffers */
     int64_t ne0, ne1;
-    uint64_t row_bytes;
+    uint64_t row_bytes;    /* bytes of a row in ggml's layout (what callers write) */
+    uint64_t row_stride;   /* bytes of a row on the device: a multiple of 16, in the
+                              device layout (ig_vk_weight_repacked) */
     bool is_weight;
     int n_parts;
     ig_vk_part *parts;
@@ -131,7 +133,7 @@ struct ig_vk_buffer {
 
 typedef struct ig_vk_pipe {
     int shader;
-    uint32_t spec[2];
+    uint32_t spec[3];
     VkPipeline pipe;
 } ig_vk_pipe;
 
@@ -160,9 +162,20 @@ struct ig_vk_device {
     ig_vk_pipe *pipes;
     int n_pipes, cap_pipes;
     uint32_t wg_size; /* default local size for spec-constant shaders */
+    /* mat-vec tuning (mv.comp): workgroup size, rows per 32-invocation group
+     * for one token and for several ($IGNIS_VK_MV="wg,nr1,nrn") */
+    uint32_t mv_wg, mv_nr1, mv_nrn;
     bool force_staging; /* device memory is never mapped (tests) */
     ig_vk_buffer *dummy; /* bound to unused descriptor slots */
 };
+
+/* Weight rows on the device: ggml's block layout, except Q8_0 and Q6_K rows,
+ * which are stored field by field so that the quantized bytes of a row are
+ * contiguous and 16-byte aligned (for 128-bit loads):
+ *   Q8_0: [qs: 32 nb int8][d: nb f16]
+ *   Q6_K: [ql: 128 nb][qh: 64 nb][scales: 16 nb][d: nb f16]
+ * (nb blocks per row). Every row is padded to a multiple of 16 bytes. */
+bool ig_vk_weight_repacked(ig_dtype type);
 
 /* Picks a memory type for kind; requires bits from VkMemoryRequirements. */
 int ig_vk_pick_memory(const ig_vk_device *d, int kind, uint32_t type_bits, int nth);
@@ -173,6 +186,9 @@ ig_status ig_vk_transfer(ig_vk_device *d, void (*record)(VkCommandBuffer cb, voi
 /* Pipeline for shader name with spec constants (created on first use). */
 ig_status ig_vk_pipeline(ig_vk_device *d, const char *name, uint32_t spec0, uint32_t spec1,
                          VkPipeline *out);
+/* The same with a third specialization constant (id 2). */
+ig_status ig_vk_pipeline3(ig_vk_device *d, const char *name, uint32_t spec0, uint32_t spec1, uint32_t spec2,
+                          VkPipeline *out);
 ig_status ig_vk_pipelines_init(ig_vk_device *d);
 void ig_vk_pipelines_free(ig_vk_device *d);
 
@@ -180,6 +196,10 @@ void ig_vk_pipelines_free(ig_vk_device *d);
  * submitted graphs reading it. */
 const ig_vk_part *ig_vk_step_part(const ig_vk_step *step);
 void ig_vk_step_busy(ig_vk_step *step, int delta);
+
+/* Whether mv.comp handles a matmul: its type, row length and x view (element
+ * offset and stride). */
+bool ig_vk_matmul_fast_ok(ig_dtype type, int64_t n_in, uint32_t x_off, uint32_t x_stride);
 
 /* ---- Graph recording (vk_graph.c), used by vk_ops.c --------------------- */
 
@@ -201,6 +221,8 @@ ig_status ig_vk_rec_dispatch(ig_vk_graph *g, VkPipeline pipe, const ig_vk_part *
                              uint32_t gz);
 ig_vk_device *ig_vk_graph_device(ig_vk_graph *g);
 int ig_vk_graph_max_tokens(const ig_vk_graph *g);
+/* Rows an op with this selector may touch: max_tokens, or the head cap. */
+int ig_vk_graph_max_rows(const ig_vk_graph *g, ig_vk_rows rows);
 ig_vk_matmul_path ig_vk_graph_matmul_path(const ig_vk_graph *g);
 ig_status ig_vk_graph_error(const ig_vk_graph *g);
 ig_status ig_vk_graph_set_error(ig_vk_graph *g, ig_status st);

@@ -195,6 +195,7 @@ ig_status ig_vk_buffer_create(ig_vk_device *d, ig_vk_mem mem, uint64_t size, ig_
     b->ne0 = (int64_t)(size / 4);
     b->ne1 = 1;
     b->row_bytes = size;
+    b->row_stride = size;
     b->parts = p;
     ig_status st = place(d, (int)mem, size, p);
     if (st != IG_OK) {
@@ -209,6 +210,8 @@ ig_status ig_vk_buffer_create(ig_vk_device *d, ig_vk_mem mem, uint64_t size, ig_
     return IG_OK;
 }
 
+bool ig_vk_weight_repacked(ig_dtype type) { return type == IG_TYPE_Q8_0 || type == IG_TYPE_Q6_K; }
+
 ig_status ig_vk_weight_create(ig_vk_device *d, ig_dtype type, int64_t ne0, int64_t ne1, ig_vk_buffer **out) {
     *out = NULL;
     if (!d || !ig_dtype_known((uint32_t)type) || ne0 <= 0 || ne1 <= 0 || ne0 > (int64_t)UINT32_MAX / 2)
@@ -217,11 +220,12 @@ ig_status ig_vk_weight_create(ig_vk_device *d, ig_dtype type, int64_t ne0, int64
     if (!ig_dtype_row_bytes(type, ne0, &rb))
         return ig_fail(IG_ERR_INVALID_ARG, "vulkan: %lld elements are not whole %s blocks", (long long)ne0,
                        ig_dtype_name(type));
-    if (rb > d->max_weight_part)
+    const uint64_t stride = ((uint64_t)rb + 15) & ~(uint64_t)15;
+    if (stride > d->max_weight_part)
         return ig_fail(IG_ERR_UNSUPPORTED, "vulkan: one weight row (%zu bytes) exceeds a binding", rb);
-    uint64_t rows_per = d->max_weight_part / rb;
+    uint64_t rows_per = d->max_weight_part / stride;
     /* keep parts below 2^31 16-bit words so shader indices fit in 32 bits */
-    if (rows_per * rb > (1ull << 32) - 256) rows_per = ((1ull << 32) - 256) / rb;
+    if (rows_per * stride > (1ull << 32) - 256) rows_per = ((1ull << 32) - 256) / stride;
     int64_t n_parts = (ne1 + (int64_t)rows_per - 1) / (int64_t)rows_per;
     ig_vk_buffer *b = ig_calloc_array(1, sizeof *b);
     ig_vk_part *parts = ig_calloc_array((size_t)n_parts, sizeof *parts);
@@ -236,6 +240,7 @@ ig_status ig_vk_weight_create(ig_vk_device *d, ig_dtype type, int64_t ne0, int64
     b->ne0 = ne0;
     b->ne1 = ne1;
     b->row_bytes = rb;
+    b->row_stride = stride;
     b->size = (uint64_t)rb * (uint64_t)ne1;
     b->is_weight = true;
     b->parts = parts;
@@ -244,7 +249,7 @@ ig_status ig_vk_weight_create(ig_vk_device *d, ig_dtype type, int64_t ne0, int64
         int64_t nr = ne1 - r0 < (int64_t)rows_per ? ne1 - r0 : (int64_t)rows_per;
         parts[i].row0 = r0;
         parts[i].n_rows = nr;
-        ig_status st = place(d, IG_VK_MEM_DEVICE, (uint64_t)nr * rb, &parts[i]);
+        ig_status st = place(d, IG_VK_MEM_DEVICE, (uint64_t)nr * stride, &parts[i]);
         if (st != IG_OK) {
             ig_vk_buffer_free(b);
             return st;
@@ -399,15 +404,119 @@ static ig_status span_read(ig_vk_device *d, const ig_vk_part *p, uint64_t off, u
     return IG_OK;
 }
 
+/* ---- weight rows: ggml layout <-> device layout ---- */
+
+/* One row from ggml's layout (src, row_bytes) to the device's (dst, stride
+ * bytes, padding zeroed), or back when unpack. */
+static void pack_row(const ig_vk_buffer *w, const uint8_t *src, uint8_t *dst, bool unpack) {
+    const uint64_t rb = w->row_bytes;
+    if (w->type == IG_TYPE_Q8_0) {
+        const uint64_t nb = rb / 34;
+        for (uint64_t b = 0; b < nb; b++) {
+            const uint64_t g = b * 34, qs = b * 32, dd = nb * 32 + b * 2;
+            if (!unpack) {
+                memcpy(dst + qs, src + g + 2, 32);
+                memcpy(dst + dd, src + g, 2);
+            } else {
+                memcpy(dst + g + 2, src + qs, 32);
+                memcpy(dst + g, src + dd, 2);
+            }
+        }
+    } else if (w->type == IG_TYPE_Q6_K) {
+        const uint64_t nb = rb / 210;
+        for (uint64_t b = 0; b < nb; b++) {
+            const uint64_t g = b * 210;
+            const uint64_t off[4] = {b * 128, nb * 128 + b * 64, nb * 192 + b * 16, nb * 208 + b * 2};
+            const uint64_t goff[4] = {0, 128, 192, 208}, len[4] = {128, 64, 16, 2};
+            for (int f = 0; f < 4; f++) {
+                if (!unpack) memcpy(dst + off[f], src + g + goff[f], len[f]);
+                else memcpy(dst + g + goff[f], src + off[f], len[f]);
+            }
+        }
+    } else {
+        memcpy(dst, src, rb);
+    }
+    if (!unpack && w->row_stride > rb) memset(dst + rb, 0, w->row_stride - rb);
+}
+
+/* Rows [r0, r0 + n) of a weight from / to host memory in ggml's layout. */
+static ig_status weight_rows(const ig_vk_buffer *w, int64_t r0, int64_t n, uint8_t *host, bool read) {
+    ig_vk_device *d = w->dev;
+    ig_status st = IG_OK;
+    for (int i = 0; i < w->n_parts && n > 0 && st == IG_OK; i++) {
+        const ig_vk_part *p = &w->parts[i];
+        if (r0 < p->row0 || r0 >= p->row0 + p->n_rows) continue;
+        int64_t k = p->row0 + p->n_rows - r0 < n ? p->row0 + p->n_rows - r0 : n;
+        const uint64_t off = (uint64_t)(r0 - p->row0) * w->row_stride;
+        if (p->blk->map) {
+            uint8_t *m = p->blk->map + p->offset + off;
+            for (int64_t r = 0; r < k; r++)
+                pack_row(w, read ? m + r * w->row_stride : host + r * w->row_bytes,
+                         read ? host + r * w->row_bytes : m + r * w->row_stride, read);
+        } else {
+            st = staging(d);
+            if (st != IG_OK) break;
+            const ig_vk_part *sp = &d->staging->parts[0];
+            const int64_t per = (int64_t)(sp->size / w->row_stride);
+            if (per < 1) {
+                st = ig_fail(IG_ERR_UNSUPPORTED, "vulkan: a weight row exceeds the staging buffer");
+                break;
+            }
+            for (int64_t r = 0; r < k && st == IG_OK; r += per) {
+                const int64_t c = k - r < per ? k - r : per;
+                uint8_t *sm = sp->blk->map + sp->offset;
+                copy_job j = {sp->blk->buf, p->blk->buf,
+                              {sp->offset, p->offset + off + (uint64_t)r * w->row_stride,
+                               (uint64_t)c * w->row_stride}};
+                if (read) {
+                    j = (copy_job){p->blk->buf, sp->blk->buf, {j.region.dstOffset, sp->offset, j.region.size}};
+                    st = ig_vk_transfer(d, rec_copy, &j);
+                    for (int64_t q = 0; q < c && st == IG_OK; q++)
+                        pack_row(w, sm + q * w->row_stride, host + (r + q) * w->row_bytes, true);
+                } else {
+                    for (int64_t q = 0; q < c; q++)
+                        pack_row(w, host + (r + q) * w->row_bytes, sm + q * w->row_stride, false);
+                    st = ig_vk_transfer(d, rec_copy, &j);
+                }
+            }
+        }
+        host += (size_t)k * w->row_bytes;
+        r0 += k;
+        n -= k;
+    }
+    return st;
+}
+
+static ig_status weight_access(const ig_vk_buffer *w, uint64_t offset, uint8_t *host, uint64_t size, bool read) {
+    if (offset % w->row_bytes == 0 && size % w->row_bytes == 0)
+        return weight_rows(w, (int64_t)(offset / w->row_bytes), (int64_t)(size / w->row_bytes), host, read);
+    /* a byte range inside rows: go through the whole rows that cover it */
+    const int64_t r0 = (int64_t)(offset / w->row_bytes);
+    const int64_t r1 = (int64_t)((offset + size + w->row_bytes - 1) / w->row_bytes);
+    uint8_t *tmp = ig_malloc((size_t)(r1 - r0) * w->row_bytes);
+    if (!tmp) return IG_ERR_NO_MEMORY;
+    const uint64_t skip = offset - (uint64_t)r0 * w->row_bytes;
+    ig_status st = weight_rows(w, r0, r1 - r0, tmp, true);
+    if (st == IG_OK && read) memcpy(host, tmp + skip, size);
+    if (st == IG_OK && !read) {
+        memcpy(tmp + skip, host, size);
+        st = weight_rows(w, r0, r1 - r0, tmp, false);
+    }
+    free(tmp);
+    return st;
+}
+
 ig_status ig_vk_buffer_write(ig_vk_buffer *buf, uint64_t offset, const void *src, uint64_t size) {
     if (!buf || (!src && size)) return ig_fail(IG_ERR_INVALID_ARG, "vulkan: bad write");
     IG_TRY(check_range(buf, offset, size));
+    if (buf->is_weight) return weight_access(buf, offset, (uint8_t *)(uintptr_t)src, size, false);
     return for_spans(buf, offset, size, span_write, (void *)(uintptr_t)src);
 }
 
 ig_status ig_vk_buffer_read(const ig_vk_buffer *buf, uint64_t offset, void *dst, uint64_t size) {
     if (!buf || (!dst && size)) return ig_fail(IG_ERR_INVALID_ARG, "vulkan: bad read");
     IG_TRY(check_range(buf, offset, size));
+    if (buf->is_weight) return weight_access(buf, offset, dst, size, true);
     return for_spans(buf, offset, size, span_read, dst);
 }
 
@@ -432,6 +541,7 @@ struct ig_vk_step {
     ig_vk_device *dev;
     ig_vk_buffer *buf;
     int cap;
+    int head_cap;
     int busy; /* graphs submitted and not yet waited for */
 };
 
@@ -445,6 +555,7 @@ ig_status ig_vk_step_create(ig_vk_device *dev, int max_tokens, ig_vk_step **out)
     if (!s) return IG_ERR_NO_MEMORY;
     s->dev = dev;
     s->cap = max_tokens;
+    s->head_cap = max_tokens;
     ig_status st = ig_vk_buffer_create(dev, IG_VK_MEM_UPLOAD, (uint64_t)(4 + 4 * (uint64_t)max_tokens) * 4, &s->buf);
     if (st != IG_OK) {
         free(s);
@@ -468,6 +579,14 @@ void ig_vk_step_free(ig_vk_step *step) {
 }
 
 int ig_vk_step_capacity(const ig_vk_step *step) { return step->cap; }
+int ig_vk_step_head_cap(const ig_vk_step *step) { return step->head_cap; }
+
+ig_status ig_vk_step_set_head_cap(ig_vk_step *step, int cap) {
+    if (!step || cap < 1 || cap > step->cap)
+        return ig_fail(IG_ERR_INVALID_ARG, "vulkan: bad head cap %d", cap);
+    step->head_cap = cap;
+    return IG_OK;
+}
 
 const ig_vk_part *ig_vk_step_part(const ig_vk_step *step) { return &step->buf->parts[0]; }
 
@@ -487,6 +606,7 @@ ig_status ig_vk_step_set(ig_vk_step *step, int n_tokens, const int32_t *tokens, 
     w[0] = n_tokens;
     w[1] = step->cap;
     w[2] = n_out;
+    w[3] = n_out < step->head_cap ? n_out : step->head_cap;
     if (tokens) memcpy(w + 4, tokens, n * 4);
     else memset(w + 4, 0, n * 4);
     if (pos) memcpy(w + 4 + cap, pos, n * 4);

@@ -92,7 +92,7 @@ ig_status ig_vk_op_embed(ig_vk_graph *g, const ig_vk_buffer *w, float scale, ig_
         struct {
             uint32_t n_in, row_u16, row0, n_rows, y_off, y_stride;
             float scale;
-        } pc = {(uint32_t)ne0, (uint32_t)(w->row_bytes / 2), (uint32_t)p->row0, (uint32_t)p->n_rows, yoff, ys, scale};
+        } pc = {(uint32_t)ne0, (uint32_t)(w->row_stride / 2), (uint32_t)p->row0, (uint32_t)p->n_rows, yoff, ys, scale};
         const ig_vk_part *parts[4] = {p, NULL, NULL, dst.buf->parts};
         IG_TRY(ig_vk_rec_dispatch(g, pipe, parts, 4, &pc, sizeof pc, ceil_div(ceil_div(ne0, 8), d->wg_size),
                                   (uint32_t)T, 1));
@@ -109,7 +109,7 @@ static ig_status norm_common(ig_vk_graph *g, const char *shader, ig_vk_rows rows
     if (width <= 0 || n_heads <= 0 || width % n_heads || n_heads > 65535)
         return bad(g, "vulkan: %s: bad width / heads", shader);
     if (!(eps >= 0.0f)) return bad(g, "vulkan: %s: bad eps", shader);
-    const uint64_t T = (uint64_t)ig_vk_graph_max_tokens(g), d = (uint64_t)(width / n_heads);
+    const uint64_t T = (uint64_t)ig_vk_graph_max_rows(g, rows), d = (uint64_t)(width / n_heads);
     uint32_t xs = stride_or(src.stride, (uint64_t)width), ys = stride_or(dst.stride, (uint64_t)width);
     uint32_t xoff, yoff, woff;
     ig_vk_bind b[3];
@@ -137,6 +137,34 @@ ig_status ig_vk_op_add_rmsnorm(ig_vk_graph *g, ig_vk_rows rows, ig_vk_view src, 
     return norm_common(g, "add_rmsnorm", rows, src, dst, norm, width, 1, eps);
 }
 
+ig_status ig_vk_op_add_rmsnorm_norm(ig_vk_graph *g, ig_vk_rows rows, ig_vk_view src, ig_vk_view x,
+                                    const ig_vk_buffer *norm, ig_vk_view xn, const ig_vk_buffer *norm2,
+                                    int width, float eps) {
+    if (!g) return IG_ERR_INVALID_ARG;
+    IG_TRY(ig_vk_graph_error(g));
+    if (width <= 0) return bad(g, "vulkan: %s: bad width", "add_rmsnorm_norm");
+    if (!(eps >= 0.0f)) return bad(g, "vulkan: %s: bad eps", "add_rmsnorm_norm");
+    const uint64_t T = (uint64_t)ig_vk_graph_max_rows(g, rows), w = (uint64_t)width;
+    uint32_t ss = stride_or(src.stride, w), xs = stride_or(x.stride, w), zs = stride_or(xn.stride, w);
+    uint32_t soff, xoff, zoff, woff, w2off;
+    ig_vk_bind b[5];
+    IG_TRY(view_bind(g, "norm src", src.buf, src.offset, ss, T, w, 4, false, &b[0], &soff));
+    IG_TRY(view_bind(g, "norm weight", norm, 0, w, 1, w, 4, false, &b[1], &woff));
+    IG_TRY(view_bind(g, "norm residual", x.buf, x.offset, xs, T, w, 4, true, &b[2], &xoff));
+    IG_TRY(view_bind(g, "norm weight 2", norm2, 0, w, 1, w, 4, false, &b[3], &w2off));
+    IG_TRY(view_bind(g, "norm dst", xn.buf, xn.offset, zs, T, w, 4, true, &b[4], &zoff));
+    IG_TRY(ig_vk_rec_hazards(g, b, 5));
+    VkPipeline pipe;
+    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(ig_vk_graph_device(g), "add_rmsnorm_norm", NORM_WG, 0, &pipe)));
+    struct {
+        uint32_t rows_sel, d, x_off, x_stride, y_off, y_stride, w_off;
+        float eps;
+        uint32_t w2_off, z_off, z_stride;
+    } pc = {(uint32_t)rows, (uint32_t)w, soff, ss, xoff, xs, woff, eps, w2off, zoff, zs};
+    const ig_vk_part *parts[5] = {src.buf->parts, norm->parts, x.buf->parts, norm2->parts, xn.buf->parts};
+    return ig_vk_rec_dispatch(g, pipe, parts, 5, &pc, sizeof pc, 1, (uint32_t)T, 1);
+}
+
 /* ---- matmul ---- */
 
 static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buffer *wa, const ig_vk_buffer *wb,
@@ -149,7 +177,7 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
         return bad(g, "vulkan: %s: gate and up differ in type or shape", "matmul");
     if (wa->ne1 > UINT32_MAX / 2) return bad(g, "vulkan: %s: too many rows", "matmul");
     ig_vk_device *d = ig_vk_graph_device(g);
-    const uint64_t T = (uint64_t)ig_vk_graph_max_tokens(g), n_in = (uint64_t)wa->ne0, n_out = (uint64_t)wa->ne1;
+    const uint64_t T = (uint64_t)ig_vk_graph_max_rows(g, rows), n_in = (uint64_t)wa->ne0, n_out = (uint64_t)wa->ne1;
     uint32_t xs = stride_or(src.stride, n_in), ys = stride_or(dst.stride, n_out), xoff, yoff;
     ig_vk_bind b[2 + 2 * IG_VK_N_BINDINGS];
     int nb = 0;
@@ -157,39 +185,65 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
     IG_TRY(view_bind(g, "matmul dst", dst.buf, dst.offset, ys, T, n_out, 4, true, &b[nb++], &yoff));
     IG_TRY(ig_vk_rec_hazards(g, b, nb)); /* weights are read-only: never a hazard */
 
+    const bool fast_ok = ig_vk_matmul_fast_ok(wa->type, (int64_t)n_in, xoff, xs);
     ig_vk_matmul_path path = ig_vk_graph_matmul_path(g);
-    if (path == IG_VK_MATMUL_AUTO) path = T <= MATVEC_MAX_COLS ? IG_VK_MATMUL_VEC : IG_VK_MATMUL_TILED;
+    if (path == IG_VK_MATMUL_AUTO)
+        path = T <= MATVEC_MAX_COLS ? (fast_ok ? IG_VK_MATMUL_FAST : IG_VK_MATMUL_VEC) : IG_VK_MATMUL_TILED;
+    if (path == IG_VK_MATMUL_FAST && !fast_ok)
+        return bad(g, "vulkan: %s: the fast mat-vec does not apply (type, row length or x alignment)", "matmul");
     char name[40];
-    uint32_t spec0 = 0, spec1 = 0, gy;
-    if (path == IG_VK_MATMUL_VEC) {
+    uint32_t spec0 = 0, spec1 = 0, spec2 = 0, gy, rows_per_group = MATMUL_TILE;
+    if (path == IG_VK_MATMUL_VEC || path == IG_VK_MATMUL_FAST) {
         uint32_t nc = 1;
         while (nc < T && nc < MATVEC_MAX_COLS) nc *= 2;
-        spec0 = d->wg_size;
         spec1 = nc;
         gy = ceil_div(T, nc);
-        snprintf(name, sizeof name, "matvec%s_%s", wb ? "_geglu" : "", type_suffix(wa->type));
+        if (path == IG_VK_MATMUL_VEC) {
+            spec0 = d->wg_size;
+            rows_per_group = MATVEC_ROWS;
+            snprintf(name, sizeof name, "matvec%s_%s", wb ? "_geglu" : "", type_suffix(wa->type));
+        } else {
+            spec0 = d->mv_wg;
+            spec2 = nc == 1 ? d->mv_nr1 : d->mv_nrn;
+            if (d->info.subgroup_size < 32)
+                while (spec2 > 1 && spec2 * nc > 32) spec2--; /* mv.comp's scratch */
+            rows_per_group = spec0 / 32 * spec2;
+            snprintf(name, sizeof name, "mv%s_%s", wb ? "_geglu" : "", type_suffix(wa->type));
+        }
     } else {
         gy = ceil_div(T, MATMUL_TILE);
         snprintf(name, sizeof name, "matmul%s_%s", wb ? "_geglu" : "", type_suffix(wa->type));
     }
     VkPipeline pipe;
-    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(d, name, spec0, spec1, &pipe)));
+    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline3(d, name, spec0, spec1, spec2, &pipe)));
     for (int i = 0; i < wa->n_parts; i++) {
         const ig_vk_part *pa = &wa->parts[i], *pb = wb ? &wb->parts[i] : NULL;
         if (pb && (pb->row0 != pa->row0 || pb->n_rows != pa->n_rows))
             return bad(g, "vulkan: %s: gate and up are split differently", "matmul");
         struct {
             uint32_t rows_sel, n_in, n_rows, row_u16, x_off, x_stride, y_off, y_stride, y_row0;
-        } pc = {(uint32_t)rows, (uint32_t)n_in, (uint32_t)pa->n_rows, (uint32_t)(wa->row_bytes / 2), xoff, xs, yoff,
+        } pc = {(uint32_t)rows, (uint32_t)n_in, (uint32_t)pa->n_rows, (uint32_t)(wa->row_stride / 2), xoff, xs, yoff,
                 ys, (uint32_t)pa->row0};
-        uint32_t groups = path == IG_VK_MATMUL_VEC ? ceil_div((uint64_t)pa->n_rows, MATVEC_ROWS)
-                                                   : ceil_div((uint64_t)pa->n_rows, MATMUL_TILE);
+        uint32_t groups = ceil_div((uint64_t)pa->n_rows, rows_per_group);
         uint32_t gx, gz;
         fold(groups, &gx, &gz);
         const ig_vk_part *parts[4] = {pa, pb, src.buf->parts, dst.buf->parts};
         IG_TRY(ig_vk_rec_dispatch(g, pipe, parts, 4, &pc, sizeof pc, gx, gy, gz));
     }
     return IG_OK;
+}
+
+bool ig_vk_matmul_fast_ok(ig_dtype type, int64_t n_in, uint32_t x_off, uint32_t x_stride) {
+    if (x_off % 4 || x_stride % 4) return false;
+    switch (type) {
+    case IG_TYPE_F32:
+    case IG_TYPE_F16:
+    case IG_TYPE_BF16: return n_in % 8 == 0;
+    case IG_TYPE_Q8_0:
+    case IG_TYPE_Q4_K:
+    case IG_TYPE_Q6_K: return true; /* whole blocks */
+    default: return false;
+    }
 }
 
 ig_status ig_vk_op_matmul(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buffer *w, ig_vk_view src, ig_vk_view dst) {
@@ -221,27 +275,44 @@ static ig_status rope_table(ig_vk_graph *g, int hd, float base, float factor, co
 
 typedef struct rope_pc {
     uint32_t n_heads, hd, x_off, x_stride, freq_off, v_off, v_stride, kc_off, vc_off, cap, n_seq, kv_dim;
+    uint32_t norm_off;
+    float eps;
 } rope_pc;
 
-ig_status ig_vk_op_rope(ig_vk_graph *g, ig_vk_view x, int n_heads, int head_dim, float base, float factor) {
+static ig_status rope_common(ig_vk_graph *g, ig_vk_view x, const ig_vk_buffer *norm, int n_heads, int head_dim,
+                             float eps, float base, float factor) {
     if (!g) return IG_ERR_INVALID_ARG;
     IG_TRY(ig_vk_graph_error(g));
     if (n_heads <= 0 || n_heads > 65535 || head_dim <= 0 || head_dim % 2 || head_dim > 1024)
         return bad(g, "vulkan: %s: bad heads / head_dim", "rope");
+    if (norm && !(eps >= 0.0f)) return bad(g, "vulkan: %s: bad eps", "rmsnorm_rope");
     const uint64_t T = (uint64_t)ig_vk_graph_max_tokens(g), width = (uint64_t)n_heads * (uint64_t)head_dim;
-    uint32_t xs = stride_or(x.stride, width), xoff, foff;
+    uint32_t xs = stride_or(x.stride, width), xoff, foff, noff = 0;
     const ig_vk_buffer *table;
     IG_TRY(rope_table(g, head_dim, base, factor, &table));
-    ig_vk_bind b[2];
-    IG_TRY(view_bind(g, "rope x", x.buf, x.offset, xs, T, width, 4, true, &b[0], &xoff));
-    IG_TRY(view_bind(g, "rope table", table, 0, 0, 1, (uint64_t)head_dim / 2, 4, false, &b[1], &foff));
-    IG_TRY(ig_vk_rec_hazards(g, b, 2));
+    ig_vk_bind b[3];
+    int nb = 0;
+    IG_TRY(view_bind(g, "rope x", x.buf, x.offset, xs, T, width, 4, true, &b[nb++], &xoff));
+    IG_TRY(view_bind(g, "rope table", table, 0, 0, 1, (uint64_t)head_dim / 2, 4, false, &b[nb++], &foff));
+    if (norm)
+        IG_TRY(view_bind(g, "rope norm", norm, 0, 0, 1, (uint64_t)head_dim, 4, false, &b[nb++], &noff));
+    IG_TRY(ig_vk_rec_hazards(g, b, nb));
     ig_vk_device *d = ig_vk_graph_device(g);
     VkPipeline pipe;
-    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(d, "rope", d->wg_size, 0, &pipe)));
-    rope_pc pc = {(uint32_t)n_heads, (uint32_t)head_dim, xoff, xs, foff, 0, 0, 0, 0, 1, 1, 0};
-    const ig_vk_part *parts[2] = {x.buf->parts, table->parts};
-    return ig_vk_rec_dispatch(g, pipe, parts, 2, &pc, sizeof pc, (uint32_t)n_heads, (uint32_t)T, 1);
+    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(d, norm ? "rmsnorm_rope" : "rope", d->wg_size, 0, &pipe)));
+    rope_pc pc = {(uint32_t)n_heads, (uint32_t)head_dim, xoff, xs, foff, 0, 0, 0, 0, 1, 1, 0, noff, eps};
+    const ig_vk_part *parts[6] = {x.buf->parts, table->parts, NULL, NULL, NULL, norm ? norm->parts : NULL};
+    return ig_vk_rec_dispatch(g, pipe, parts, 6, &pc, sizeof pc, (uint32_t)n_heads, (uint32_t)T, 1);
+}
+
+ig_status ig_vk_op_rope(ig_vk_graph *g, ig_vk_view x, int n_heads, int head_dim, float base, float factor) {
+    return rope_common(g, x, NULL, n_heads, head_dim, 0.0f, base, factor);
+}
+
+ig_status ig_vk_op_rmsnorm_rope(ig_vk_graph *g, ig_vk_view x, const ig_vk_buffer *norm, int n_heads,
+                                int head_dim, float eps, float base, float factor) {
+    if (g && !norm) return bad(g, "vulkan: %s: no norm weight", "rmsnorm_rope");
+    return rope_common(g, x, norm, n_heads, head_dim, eps, base, factor);
 }
 
 /* Validates a KV description; fills the cache accesses and element offsets. */
@@ -260,14 +331,15 @@ static ig_status kv_check(ig_vk_graph *g, const ig_vk_kv *kv, bool write, ig_vk_
     return IG_OK;
 }
 
-static ig_status kv_store_common(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view k, ig_vk_view v, bool rotate,
-                                 float base, float factor) {
+static ig_status kv_store_common(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view k, const ig_vk_buffer *norm,
+                                 ig_vk_view v, bool rotate, float eps, float base, float factor) {
     if (!g) return IG_ERR_INVALID_ARG;
     IG_TRY(ig_vk_graph_error(g));
-    ig_vk_bind b[5];
-    uint32_t kcoff, vcoff, koff, voff, foff = 0;
+    ig_vk_bind b[6];
+    uint32_t kcoff, vcoff, koff, voff, foff = 0, noff = 0;
     IG_TRY(kv_check(g, kv, true, &b[0], &b[1], &kcoff, &vcoff));
     if (kv->head_dim > 1024) return bad(g, "vulkan: %s: head_dim too large", "kv_store");
+    if (norm && !(eps >= 0.0f)) return bad(g, "vulkan: %s: bad eps", "kv_store");
     const uint64_t T = (uint64_t)ig_vk_graph_max_tokens(g), kv_dim = (uint64_t)kv->n_head_kv * (uint64_t)kv->head_dim;
     uint32_t ks = stride_or(k.stride, kv_dim), vs = stride_or(v.stride, kv_dim);
     IG_TRY(view_bind(g, "K rows", k.buf, k.offset, ks, T, kv_dim, 4, false, &b[2], &koff));
@@ -278,26 +350,36 @@ static ig_status kv_store_common(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view 
         IG_TRY(rope_table(g, kv->head_dim, base, factor, &table));
         IG_TRY(view_bind(g, "rope table", table, 0, 0, 1, (uint64_t)kv->head_dim / 2, 4, false, &b[nb++], &foff));
     }
+    if (norm)
+        IG_TRY(view_bind(g, "K norm", norm, 0, 0, 1, (uint64_t)kv->head_dim, 4, false, &b[nb++], &noff));
     IG_TRY(ig_vk_rec_hazards(g, b, nb));
     ig_vk_device *d = ig_vk_graph_device(g);
     char name[32];
-    snprintf(name, sizeof name, "%s_%s", rotate ? "rope_kv" : "kv_store", kv->type == IG_KV_F16 ? "f16" : "f32");
+    snprintf(name, sizeof name, "%s_%s", norm ? "rope_kv_norm" : rotate ? "rope_kv" : "kv_store",
+             kv->type == IG_KV_F16 ? "f16" : "f32");
     VkPipeline pipe;
     IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(d, name, d->wg_size, 0, &pipe)));
     rope_pc pc = {(uint32_t)kv->n_head_kv, (uint32_t)kv->head_dim, koff, ks, foff, voff, vs, kcoff, vcoff,
-                  (uint32_t)kv->cap, (uint32_t)kv->n_seq, (uint32_t)kv_dim};
-    const ig_vk_part *parts[5] = {k.buf->parts, table ? table->parts : NULL, v.buf->parts, kv->k->parts,
-                                  kv->v->parts};
-    return ig_vk_rec_dispatch(g, pipe, parts, 5, &pc, sizeof pc, (uint32_t)kv->n_head_kv, (uint32_t)T, 1);
+                  (uint32_t)kv->cap, (uint32_t)kv->n_seq, (uint32_t)kv_dim, noff, eps};
+    const ig_vk_part *parts[6] = {k.buf->parts, table ? table->parts : NULL, v.buf->parts, kv->k->parts,
+                                  kv->v->parts, norm ? norm->parts : NULL};
+    return ig_vk_rec_dispatch(g, pipe, parts, 6, &pc, sizeof pc, (uint32_t)kv->n_head_kv, (uint32_t)T, 1);
 }
 
 ig_status ig_vk_op_kv_store(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view k, ig_vk_view v) {
-    return kv_store_common(g, kv, k, v, false, 1.0f, 1.0f);
+    return kv_store_common(g, kv, k, NULL, v, false, 0.0f, 1.0f, 1.0f);
 }
 
 ig_status ig_vk_op_rope_kv_store(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view k, ig_vk_view v, float base,
                                  float factor) {
-    return kv_store_common(g, kv, k, v, true, base, factor);
+    return kv_store_common(g, kv, k, NULL, v, true, 0.0f, base, factor);
+}
+
+ig_status ig_vk_op_rmsnorm_rope_kv_store(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view k,
+                                         const ig_vk_buffer *knorm, ig_vk_view v, float eps, float base,
+                                         float factor) {
+    if (g && !knorm) return bad(g, "vulkan: %s: no norm weight", "rmsnorm_rope_kv_store");
+    return kv_store_common(g, kv, k, knorm, v, true, eps, base, factor);
 }
 
 ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, ig_vk_view dst, int n_head,
@@ -332,14 +414,14 @@ ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, i
 
 /* ---- element-wise ---- */
 
-enum { ELT_ADD = 0, ELT_GEGLU = 1, ELT_SOFTCAP = 2, ELT_GATHER = 3 };
+enum { ELT_ADD = 0, ELT_GEGLU = 1, ELT_SOFTCAP = 2, ELT_GATHER = 3, ELT_COPY = 4 };
 
 static ig_status eltwise(ig_vk_graph *g, uint32_t op, ig_vk_rows rows, const ig_vk_view *a, const ig_vk_view *b,
                          ig_vk_view y, int width, float cap) {
     if (!g) return IG_ERR_INVALID_ARG;
     IG_TRY(ig_vk_graph_error(g));
     if (width <= 0) return bad(g, "vulkan: %s: bad width", "eltwise");
-    const uint64_t T = (uint64_t)ig_vk_graph_max_tokens(g), w = (uint64_t)width;
+    const uint64_t T = (uint64_t)ig_vk_graph_max_rows(g, rows), w = (uint64_t)width;
     uint32_t as = stride_or(a->stride, w), bs = b ? stride_or(b->stride, w) : 0, ys = stride_or(y.stride, w);
     uint32_t aoff, boff = 0, yoff;
     ig_vk_bind bind[3];
@@ -369,6 +451,10 @@ ig_status ig_vk_op_add(ig_vk_graph *g, ig_vk_rows rows, ig_vk_view a, ig_vk_view
 ig_status ig_vk_op_softcap(ig_vk_graph *g, ig_vk_rows rows, ig_vk_view x, int width, float cap) {
     if (g && !(cap > 0.0f)) return bad(g, "vulkan: %s: cap must be > 0", "softcap");
     return eltwise(g, ELT_SOFTCAP, rows, &x, NULL, x, width, cap);
+}
+
+ig_status ig_vk_op_copy(ig_vk_graph *g, ig_vk_rows rows, ig_vk_view src, ig_vk_view dst, int width) {
+    return eltwise(g, ELT_COPY, rows, &src, NULL, dst, width, 0.0f);
 }
 
 ig_status ig_vk_op_gather(ig_vk_graph *g, ig_vk_view src, ig_vk_view dst, int width) {

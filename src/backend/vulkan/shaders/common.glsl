@@ -2,7 +2,8 @@
 // buffer (binding 0) and workgroup reductions.
 //
 // Step buffer layout (int32 words, written by the host before each submit):
-//   [0] n_tokens  [1] cap (array capacity)  [2] n_out  [3] reserved
+//   [0] n_tokens  [1] cap (array capacity)  [2] n_out
+//   [3] head rows: min(n_out, head cap), the rows of IG_VK_ROWS_HEAD ops
 //   [4 + t]          token id of row t
 //   [4 + cap + t]    position of row t
 //   [4 + 2*cap + t]  sequence of row t
@@ -13,8 +14,9 @@
 
 layout(set = 0, binding = 0) readonly buffer StepBuf { int step_data[]; };
 
-// Rows an op works on: sel 0 = the step's tokens, 1 = its outputs.
-uint step_rows(uint sel) { return uint(max(step_data[sel == 0u ? 0 : 2], 0)); }
+// Rows an op works on: sel 0 = the step's tokens, 1 = its outputs, 2 = the
+// head rows.
+uint step_rows(uint sel) { return uint(max(step_data[sel == 0u ? 0 : (sel == 1u ? 2 : 3)], 0)); }
 int step_tok(uint t) { return step_data[4u + t]; }
 int step_pos(uint t) { return step_data[4u + uint(step_data[1]) + t]; }
 int step_seq(uint t) { return step_data[4u + 2u * uint(step_data[1]) + t]; }

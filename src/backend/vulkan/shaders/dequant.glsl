@@ -46,11 +46,10 @@ void FN(dq8)(uint base, uint g, uint n_in, out vec4 lo, out vec4 hi) {
     hi = vec4(v[4], v[5], v[6], v[7]);
 }
 #elif defined(TYPE_Q8_0)
-// block: f16 d, int8 qs[32]  (34 bytes = 17 halves)
+// Repacked row (vk_internal.h): [qs: n_in int8][d: n_in/32 f16]
 void FN(dq8)(uint base, uint g, uint n_in, out vec4 lo, out vec4 hi) {
-    uint bb = base + (g >> 2) * 17u;
-    float d = h2f(uint(W16[bb]));
-    uint q = bb + 1u + (g & 3u) * 4u;
+    float d = h2f(uint(W16[base + (n_in >> 1) + (g >> 2)]));
+    uint q = base + g * 4u;
     int a = int(uint(W16[q])), b = int(uint(W16[q + 1u]));
     int c = int(uint(W16[q + 2u])), e = int(uint(W16[q + 3u]));
     lo = vec4(float(bitfieldExtract(a, 0, 8)), float(bitfieldExtract(a, 8, 8)),
@@ -139,19 +138,20 @@ void FN(dq8)(uint base, uint g, uint n_in, out vec4 lo, out vec4 hi) {
     hi = vec4(v[4], v[5], v[6], v[7]);
 }
 #elif defined(TYPE_Q6_K)
-// u8 ql[128], u8 qh[64], int8 scales[16], f16 d  (210 bytes = 105 halves).
-// Element 128n + 32q + l: ql[64n + l + 32(q&1)] nibble (q>>1), bits 2q of
-// qh[32n + l], scale[8n + 2q + l/16]; value d * scale * (q6 - 32).
+// Repacked row (vk_internal.h): [ql: 128 nb][qh: 64 nb][scales: 16 nb][d: nb f16].
+// Element 128n + 32q + l of block b: ql[b][64n + l + 32(q&1)] nibble (q>>1),
+// bits 2q of qh[b][32n + l], scale[b][8n + 2q + l/16]; value d * scale * (q6 - 32).
 void FN(dq8)(uint base, uint g, uint n_in, out vec4 lo, out vec4 hi) {
-    uint bb = base + (g >> 5) * 105u;
+    uint nb = n_in >> 8;
+    uint b = g >> 5;
     uint e0 = (g & 31u) * 8u;
     uint n = e0 >> 7, qq = (e0 >> 5) & 3u, l0 = e0 & 31u;
-    float d = h2f(uint(W16[bb + 104u]));
-    uint si = 192u + n * 8u + qq * 2u + (l0 >> 4);
-    int sc = bitfieldExtract(int(uint(W16[bb + (si >> 1)])), int((si & 1u) * 8u), 8);
+    float d = h2f(uint(W16[base + nb * 104u + b]));
+    uint si = nb * 192u + b * 16u + n * 8u + qq * 2u + (l0 >> 4);
+    int sc = bitfieldExtract(int(uint(W16[base + (si >> 1)])), int((si & 1u) * 8u), 8);
     float ds = d * float(sc);
-    uint ql = bb + ((n * 64u + l0 + (qq & 1u) * 32u) >> 1);
-    uint qh = bb + ((128u + n * 32u + l0) >> 1);
+    uint ql = base + ((b * 128u + n * 64u + l0 + (qq & 1u) * 32u) >> 1);
+    uint qh = base + ((nb * 128u + b * 64u + n * 32u + l0) >> 1);
     uint sh4 = (qq >> 1) * 4u, sh2 = qq * 2u;
     float v[8];
     for (uint k = 0u; k < 4u; k++) {

@@ -4,6 +4,7 @@
 //   op 1 geglu:   y = gelu_tanh(a) * b
 //   op 2 softcap: y = cap * tanh(a / cap)
 //   op 3 gather:  y[j] = a[out[j]] for the step's outputs j
+//   op 4 copy:    y = a
 // y may alias a or b (in place).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -30,7 +31,8 @@ void main() {
         return;
     }
     const float a = as_[pc.a_off + t * pc.a_stride + i];
-    if (pc.op == 0u) ys[y] = a + bs[pc.b_off + t * pc.b_stride + i];
+    if (pc.op == 4u) ys[y] = a;
+    else if (pc.op == 0u) ys[y] = a + bs[pc.b_off + t * pc.b_stride + i];
     else if (pc.op == 1u) ys[y] = gelu_tanh(a) * bs[pc.b_off + t * pc.b_stride + i];
     else ys[y] = pc.cap * tanh_acc(a / pc.cap);
 }

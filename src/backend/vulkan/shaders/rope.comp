@@ -8,6 +8,8 @@
 //   KV_STORE     write the token's K row (rotated when ROTATE_K) and V row
 //                into the layer's cache at slot pos % cap of its sequence;
 //                x is left unchanged. KV_F16 / KV_F32 select the cache type.
+//   NORM         per-head RMSNorm (weight binding 6, eps) before rotating
+//                (QK-norm fused; with KV_STORE only the stored K is normed)
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
@@ -26,6 +28,10 @@ layout(set = 0, binding = 5) writeonly buffer VC { float vc[]; };
 #define KV_PUT(buf, i, v) buf[i] = (v)
 #endif
 
+#ifdef NORM
+layout(set = 0, binding = 6) readonly buffer NB { float nw[]; };
+#endif
+
 layout(push_constant) uniform PC {
     uint n_heads, hd;
     uint x_off, x_stride;
@@ -34,6 +40,8 @@ layout(push_constant) uniform PC {
     uint kc_off, vc_off; // element offsets of this layer's K and V caches
     uint cap, n_seq;     // ring slots per sequence, sequences
     uint kv_dim;         // elements per cache row (n_heads * hd)
+    uint norm_off;
+    float eps;
 } pc;
 
 // sin and cos of x for 0 <= |x| < 2^18 * pi/2, to about 1 ulp: x - k*pi/2
@@ -72,12 +80,25 @@ void main() {
     for (uint i = tid; i < pc.hd; i += nt) KV_PUT(vc, pc.vc_off + row + i, vs[vb + i]);
 #endif
 #if !defined(KV_STORE) || defined(ROTATE_K)
+#ifdef NORM
+    float ss = 0.0;
+    for (uint i = tid; i < pc.hd; i += nt) {
+        float v = xs[xb + i];
+        ss += v * v;
+    }
+    ss = wg_sum(ss); // its barriers also order the reads before the writes below
+    const float nscale = 1.0 / sqrt(ss / float(pc.hd) + pc.eps);
+#endif
     const float pf = float(p);
     for (uint i = tid; i < half_; i += nt) {
         precise float ang = pf * freq[pc.freq_off + i]; // rounded to f32, never fused
         float sn, cs;
         sincos_acc(ang, sn, cs);
         float a = xs[xb + i], b = xs[xb + i + half_];
+#ifdef NORM
+        a = a * nscale * nw[pc.norm_off + i];
+        b = b * nscale * nw[pc.norm_off + i + half_];
+#endif
         float ra = a * cs - b * sn, rb = b * cs + a * sn;
 #ifdef KV_STORE
         KV_PUT(kc, pc.kc_off + row + i, ra);

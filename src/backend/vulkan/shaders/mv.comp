@@ -1,0 +1,187 @@
+#version 450
+// Y[t, r] = sum_i W[r, i] X[t, i] for a few tokens (NCOLS per workgroup):
+// the bandwidth-bound mat-vec of decoding. 32 invocations share a group of
+// NR rows: they stride over the row's items (mvq.glsl: 128-bit loads of
+// quantized bytes), reuse each x load for the NR rows, and reduce with
+// subgroupAdd (plus shared memory when a subgroup is not 32 wide). A
+// workgroup holds local_size / 32 row groups.
+// Requires: rows 16-byte aligned (vk_internal.h), x offset and stride
+// multiples of 4 elements, n_in a multiple of the item width.
+// GEGLU: Y[t, r] = gelu_tanh(A[r]·X[t]) * (B[r]·X[t]) (fused gate and up).
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint NCOLS = 1;
+layout(constant_id = 2) const uint NR = 2;
+#define TPR 32u
+
+layout(set = 0, binding = 1) readonly buffer WA4 { uvec4 wa4[]; };
+layout(set = 0, binding = 1) readonly buffer WA16 { uint16_t wa16[]; };
+#ifdef GEGLU
+layout(set = 0, binding = 2) readonly buffer WB4 { uvec4 wb4[]; };
+layout(set = 0, binding = 2) readonly buffer WB16 { uint16_t wb16[]; };
+#endif
+layout(set = 0, binding = 3) readonly buffer XB { vec4 xs4[]; };
+layout(set = 0, binding = 4) writeonly buffer YB { float ys[]; };
+
+layout(push_constant) uniform PC {
+    uint rows_sel; // 0: step tokens, 1: step outputs, 2: head rows
+    uint n_in;     // row length
+    uint n_rows;   // rows of this weight part
+    uint row_u16;  // row stride in 16-bit words (a multiple of 8)
+    uint x_off, x_stride;
+    uint y_off, y_stride;
+    uint y_row0;   // output column of the part's first row
+} pc;
+
+#define CAT_(a, b) a##b
+#define W4 wa4
+#define W16 wa16
+#define FN(x) CAT_(x, _a)
+#include "mvq.glsl"
+#undef W4
+#undef W16
+#undef FN
+#ifdef GEGLU
+#define W4 wb4
+#define W16 wb16
+#define FN(x) CAT_(x, _b)
+#include "mvq.glsl"
+#undef W4
+#undef W16
+#undef FN
+#define NACC 2u
+#else
+#define NACC 1u
+#endif
+
+// reduction scratch: per (accumulator, subgroup) when subgroups are narrower
+// than 32 (the host keeps NR * NCOLS <= 32 and 128 invocations there), per
+// invocation when they are wider
+shared float red[1024];
+
+void main() {
+    const uint tid = gl_LocalInvocationID.x;
+    const uint lane = tid % TPR, grp = tid / TPR;
+    const uint n_grp = gl_WorkGroupSize.x / TPR;
+    const uint r0 = (wg_linear() * n_grp + grp) * NR;
+    const uint n = step_rows(pc.rows_sel);
+    const uint c0 = gl_WorkGroupID.y * NCOLS;
+    if (wg_linear() * n_grp * NR >= pc.n_rows || c0 >= n) return; // uniform
+    const uint nc = min(NCOLS, n - c0);
+    const uint ni = MV_ITEMS(pc.n_in);
+    const uint r4s = pc.row_u16 >> 3;
+
+    float acc[NR * NCOLS];
+#ifdef GEGLU
+    float accb[NR * NCOLS];
+#endif
+    for (uint k = 0u; k < NR * NCOLS; k++) {
+        acc[k] = 0.0;
+#ifdef GEGLU
+        accb[k] = 0.0;
+#endif
+    }
+    uint xb[NCOLS];
+    for (uint c = 0u; c < NCOLS; c++) xb[c] = (pc.x_off + (c0 + min(c, nc - 1u)) * pc.x_stride) >> 2;
+
+    for (uint it = lane; it < ni; it += TPR) {
+        ITEM wa[NR];
+#ifdef GEGLU
+        ITEM wb[NR];
+#endif
+        for (uint r = 0u; r < NR; r++) {
+            const uint row = min(r0 + r, pc.n_rows - 1u); // rows past the end: loaded, never stored
+            wa[r] = load_a(row * r4s, row * pc.row_u16, it, pc.n_in);
+#ifdef GEGLU
+            wb[r] = load_b(row * r4s, row * pc.row_u16, it, pc.n_in);
+#endif
+        }
+        for (uint c = 0u; c < NCOLS; c++) {
+            if (c < nc) {
+                for (uint r = 0u; r < NR; r++) {
+                    acc[r * NCOLS + c] += dot_a(wa[r], it, xb[c]);
+#ifdef GEGLU
+                    accb[r * NCOLS + c] += dot_b(wb[r], it, xb[c]);
+#endif
+                }
+            }
+        }
+    }
+
+    // Reduce the 32 partial sums of each (row, column).
+    const uint K = NR * NCOLS;
+    const uint sg = gl_SubgroupSize;
+    if (sg == TPR) {
+        for (uint k = 0u; k < K; k++) {
+            float s = subgroupAdd(acc[k]);
+#ifdef GEGLU
+            float sb = subgroupAdd(accb[k]);
+            s = gelu_tanh(s) * sb;
+#endif
+            const uint r = k / NCOLS, c = k % NCOLS;
+            if (lane == 0u && r0 + r < pc.n_rows && c < nc) ys[pc.y_off + (c0 + c) * pc.y_stride + pc.y_row0 + r0 + r] = s;
+        }
+    } else if (sg < TPR) {
+        const uint nsub = gl_NumSubgroups, per = TPR / sg;
+        for (uint k = 0u; k < K; k++) {
+            float s = subgroupAdd(acc[k]);
+#ifdef GEGLU
+            float sb = subgroupAdd(accb[k]);
+#endif
+            if (subgroupElect()) {
+                red[(k * NACC) * nsub + gl_SubgroupID] = s;
+#ifdef GEGLU
+                red[(k * NACC + 1u) * nsub + gl_SubgroupID] = sb;
+#endif
+            }
+        }
+        barrier();
+        if (lane == 0u) {
+            for (uint k = 0u; k < K; k++) {
+                float s = 0.0;
+#ifdef GEGLU
+                float sb = 0.0;
+#endif
+                for (uint i = 0u; i < per; i++) {
+                    s += red[(k * NACC) * nsub + grp * per + i];
+#ifdef GEGLU
+                    sb += red[(k * NACC + 1u) * nsub + grp * per + i];
+#endif
+                }
+#ifdef GEGLU
+                s = gelu_tanh(s) * sb;
+#endif
+                const uint r = k / NCOLS, c = k % NCOLS;
+                if (r0 + r < pc.n_rows && c < nc) ys[pc.y_off + (c0 + c) * pc.y_stride + pc.y_row0 + r0 + r] = s;
+            }
+        }
+    } else {
+        for (uint k = 0u; k < K; k++) {
+            red[tid] = acc[k];
+#ifdef GEGLU
+            red[512u + tid] = accb[k];
+#endif
+            barrier();
+            if (lane == 0u) {
+                float s = 0.0;
+#ifdef GEGLU
+                float sb = 0.0;
+#endif
+                for (uint i = 0u; i < TPR; i++) {
+                    s += red[grp * TPR + i];
+#ifdef GEGLU
+                    sb += red[512u + grp * TPR + i];
+#endif
+                }
+#ifdef GEGLU
+                s = gelu_tanh(s) * sb;
+#endif
+                const uint r = k / NCOLS, c = k % NCOLS;
+                if (r0 + r < pc.n_rows && c < nc) ys[pc.y_off + (c0 + c) * pc.y_stride + pc.y_row0 + r0 + r] = s;
+            }
+            barrier();
+        }
+    }
+}

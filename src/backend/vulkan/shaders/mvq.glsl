@@ -1,0 +1,170 @@
+// Items of a weight row for mv.comp: 128-bit loads of the quantized bytes,
+// decoded in registers and dotted with f32 activations (vec4 loads).
+// Include once per weight binding after defining
+//   W4    the uvec4 array of the binding, W16 the uint16_t array of the same
+//   FN(x) the name of the function to define, e.g. x##_a
+// Defines
+//   FN(load)(uint r4, uint r16, uint it, uint n_in) -> ITEM   item it of the row
+//       whose first byte is uvec4 r4 (= 16-bit word r16)
+//   FN(dot)(ITEM w, uint it, uint xb) -> float    item . x, x starting at
+//       vec4 xb of the activations (element 0 of the row)
+// and, once, MV_ITEMS(n_in): items per row. Layouts: vk_internal.h (Q8_0 and
+// Q6_K rows repacked, every row 16-byte aligned).
+
+#if defined(TYPE_Q4_K)
+// item = 1/8 of a block: 16 bytes of qs = 32 weights, two runs of 16
+// (sub-blocks 2j and 2j+1 of the block, j = l / 2, offset 16 (l & 1)).
+#ifndef MV_ITEM_DEFINED
+#define MV_ITEM_DEFINED
+#define MV_ITEMS(n) ((n) >> 5)
+struct ITEM { uvec4 q; vec4 dm; }; // dm = (d*sc0, dmin*m0, d*sc1, dmin*m1)
+uint q4k_byte(uvec4 h, uint k) { return (h[k >> 2] >> ((k & 3u) * 8u)) & 0xFFu; }
+#endif
+ITEM FN(load)(uint r4, uint r16, uint it, uint n_in) {
+    uint b = it >> 3, l = it & 7u, j = l >> 1;
+    uvec4 h = W4[r4 + b * 9u];
+    ITEM w;
+    w.q = W4[r4 + b * 9u + 1u + l];
+    vec2 dd = unpackHalf2x16(h.x);
+    // scales[12] are bytes 4..15 of the header
+    uint s0 = 2u * j, s1 = 2u * j + 1u;
+    uint sc0, m0, sc1, m1;
+    if (j < 2u) {
+        sc0 = q4k_byte(h, 4u + s0) & 63u; m0 = q4k_byte(h, 8u + s0) & 63u;
+        sc1 = q4k_byte(h, 4u + s1) & 63u; m1 = q4k_byte(h, 8u + s1) & 63u;
+    } else {
+        uint a0 = q4k_byte(h, 8u + s0), a1 = q4k_byte(h, 8u + s1);
+        sc0 = (a0 & 0xFu) | ((q4k_byte(h, s0) >> 6) << 4);
+        m0 = (a0 >> 4) | ((q4k_byte(h, 4u + s0) >> 6) << 4);
+        sc1 = (a1 & 0xFu) | ((q4k_byte(h, s1) >> 6) << 4);
+        m1 = (a1 >> 4) | ((q4k_byte(h, 4u + s1) >> 6) << 4);
+    }
+    w.dm = vec4(dd.x * float(sc0), dd.y * float(m0), dd.x * float(sc1), dd.y * float(m1));
+    return w;
+}
+float FN(dot)(ITEM w, uint it, uint xb) {
+    uint b = it >> 3, l = it & 7u;
+    uint e = b * 64u + (l >> 1) * 16u + (l & 1u) * 4u; // in vec4 units
+    float slo = 0.0, shi = 0.0, xlo = 0.0, xhi = 0.0;
+    for (uint k = 0u; k < 4u; k++) {
+        vec4 xl = xs4[xb + e + k], xh = xs4[xb + e + 8u + k];
+        uint v = w.q[k];
+        slo += dot(vec4((uvec4(v) >> uvec4(0u, 8u, 16u, 24u)) & 0xFu), xl);
+        shi += dot(vec4((uvec4(v) >> uvec4(4u, 12u, 20u, 28u)) & 0xFu), xh);
+        xlo += (xl.x + xl.y) + (xl.z + xl.w);
+        xhi += (xh.x + xh.y) + (xh.z + xh.w);
+    }
+    return (w.dm.x * slo - w.dm.y * xlo) + (w.dm.z * shi - w.dm.w * xhi);
+}
+
+#elif defined(TYPE_Q6_K)
+// item = 1/4 of a block: half n, lanes l = 16h .. 16h+15 of each of the 4
+// quarter rows q: 64 weights at 128n + 32q + 16h + k.
+#ifndef MV_ITEM_DEFINED
+#define MV_ITEM_DEFINED
+#define MV_ITEMS(n) ((n) >> 6)
+struct ITEM { uvec4 a, b, h; vec4 s; }; // s[q] = d * scale[8n + 2q + h]
+#endif
+ITEM FN(load)(uint r4, uint r16, uint it, uint n_in) {
+    uint nb = n_in >> 8;
+    uint bl = it >> 2, n = (it >> 1) & 1u, hh = it & 1u;
+    ITEM w;
+    w.a = W4[r4 + bl * 8u + n * 4u + hh];
+    w.b = W4[r4 + bl * 8u + n * 4u + 2u + hh];
+    w.h = W4[r4 + nb * 8u + bl * 4u + n * 2u + hh];
+    uvec4 sc = W4[r4 + nb * 12u + bl];
+    float d = unpackHalf2x16(uint(W16[r16 + nb * 104u + bl])).x;
+    // scale index 8n + 2q + hh: word 2n + (q >> 1), byte 2(q & 1) + hh
+    uint w0 = sc[2u * n], w1 = sc[2u * n + 1u];
+    w.s = d * vec4(float(bitfieldExtract(int(w0), int(8u * hh), 8)),
+                   float(bitfieldExtract(int(w0), int(8u * (2u + hh)), 8)),
+                   float(bitfieldExtract(int(w1), int(8u * hh), 8)),
+                   float(bitfieldExtract(int(w1), int(8u * (2u + hh)), 8)));
+    return w;
+}
+float FN(dot)(ITEM w, uint it, uint xb) {
+    uint bl = it >> 2, n = (it >> 1) & 1u, hh = it & 1u;
+    uint e = bl * 64u + n * 32u + hh * 4u; // vec4 units; quarter q adds 8q
+    vec4 s = vec4(0.0), sx = vec4(0.0);
+    for (uint k = 0u; k < 4u; k++) {
+        vec4 x0 = xs4[xb + e + k], x1 = xs4[xb + e + 8u + k];
+        vec4 x2 = xs4[xb + e + 16u + k], x3 = xs4[xb + e + 24u + k];
+        uvec4 qa = uvec4(w.a[k]) >> uvec4(0u, 8u, 16u, 24u);
+        uvec4 qb = uvec4(w.b[k]) >> uvec4(0u, 8u, 16u, 24u);
+        uvec4 qh = uvec4(w.h[k]) >> uvec4(0u, 8u, 16u, 24u);
+        s.x += dot(vec4((qa & 0xFu) | ((qh & 3u) << 4)), x0);
+        s.y += dot(vec4((qb & 0xFu) | (((qh >> 2) & 3u) << 4)), x1);
+        s.z += dot(vec4(((qa >> 4) & 0xFu) | (((qh >> 4) & 3u) << 4)), x2);
+        s.w += dot(vec4(((qb >> 4) & 0xFu) | (((qh >> 6) & 3u) << 4)), x3);
+        sx += vec4(dot(x0, vec4(1.0)), dot(x1, vec4(1.0)), dot(x2, vec4(1.0)), dot(x3, vec4(1.0)));
+    }
+    return dot(w.s, s - 32.0 * sx);
+}
+
+#elif defined(TYPE_Q8_0)
+// item = one block: 32 int8 (two uvec4) and its f16 scale.
+#ifndef MV_ITEM_DEFINED
+#define MV_ITEM_DEFINED
+#define MV_ITEMS(n) ((n) >> 5)
+struct ITEM { uvec4 a, b; float d; };
+#endif
+ITEM FN(load)(uint r4, uint r16, uint it, uint n_in) {
+    ITEM w;
+    w.a = W4[r4 + 2u * it];
+    w.b = W4[r4 + 2u * it + 1u];
+    w.d = unpackHalf2x16(uint(W16[r16 + (n_in >> 1) + it])).x;
+    return w;
+}
+float FN(dot)(ITEM w, uint it, uint xb) {
+    uint e = it * 8u;
+    float s = 0.0;
+    for (uint k = 0u; k < 4u; k++) {
+        s += dot(vec4(ivec4(uvec4(w.a[k]) << uvec4(24u, 16u, 8u, 0u)) >> 24), xs4[xb + e + k]);
+        s += dot(vec4(ivec4(uvec4(w.b[k]) << uvec4(24u, 16u, 8u, 0u)) >> 24), xs4[xb + e + 4u + k]);
+    }
+    return w.d * s;
+}
+
+#elif defined(TYPE_F16) || defined(TYPE_BF16)
+// item = 8 weights (one uvec4)
+#ifndef MV_ITEM_DEFINED
+#define MV_ITEM_DEFINED
+#define MV_ITEMS(n) ((n) >> 3)
+struct ITEM { uvec4 a; };
+#endif
+ITEM FN(load)(uint r4, uint r16, uint it, uint n_in) {
+    ITEM w;
+    w.a = W4[r4 + it];
+    return w;
+}
+float FN(dot)(ITEM w, uint it, uint xb) {
+#if defined(TYPE_F16)
+    vec4 lo = vec4(unpackHalf2x16(w.a.x), unpackHalf2x16(w.a.y));
+    vec4 hi = vec4(unpackHalf2x16(w.a.z), unpackHalf2x16(w.a.w));
+#else
+    vec4 lo = uintBitsToFloat(uvec4(w.a.x << 16, w.a.x & 0xFFFF0000u, w.a.y << 16, w.a.y & 0xFFFF0000u));
+    vec4 hi = uintBitsToFloat(uvec4(w.a.z << 16, w.a.z & 0xFFFF0000u, w.a.w << 16, w.a.w & 0xFFFF0000u));
+#endif
+    return dot(lo, xs4[xb + 2u * it]) + dot(hi, xs4[xb + 2u * it + 1u]);
+}
+
+#elif defined(TYPE_F32)
+// item = 8 weights (two uvec4)
+#ifndef MV_ITEM_DEFINED
+#define MV_ITEM_DEFINED
+#define MV_ITEMS(n) ((n) >> 3)
+struct ITEM { uvec4 a, b; };
+#endif
+ITEM FN(load)(uint r4, uint r16, uint it, uint n_in) {
+    ITEM w;
+    w.a = W4[r4 + 2u * it];
+    w.b = W4[r4 + 2u * it + 1u];
+    return w;
+}
+float FN(dot)(ITEM w, uint it, uint xb) {
+    return dot(uintBitsToFloat(w.a), xs4[xb + 2u * it]) + dot(uintBitsToFloat(w.b), xs4[xb + 2u * it + 1u]);
+}
+
+#else
+#error "mv.comp: no fast path for this type"
+#endif
