@@ -1,9 +1,16 @@
+#define _GNU_SOURCE /* syscall(SYS_futex) */
 #include "engine/threadpool.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#ifdef __linux__
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -14,10 +21,31 @@
 #define CPU_RELAX() ((void)0)
 #endif
 
-/* Spins this many rounds waiting for work before sleeping on the condvar:
- * decode steps come back-to-back, so a short spin saves a futex wake-up. */
+/* Spin briefly, then sleep. Steps come back-to-back and ops are short, so a
+ * short spin saves a wake-up; but when the machine is oversubscribed (other
+ * processes on our cores) a long spin burns the time slice the thread we wait
+ * for needs: 2-thread decode fell 3-10x under load with 100k-round spins. */
 #define IDLE_SPINS 20000
-#define BARRIER_SPINS 100000
+#define BARRIER_SPINS 2000
+
+/* Sleeps while *addr == val (or returns at once if it already differs). */
+static void wait_on(atomic_uint *addr, unsigned val) {
+#ifdef __linux__
+    syscall(SYS_futex, (unsigned *)addr, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+#else
+    (void)addr;
+    (void)val;
+    sched_yield();
+#endif
+}
+
+static void wake_all(atomic_uint *addr) {
+#ifdef __linux__
+    syscall(SYS_futex, (unsigned *)addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+#else
+    (void)addr;
+#endif
+}
 
 typedef struct worker {
     ig_threadpool *tp;
@@ -31,7 +59,8 @@ struct ig_threadpool {
 
     /* Run dispatch: generation bumps once per run. */
     atomic_uint generation;
-    atomic_int n_done;
+    atomic_uint n_done;
+    atomic_int main_sleeping;
     ig_task_fn fn;
     void *arg;
     atomic_bool stop;
@@ -42,11 +71,13 @@ struct ig_threadpool {
     /* Barrier state. */
     atomic_int barrier_count;
     atomic_uint barrier_phase;
+    atomic_int barrier_sleepers;
 };
 
 static void run_task(ig_threadpool *tp, int ith) {
     tp->fn(tp->arg, ith, tp->n_threads);
-    atomic_fetch_add_explicit(&tp->n_done, 1, memory_order_acq_rel);
+    atomic_fetch_add(&tp->n_done, 1);
+    if (ith != 0 && atomic_load(&tp->main_sleeping)) wake_all(&tp->n_done);
 }
 
 static void *worker_main(void *p) {
@@ -91,6 +122,8 @@ ig_status ig_threadpool_create(int n_threads, ig_threadpool **out) {
     atomic_init(&tp->n_sleeping, 0);
     atomic_init(&tp->barrier_count, 0);
     atomic_init(&tp->barrier_phase, 0);
+    atomic_init(&tp->barrier_sleepers, 0);
+    atomic_init(&tp->main_sleeping, 0);
     if (n_threads > 1) {
         tp->workers = ig_calloc_array((size_t)n_threads - 1, sizeof *tp->workers);
         if (!tp->workers) {
@@ -134,7 +167,7 @@ void ig_threadpool_run(ig_threadpool *tp, ig_task_fn fn, void *arg) {
     }
     tp->fn = fn;
     tp->arg = arg;
-    atomic_store_explicit(&tp->n_done, 0, memory_order_relaxed);
+    atomic_store(&tp->n_done, 0);
     atomic_fetch_add(&tp->generation, 1);
     if (atomic_load(&tp->n_sleeping) > 0) {
         pthread_mutex_lock(&tp->mutex);
@@ -143,24 +176,38 @@ void ig_threadpool_run(ig_threadpool *tp, ig_task_fn fn, void *arg) {
     }
     run_task(tp, 0);
     int spins = 0;
-    while (atomic_load_explicit(&tp->n_done, memory_order_acquire) < tp->n_threads) {
-        if (++spins < BARRIER_SPINS) CPU_RELAX();
-        else sched_yield();
+    unsigned done;
+    while ((done = atomic_load(&tp->n_done)) < (unsigned)tp->n_threads) {
+        if (++spins < BARRIER_SPINS) {
+            CPU_RELAX();
+            continue;
+        }
+        atomic_store(&tp->main_sleeping, 1);
+        if (atomic_load(&tp->n_done) == done) wait_on(&tp->n_done, done);
+        atomic_store(&tp->main_sleeping, 0);
     }
 }
 
 void ig_threadpool_barrier(ig_threadpool *tp) {
     int n = tp->n_threads;
     if (n == 1) return;
-    unsigned phase = atomic_load_explicit(&tp->barrier_phase, memory_order_acquire);
-    if (atomic_fetch_add_explicit(&tp->barrier_count, 1, memory_order_acq_rel) == n - 1) {
-        atomic_store_explicit(&tp->barrier_count, 0, memory_order_relaxed);
-        atomic_fetch_add_explicit(&tp->barrier_phase, 1, memory_order_acq_rel);
+    unsigned phase = atomic_load(&tp->barrier_phase);
+    if (atomic_fetch_add(&tp->barrier_count, 1) == n - 1) {
+        atomic_store(&tp->barrier_count, 0);
+        atomic_fetch_add(&tp->barrier_phase, 1);
+        if (atomic_load(&tp->barrier_sleepers) > 0) wake_all(&tp->barrier_phase);
         return;
     }
     int spins = 0;
-    while (atomic_load_explicit(&tp->barrier_phase, memory_order_acquire) == phase) {
-        if (++spins < BARRIER_SPINS) CPU_RELAX();
-        else sched_yield();
+    while (atomic_load(&tp->barrier_phase) == phase) {
+        if (++spins < BARRIER_SPINS) {
+            CPU_RELAX();
+            continue;
+        }
+        /* Dekker pairing with the last arriver (both seq_cst): either we see
+         * the new phase, or it sees us counted and wakes us. */
+        atomic_fetch_add(&tp->barrier_sleepers, 1);
+        if (atomic_load(&tp->barrier_phase) == phase) wait_on(&tp->barrier_phase, phase);
+        atomic_fetch_sub(&tp->barrier_sleepers, 1);
     }
 }
