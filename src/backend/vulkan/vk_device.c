@@ -430,6 +430,11 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
                 d->mv_nrn = c;
             }
         }
+        d->attn_wgs = 256;
+        const char *aw = getenv("IGNIS_VK_ATTN_WGS");
+        if (aw && atoi(aw) > 0) d->attn_wgs = (uint32_t)atoi(aw);
+        const char *al = getenv("IGNIS_VK_ATTN");
+        d->attn_legacy = al && strcmp(al, "legacy") == 0;
         /* mv.comp's reduction scratch when subgroups are narrower than 32 */
         if (d->info.subgroup_size < 32 && d->mv_wg > 128) d->mv_wg = 128;
         if (d->info.subgroup_size > 32 && d->mv_wg > 256) d->mv_wg = 256;

@@ -195,7 +195,7 @@ void ig_vk_graph_free(ig_vk_graph *g) {
 
 ig_status ig_vk_graph_const(ig_vk_graph *g, const void *data, uint64_t size, const ig_vk_buffer **out) {
     for (int i = 0; i < g->n_owned; i++) {
-        if (g->owned[i].size == size && memcmp(g->owned[i].data, data, (size_t)size) == 0) {
+        if (g->owned[i].data && g->owned[i].size == size && memcmp(g->owned[i].data, data, (size_t)size) == 0) {
             *out = g->owned[i].buf;
             return IG_OK;
         }
@@ -215,6 +215,17 @@ ig_status ig_vk_graph_const(ig_vk_graph *g, const void *data, uint64_t size, con
         free(copy);
     }
     IG_TRY(ig_vk_graph_set_error(g, st));
+    *out = b;
+    return IG_OK;
+}
+
+ig_status ig_vk_graph_scratch(ig_vk_graph *g, uint64_t size, const ig_vk_buffer **out) {
+    struct owned *no = ig_realloc_array(g->owned, (size_t)g->n_owned + 1, sizeof *no);
+    if (!no) return ig_vk_graph_set_error(g, IG_ERR_NO_MEMORY);
+    g->owned = no;
+    ig_vk_buffer *b;
+    IG_TRY(ig_vk_graph_set_error(g, ig_vk_buffer_create(g->dev, IG_VK_MEM_DEVICE, size ? size : 4, &b)));
+    g->owned[g->n_owned++] = (struct owned){b, NULL, size};
     *out = b;
     return IG_OK;
 }

@@ -165,6 +165,11 @@ struct ig_vk_device {
     /* mat-vec tuning (mv.comp): workgroup size, rows per 32-invocation group
      * for one token and for several ($IGNIS_VK_MV="wg,nr1,nrn") */
     uint32_t mv_wg, mv_nr1, mv_nrn;
+    /* attention: workgroups to aim for when splitting keys into chunks
+     * ($IGNIS_VK_ATTN_WGS); attn_legacy selects attention.comp
+     * ($IGNIS_VK_ATTN=legacy) */
+    uint32_t attn_wgs;
+    bool attn_legacy;
     bool force_staging; /* device memory is never mapped (tests) */
     ig_vk_buffer *dummy; /* bound to unused descriptor slots */
 };
@@ -228,5 +233,7 @@ ig_status ig_vk_graph_error(const ig_vk_graph *g);
 ig_status ig_vk_graph_set_error(ig_vk_graph *g, ig_status st);
 /* A buffer owned by the graph (freed with it), e.g. a RoPE table. */
 ig_status ig_vk_graph_const(ig_vk_graph *g, const void *data, uint64_t size, const ig_vk_buffer **out);
+/* An uninitialized device buffer owned by the graph (scratch of an op). */
+ig_status ig_vk_graph_scratch(ig_vk_graph *g, uint64_t size, const ig_vk_buffer **out);
 
 #endif

@@ -397,19 +397,63 @@ ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, i
     uint32_t qs = stride_or(q.stride, width), os = stride_or(dst.stride, width);
     IG_TRY(view_bind(g, "attention q", q.buf, q.offset, qs, T, width, 4, false, &b[2], &qoff));
     IG_TRY(view_bind(g, "attention dst", dst.buf, dst.offset, os, T, width, 4, true, &b[3], &ooff));
-    IG_TRY(ig_vk_rec_hazards(g, b, 4));
-    VkPipeline pipe;
-    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(ig_vk_graph_device(g),
-                                                   kv->type == IG_KV_F16 ? "attention_f16" : "attention_f32", 0, 0,
-                                                   &pipe)));
+    ig_vk_device *d = ig_vk_graph_device(g);
+    const char *kvs = kv->type == IG_KV_F16 ? "f16" : "f32";
     struct {
         uint32_t n_head, n_head_kv, hd, q_off, q_stride, o_off, o_stride, kc_off, vc_off, cap, n_seq, kv_dim, window;
         float scale, softcap;
+        uint32_t chunk, n_chunks;
     } pc = {(uint32_t)n_head, (uint32_t)kv->n_head_kv, (uint32_t)kv->head_dim, qoff, qs, ooff, os, kcoff, vcoff,
             (uint32_t)kv->cap, (uint32_t)kv->n_seq, (uint32_t)kv->n_head_kv * (uint32_t)kv->head_dim,
-            (uint32_t)kv->window, scale, softcap};
-    const ig_vk_part *parts[4] = {q.buf->parts, kv->k->parts, kv->v->parts, dst.buf->parts};
-    return ig_vk_rec_dispatch(g, pipe, parts, 4, &pc, sizeof pc, (uint32_t)n_head, (uint32_t)T, 1);
+            (uint32_t)kv->window, scale, softcap, 0, 1};
+    /* attn.comp: a subgroup per key, G query heads per workgroup, split
+     * over chunks of keys when tokens x kv heads leave the GPU idle */
+    const uint32_t SG = d->info.subgroup_size, G = (uint32_t)(n_head / kv->n_head_kv), NSG = 4;
+    const uint64_t shared = (uint64_t)NSG * G * 256 * 4 + (uint64_t)NSG * G * 8 + 512;
+    const bool flash = !d->attn_legacy && SG >= 4 && SG <= 64 && kv->head_dim % (int)SG == 0 && G <= 8 &&
+                       shared <= d->info.max_shared_memory && NSG * SG <= d->info.max_wg_invocations;
+    if (!flash) {
+        IG_TRY(ig_vk_rec_hazards(g, b, 4));
+        VkPipeline pipe;
+        char name[32];
+        snprintf(name, sizeof name, "attention_%s", kvs);
+        IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(d, name, 0, 0, &pipe)));
+        const ig_vk_part *parts[4] = {q.buf->parts, kv->k->parts, kv->v->parts, dst.buf->parts};
+        return ig_vk_rec_dispatch(g, pipe, parts, 4, &pc, sizeof pc, (uint32_t)n_head, (uint32_t)T, 1);
+    }
+    const uint64_t n_keys = kv->window > 0 && kv->window < kv->cap ? (uint64_t)kv->window : (uint64_t)kv->cap;
+    uint64_t chunks = (d->attn_wgs + T * kv->n_head_kv - 1) / (T * (uint64_t)kv->n_head_kv);
+    if (chunks > 32) chunks = 32;
+    if (chunks < 1) chunks = 1;
+    uint64_t C = (n_keys + chunks - 1) / chunks;
+    C = (C + 63) / 64 * 64;
+    chunks = (n_keys + C - 1) / C;
+    pc.chunk = (uint32_t)C;
+    pc.n_chunks = (uint32_t)chunks;
+    const ig_vk_buffer *scratch = NULL;
+    if (chunks > 1) {
+        const uint64_t bytes = T * (uint64_t)n_head * chunks * ((uint64_t)kv->head_dim + 2) * 4;
+        IG_TRY(ig_vk_graph_scratch(g, bytes, &scratch));
+        uint32_t soff;
+        IG_TRY(view_bind(g, "attention scratch", scratch, 0, 0, 1, bytes / 4, 4, true, &b[3], &soff));
+    }
+    IG_TRY(ig_vk_rec_hazards(g, b, 4));
+    char name[32];
+    snprintf(name, sizeof name, "%s_%s", chunks > 1 ? "attn_split" : "attn", kvs);
+    VkPipeline pipe;
+    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline3(d, name, NSG * SG, SG, G, &pipe)));
+    const ig_vk_part *parts[5] = {q.buf->parts, kv->k->parts, kv->v->parts, dst.buf->parts,
+                                  scratch ? scratch->parts : NULL};
+    IG_TRY(ig_vk_rec_dispatch(g, pipe, parts, 5, &pc, sizeof pc, (uint32_t)kv->n_head_kv, (uint32_t)T,
+                              (uint32_t)chunks));
+    if (chunks == 1) return IG_OK;
+    ig_vk_bind rb[2] = {b[3], b[3]};
+    rb[0].write = false;
+    IG_TRY(view_bind(g, "attention dst", dst.buf, dst.offset, os, T, width, 4, true, &rb[1], &ooff));
+    IG_TRY(ig_vk_rec_hazards(g, rb, 2));
+    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(d, "attn_reduce", 0, 0, &pipe)));
+    const ig_vk_part *rparts[5] = {NULL, NULL, NULL, dst.buf->parts, scratch->parts};
+    return ig_vk_rec_dispatch(g, pipe, rparts, 5, &pc, sizeof pc, (uint32_t)n_head, (uint32_t)T, 1);
 }
 
 /* ---- element-wise ---- */

@@ -1,0 +1,138 @@
+#version 450
+// Causal attention over a layer's KV cache, flash-decoding style. One
+// workgroup per (kv head, token, chunk of keys) serves the G query heads
+// that share the kv head. Token t (sequence s, position p) attends keys j in
+// [lo, p], lo = max(0, p - W + 1) (W = window, 0 = unlimited), slot j % cap;
+// chunk c covers keys lo + c*C .. lo + (c+1)*C - 1.
+// NSG subgroups of SG invocations: each subgroup takes every NSG-th key of
+// the chunk; its lanes hold head_dim / SG dims of q and of the output and
+// the q.k dot is a subgroupAdd, so the K and V rows are read coalesced and
+// the inner loop has no barrier. Each subgroup keeps its own running max and
+// sum (online softmax, fp32); the NSG states are merged at the end.
+//   SPLIT: the chunk's state (unnormalized o, m, l) goes to the scratch
+//          buffer, attn_reduce.comp merges the chunks; else o / l is the
+//          output.
+// Requires head_dim a multiple of SG, head_dim <= 256, and SG equal to the
+// device's subgroup size.
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in; // NSG * SG
+layout(constant_id = 1) const uint SG = 32;
+layout(constant_id = 2) const uint G = 1; // query heads per kv head
+#define NSG 4u
+#define MAXD (256u / SG)
+
+layout(set = 0, binding = 1) readonly buffer QB { float qs[]; };
+#if defined(KV_F16)
+layout(set = 0, binding = 2) readonly buffer KC { uint16_t kc[]; };
+layout(set = 0, binding = 3) readonly buffer VC { uint16_t vc[]; };
+#define KV_GET(buf, i) h2f(uint(buf[i]))
+#else
+layout(set = 0, binding = 2) readonly buffer KC { float kc[]; };
+layout(set = 0, binding = 3) readonly buffer VC { float vc[]; };
+#define KV_GET(buf, i) buf[i]
+#endif
+layout(set = 0, binding = 4) writeonly buffer OB { float os[]; };
+layout(set = 0, binding = 5) writeonly buffer PB { float ps[]; }; // SPLIT: [t][h][chunk][hd + 2]
+
+layout(push_constant) uniform PC {
+    uint n_head, n_head_kv, hd;
+    uint q_off, q_stride, o_off, o_stride;
+    uint kc_off, vc_off, cap, n_seq, kv_dim;
+    uint window;
+    float scale, softcap;
+    uint chunk, n_chunks; // keys per chunk, chunks per token (1: no split)
+} pc;
+
+shared float s_m[NSG * G], s_l[NSG * G];
+shared float s_o[NSG * G * 256];
+
+void main() {
+    const uint kvh = gl_WorkGroupID.x, t = gl_WorkGroupID.y, c = gl_WorkGroupID.z;
+    if (t >= step_rows(0u)) return;
+    const uint tid = gl_LocalInvocationID.x, sgi = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+    const int p = step_pos(t), s = step_seq(t);
+    const bool valid = p >= 0 && s >= 0 && uint(s) < pc.n_seq;
+    const uint lo = valid && pc.window > 0u ? uint(max(0, p - int(pc.window) + 1)) : 0u;
+    const uint hi = valid ? uint(p) : 0u;
+    const uint j0 = lo + c * pc.chunk;
+    if (!valid || j0 > hi) {
+        // no keys: zero output (an invalid row), nothing for a skipped chunk
+#ifndef SPLIT
+        if (!valid && c == 0u)
+            for (uint i = tid; i < G * pc.hd; i += gl_WorkGroupSize.x)
+                os[pc.o_off + t * pc.o_stride + (kvh * G + i / pc.hd) * pc.hd + i % pc.hd] = 0.0;
+#endif
+        return;
+    }
+    const uint j1 = min(hi, j0 + pc.chunk - 1u);
+    const uint dpl = pc.hd / SG;
+    const uint base = uint(s) * pc.cap * pc.kv_dim + kvh * pc.hd;
+
+    float q[G * MAXD], o[G * MAXD], m[G], l[G];
+    for (uint g = 0u; g < G; g++) {
+        const uint qb = pc.q_off + t * pc.q_stride + (kvh * G + g) * pc.hd;
+        for (uint k = 0u; k < MAXD; k++) {
+            q[g * MAXD + k] = k < dpl ? qs[qb + lane + k * SG] : 0.0;
+            o[g * MAXD + k] = 0.0;
+        }
+        m[g] = -1.0e30;
+        l[g] = 0.0;
+    }
+
+    for (uint j = j0 + sgi; j <= j1; j += NSG) {
+        const uint slot = j % pc.cap;
+        const uint kb = pc.kc_off + base + slot * pc.kv_dim + lane;
+        const uint vb = pc.vc_off + base + slot * pc.kv_dim + lane;
+        float kv[MAXD], vv[MAXD];
+        for (uint k = 0u; k < MAXD; k++) {
+            kv[k] = k < dpl ? KV_GET(kc, kb + k * SG) : 0.0;
+            vv[k] = k < dpl ? KV_GET(vc, vb + k * SG) : 0.0;
+        }
+        for (uint g = 0u; g < G; g++) {
+            float d = 0.0;
+            for (uint k = 0u; k < MAXD; k++) d += q[g * MAXD + k] * kv[k];
+            float sc = subgroupAdd(d) * pc.scale;
+            if (pc.softcap > 0.0) sc = pc.softcap * tanh_acc(sc / pc.softcap);
+            const float mn = max(m[g], sc);
+            const float alpha = exp(m[g] - mn), pj = exp(sc - mn);
+            l[g] = l[g] * alpha + pj;
+            for (uint k = 0u; k < MAXD; k++) o[g * MAXD + k] = o[g * MAXD + k] * alpha + pj * vv[k];
+            m[g] = mn;
+        }
+    }
+
+    // merge the subgroups
+    for (uint g = 0u; g < G; g++) {
+        if (lane == 0u) {
+            s_m[sgi * G + g] = m[g];
+            s_l[sgi * G + g] = l[g];
+        }
+        for (uint k = 0u; k < MAXD; k++)
+            if (k < dpl) s_o[(sgi * G + g) * 256u + lane + k * SG] = o[g * MAXD + k];
+    }
+    barrier();
+    for (uint i = tid; i < G * pc.hd; i += gl_WorkGroupSize.x) {
+        const uint g = i / pc.hd, d = i % pc.hd;
+        float M = -1.0e30;
+        for (uint w = 0u; w < NSG; w++) M = max(M, s_m[w * G + g]);
+        float L = 0.0, O = 0.0;
+        for (uint w = 0u; w < NSG; w++) {
+            const float f = exp(s_m[w * G + g] - M);
+            L += s_l[w * G + g] * f;
+            O += s_o[(w * G + g) * 256u + d] * f;
+        }
+        const uint h = kvh * G + g;
+#ifdef SPLIT
+        const uint pb = ((t * pc.n_head + h) * pc.n_chunks + c) * (pc.hd + 2u);
+        ps[pb + d] = O;
+        if (d == 0u) {
+            ps[pb + pc.hd] = M;
+            ps[pb + pc.hd + 1u] = L;
+        }
+#else
+        os[pc.o_off + t * pc.o_stride + h * pc.hd + d] = O / L;
+#endif
+    }
+}

@@ -1,0 +1,46 @@
+#version 450
+// Merges the per-chunk states of attn.comp -DSPLIT: for token t and query
+// head h, out = sum_c o_c exp(m_c - M) / sum_c l_c exp(m_c - M) over the
+// chunks holding keys of the token (M = max_c m_c).
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x = 64) in;
+
+layout(set = 0, binding = 4) writeonly buffer OB { float os[]; };
+layout(set = 0, binding = 5) readonly buffer PB { float ps[]; };
+
+layout(push_constant) uniform PC {
+    uint n_head, n_head_kv, hd;
+    uint q_off, q_stride, o_off, o_stride;
+    uint kc_off, vc_off, cap, n_seq, kv_dim;
+    uint window;
+    float scale, softcap;
+    uint chunk, n_chunks;
+} pc;
+
+void main() {
+    const uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y;
+    if (t >= step_rows(0u)) return;
+    const uint tid = gl_LocalInvocationID.x;
+    const uint ob = pc.o_off + t * pc.o_stride + h * pc.hd;
+    const int p = step_pos(t), s = step_seq(t);
+    if (p < 0 || s < 0 || uint(s) >= pc.n_seq) {
+        for (uint d = tid; d < pc.hd; d += 64u) os[ob + d] = 0.0;
+        return;
+    }
+    const uint lo = pc.window > 0u ? uint(max(0, p - int(pc.window) + 1)) : 0u;
+    const uint nc = min(pc.n_chunks, (uint(p) - lo) / pc.chunk + 1u);
+    const uint pb = (t * pc.n_head + h) * pc.n_chunks * (pc.hd + 2u);
+    float M = -1.0e30;
+    for (uint c = 0u; c < nc; c++) M = max(M, ps[pb + c * (pc.hd + 2u) + pc.hd]);
+    float L = 0.0;
+    for (uint c = 0u; c < nc; c++) L += ps[pb + c * (pc.hd + 2u) + pc.hd + 1u] * exp(ps[pb + c * (pc.hd + 2u) + pc.hd] - M);
+    const float inv = 1.0 / L;
+    for (uint d = tid; d < pc.hd; d += 64u) {
+        float O = 0.0;
+        for (uint c = 0u; c < nc; c++)
+            O += ps[pb + c * (pc.hd + 2u) + d] * exp(ps[pb + c * (pc.hd + 2u) + pc.hd] - M);
+        os[ob + d] = O * inv;
+    }
+}
