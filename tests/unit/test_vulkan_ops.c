@@ -398,13 +398,16 @@ static void run_matmul(ig_vk_device *d, ig_dtype type, int64_t n_in, int rows, i
     memset(&wb, 0, sizeof wb);
     REQUIRE(weight_make(d, type, n_in, rows, &wa));
     if (geglu) REQUIRE(weight_make(d, type, n_in, rows, &wb));
-    const int xs = (int)n_in + 2, ys = rows + 3;
+    const int xs = path == IG_VK_MATMUL_FAST ? (int)n_in + 4 : (int)n_in + 2, ys = rows + 3;
     size_t nx = (size_t)xs * n_tok, ny = (size_t)ys * n_tok;
     float *x = malloc(nx * 4), *want = calloc(ny, 4), *got = malloc(ny * 4);
     REQUIRE(x && want && got);
     fill(x, nx, 1.0f);
-    /* OUTPUTS rows: only n_out = max(1, n_tok - 1) rows are computed */
-    int n_rows = rsel == IG_VK_ROWS_OUTPUTS ? (n_tok > 1 ? n_tok - 1 : 1) : n_tok;
+    /* OUTPUTS rows: only n_out = max(1, n_tok - 1) rows are computed; HEAD
+     * rows: min(n_out, 2) (the step's head cap) */
+    int n_rows = rsel != IG_VK_ROWS_TOKENS ? (n_tok > 1 ? n_tok - 1 : 1) : n_tok;
+    const int n_out = n_rows;
+    if (rsel == IG_VK_ROWS_HEAD && n_rows > 2) n_rows = 2;
     for (int t = 0; t < n_rows; t++) {
         for (int r = 0; r < rows; r++) {
             const float *xr = x + (size_t)t * xs;
@@ -420,7 +423,8 @@ static void run_matmul(ig_vk_device *d, ig_dtype type, int64_t n_in, int rows, i
     REQUIRE_OK(ig_vk_step_create(d, n_tok, &s));
     int32_t pos[128], out[128];
     for (int t = 0; t < n_tok; t++) pos[t] = t, out[t] = t;
-    REQUIRE_OK(ig_vk_step_set(s, n_tok, NULL, pos, NULL, rsel == IG_VK_ROWS_OUTPUTS ? n_rows : 0, out));
+    if (rsel == IG_VK_ROWS_HEAD) REQUIRE_OK(ig_vk_step_set_head_cap(s, 2));
+    REQUIRE_OK(ig_vk_step_set(s, n_tok, NULL, pos, NULL, rsel != IG_VK_ROWS_TOKENS ? n_out : 0, out));
     ig_vk_buffer *bx = upload(d, x, nx * 4), *by = upload(d, want, ny * 4);
     REQUIRE(bx && by);
     REQUIRE_OK(ig_vk_buffer_zero(by));
@@ -434,8 +438,9 @@ static void run_matmul(ig_vk_device *d, ig_dtype type, int64_t n_in, int rows, i
     REQUIRE_OK(ig_vk_graph_run(g));
     REQUIRE_OK(ig_vk_buffer_read(by, 0, got, ny * 4));
     CHECK_REL(got, want, ny, 1e-5, "matmul%s %s in %lld rows %d tokens %d path %s parts %d%s", geglu ? "_geglu" : "",
-              ig_dtype_name(type), (long long)n_in, rows, n_tok, path == IG_VK_MATMUL_VEC ? "vec" : "tiled",
-              ig_vk_buffer_n_parts(wa.buf), rsel == IG_VK_ROWS_OUTPUTS ? " outputs" : "");
+              ig_dtype_name(type), (long long)n_in, rows, n_tok,
+              path == IG_VK_MATMUL_VEC ? "vec" : path == IG_VK_MATMUL_FAST ? "fast" : path == IG_VK_MATMUL_TILED ? "tiled" : "auto",
+              ig_vk_buffer_n_parts(wa.buf), rsel == IG_VK_ROWS_OUTPUTS ? " outputs" : rsel == IG_VK_ROWS_HEAD ? " head" : "");
     ig_vk_graph_free(g);
     ig_vk_buffer_free(bx);
     ig_vk_buffer_free(by);
@@ -938,6 +943,260 @@ IG_TEST(vulkan_op_errors) {
     int32_t bad_out[1] = {3};
     CHECK(ig_vk_step_set(s, 2, NULL, NULL, NULL, 1, bad_out) != IG_OK);
     ig_vk_buffer_free(small);
+    ig_vk_step_free(s);
+}
+
+/* ---- the fast mat-vec (mv.comp) ------------------------------------------------ */
+
+static const ig_dtype k_fast_types[] = {IG_TYPE_F32, IG_TYPE_F16, IG_TYPE_BF16, IG_TYPE_Q8_0, IG_TYPE_Q4_K, IG_TYPE_Q6_K};
+
+static int64_t fast_in(ig_dtype t) {
+    int64_t be = (int64_t)ig_dtype_block_elems(t);
+    return be == 1 ? 200 : be == 32 ? 32 * 11 : 256 * 3;
+}
+
+IG_TEST(vulkan_matmul_fast) {
+    ig_vk_device *d = device();
+    if (!d) return;
+    const int toks[] = {1, 3, 8};
+    for (size_t i = 0; i < IG_ARRAY_LEN(k_fast_types); i++) {
+        for (size_t k = 0; k < IG_ARRAY_LEN(toks); k++)
+            run_matmul(d, k_fast_types[i], fast_in(k_fast_types[i]), 67, toks[k], IG_VK_MATMUL_FAST, false,
+                       IG_VK_ROWS_TOKENS);
+        run_matmul(d, k_fast_types[i], fast_in(k_fast_types[i]), 45, 1, IG_VK_MATMUL_FAST, true, IG_VK_ROWS_TOKENS);
+        run_matmul(d, k_fast_types[i], fast_in(k_fast_types[i]), 45, 5, IG_VK_MATMUL_FAST, true, IG_VK_ROWS_OUTPUTS);
+        run_matmul(d, k_fast_types[i], fast_in(k_fast_types[i]), 33, 6, IG_VK_MATMUL_AUTO, false, IG_VK_ROWS_HEAD);
+    }
+    /* one row of several blocks, rows of one block; many rows (grid folded) */
+    run_matmul(d, IG_TYPE_Q4_K, 256 * 21, 3, 1, IG_VK_MATMUL_FAST, false, IG_VK_ROWS_TOKENS);
+    run_matmul(d, IG_TYPE_Q6_K, 256, 300, 2, IG_VK_MATMUL_FAST, false, IG_VK_ROWS_TOKENS);
+    run_matmul(d, IG_TYPE_Q8_0, 32, 140000, 1, IG_VK_MATMUL_FAST, false, IG_VK_ROWS_TOKENS);
+    /* split weights and staging copies */
+    ig_vk_device *ds = device_split();
+    REQUIRE(ds != NULL);
+    run_matmul(ds, IG_TYPE_Q6_K, 512, 50, 3, IG_VK_MATMUL_FAST, true, IG_VK_ROWS_TOKENS);
+    run_matmul(ds, IG_TYPE_Q8_0, 256, 50, 1, IG_VK_MATMUL_FAST, false, IG_VK_ROWS_TOKENS);
+    ds = device_staging();
+    REQUIRE(ds != NULL);
+    run_matmul(ds, IG_TYPE_Q4_K, 512, 40, 2, IG_VK_MATMUL_FAST, false, IG_VK_ROWS_TOKENS);
+    run_matmul(ds, IG_TYPE_F16, 64, 40, 1, IG_VK_MATMUL_FAST, true, IG_VK_ROWS_TOKENS);
+}
+
+IG_TEST(vulkan_matmul_fast_rejects) {
+    ig_vk_device *d = device();
+    if (!d) return;
+    weight w;
+    REQUIRE(weight_make(d, IG_TYPE_Q4_0, 64, 8, &w)); /* no fast path for Q4_0 */
+    ig_vk_step *s;
+    REQUIRE_OK(ig_vk_step_create(d, 1, &s));
+    ig_vk_buffer *b;
+    REQUIRE_OK(ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, 4096, &b));
+    ig_vk_graph *g;
+    REQUIRE_OK(ig_vk_graph_begin(d, s, 1, &g));
+    ig_vk_graph_set_matmul_path(g, IG_VK_MATMUL_FAST);
+    CHECK_STATUS(ig_vk_op_matmul(g, IG_VK_ROWS_TOKENS, w.buf, (ig_vk_view){b, 0, 0}, (ig_vk_view){b, 2048, 0}),
+                 IG_ERR_INVALID_ARG);
+    ig_vk_graph_free(g);
+    weight_free(&w);
+    REQUIRE(weight_make(d, IG_TYPE_Q8_0, 64, 8, &w));
+    REQUIRE_OK(ig_vk_graph_begin(d, s, 1, &g));
+    ig_vk_graph_set_matmul_path(g, IG_VK_MATMUL_FAST); /* x offset not a multiple of 4 elements */
+    CHECK_STATUS(ig_vk_op_matmul(g, IG_VK_ROWS_TOKENS, w.buf, (ig_vk_view){b, 4, 0}, (ig_vk_view){b, 2048, 0}),
+                 IG_ERR_INVALID_ARG);
+    ig_vk_graph_free(g);
+    weight_free(&w);
+    ig_vk_buffer_free(b);
+    ig_vk_step_free(s);
+}
+
+/* ---- fused ops ------------------------------------------------------------------ */
+
+/* x += rmsnorm(src) * w1; xn = rmsnorm(x) * w2 */
+static void run_add_norm(ig_vk_device *d, int width, int n_tok, ig_vk_rows rsel) {
+    const int stride = width + 4;
+    const size_t n = (size_t)stride * n_tok;
+    const float eps = 1e-6f;
+    float *src = malloc(n * 4), *x = malloc(n * 4), *want_x = malloc(n * 4), *want_n = calloc(n, 4);
+    float *got = malloc(n * 4), *w1 = malloc((size_t)width * 4), *w2 = malloc((size_t)width * 4);
+    REQUIRE(src && x && want_x && want_n && got && w1 && w2);
+    fill(src, n, 3.0f);
+    fill(x, n, 1.0f);
+    fill(w1, (size_t)width, 1.5f);
+    fill(w2, (size_t)width, 1.5f);
+    memcpy(want_x, x, n * 4);
+    const int rows = rsel == IG_VK_ROWS_OUTPUTS ? (n_tok > 1 ? n_tok - 1 : 1) : n_tok;
+    float *tmp = malloc((size_t)width * 4);
+    REQUIRE(tmp);
+    for (int t = 0; t < rows; t++) {
+        ref_rmsnorm(src + (size_t)t * stride, tmp, w1, width, eps);
+        for (int i = 0; i < width; i++) want_x[(size_t)t * stride + i] += tmp[i];
+        ref_rmsnorm(want_x + (size_t)t * stride, want_n + (size_t)t * stride, w2, width, eps);
+    }
+    ig_vk_step *s;
+    REQUIRE_OK(ig_vk_step_create(d, n_tok, &s));
+    int32_t pos[64] = {0}, out[64];
+    for (int t = 0; t < n_tok; t++) out[t] = t;
+    REQUIRE_OK(ig_vk_step_set(s, n_tok, NULL, pos, NULL, rsel == IG_VK_ROWS_OUTPUTS ? rows : 0, out));
+    ig_vk_buffer *bs = upload(d, src, n * 4), *bx = upload(d, x, n * 4), *bn = upload(d, want_n, n * 4);
+    ig_vk_buffer *b1 = upload(d, w1, (size_t)width * 4), *b2 = upload(d, w2, (size_t)width * 4);
+    REQUIRE(bs && bx && bn && b1 && b2);
+    REQUIRE_OK(ig_vk_buffer_zero(bn));
+    ig_vk_graph *g;
+    REQUIRE_OK(ig_vk_graph_begin(d, s, n_tok, &g));
+    REQUIRE_OK(ig_vk_op_add_rmsnorm_norm(g, rsel, (ig_vk_view){bs, 0, (uint32_t)stride}, (ig_vk_view){bx, 0, (uint32_t)stride},
+                                         b1, (ig_vk_view){bn, 0, (uint32_t)stride}, b2, width, eps));
+    REQUIRE_OK(ig_vk_graph_end(g));
+    REQUIRE_OK(ig_vk_graph_run(g));
+    REQUIRE_OK(ig_vk_buffer_read(bx, 0, got, n * 4));
+    CHECK_REL(got, want_x, n, 1e-5, "add_rmsnorm_norm residual width %d tokens %d", width, n_tok);
+    REQUIRE_OK(ig_vk_buffer_read(bn, 0, got, n * 4));
+    CHECK_REL(got, want_n, n, 1e-5, "add_rmsnorm_norm normed width %d tokens %d", width, n_tok);
+    ig_vk_graph_free(g);
+    ig_vk_buffer_free(bs);
+    ig_vk_buffer_free(bx);
+    ig_vk_buffer_free(bn);
+    ig_vk_buffer_free(b1);
+    ig_vk_buffer_free(b2);
+    ig_vk_step_free(s);
+    free(src);
+    free(x);
+    free(want_x);
+    free(want_n);
+    free(got);
+    free(w1);
+    free(w2);
+    free(tmp);
+}
+
+IG_TEST(vulkan_add_rmsnorm_norm) {
+    ig_vk_device *d = device();
+    if (!d) return;
+    run_add_norm(d, 1152, 1, IG_VK_ROWS_TOKENS);
+    run_add_norm(d, 640, 17, IG_VK_ROWS_TOKENS);
+    run_add_norm(d, 5376, 3, IG_VK_ROWS_OUTPUTS);
+    run_add_norm(d, 100, 5, IG_VK_ROWS_TOKENS);
+}
+
+/* per-head rmsnorm + RoPE, in place (Q) or into the cache with V (K) */
+static void run_norm_rope(ig_vk_device *d, int n_heads, int hd, int n_tok, bool kv_store, ig_kv_type type) {
+    const int width = n_heads * hd, stride = width + 4, cap = 64;
+    const size_t n = (size_t)stride * n_tok, cache = (size_t)cap * width;
+    const float eps = 1e-6f, base = 10000.0f, factor = 2.0f;
+    float *x = malloc(n * 4), *v = malloc(n * 4), *want = malloc(n * 4), *got = malloc(n * 4), freq[512];
+    float *nw = malloc((size_t)hd * 4), *want_k = calloc(cache, 4), *want_v = calloc(cache, 4), *gk = malloc(cache * 4);
+    REQUIRE(x && v && want && got && nw && want_k && want_v && gk);
+    fill(x, n, 3.0f);
+    fill(v, n, 1.0f);
+    fill(nw, (size_t)hd, 1.5f);
+    memcpy(want, x, n * 4);
+    ig_vk_rope_freqs(base, factor, hd, freq);
+    int32_t pos[64], seq[64] = {0};
+    for (int t = 0; t < n_tok; t++) pos[t] = 5 + t * 7;
+    for (int t = 0; t < n_tok; t++)
+        for (int h = 0; h < n_heads; h++) {
+            float *r = want + (size_t)t * stride + (size_t)h * hd;
+            ref_rmsnorm(r, r, nw, hd, eps);
+            ref_rope_row(r, hd, pos[t], freq);
+            const size_t row = (size_t)(pos[t] % cap) * width + (size_t)h * hd;
+            for (int i = 0; i < hd; i++) {
+                want_k[row + i] = r[i];
+                want_v[row + i] = v[(size_t)t * stride + (size_t)h * hd + i];
+            }
+        }
+    ig_vk_step *s;
+    REQUIRE_OK(ig_vk_step_create(d, n_tok, &s));
+    REQUIRE_OK(ig_vk_step_set(s, n_tok, NULL, pos, seq, 0, NULL));
+    ig_vk_buffer *bx = upload(d, x, n * 4), *bv = upload(d, v, n * 4), *bw = upload(d, nw, (size_t)hd * 4), *kc, *vc;
+    REQUIRE(bx && bv && bw);
+    const size_t es = type == IG_KV_F16 ? 2 : 4;
+    REQUIRE_OK(ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, cache * es, &kc));
+    REQUIRE_OK(ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, cache * es, &vc));
+    REQUIRE_OK(ig_vk_buffer_zero(kc));
+    REQUIRE_OK(ig_vk_buffer_zero(vc));
+    ig_vk_kv kv = {kc, vc, 0, 0, type, 1, cap, n_heads, hd, 0};
+    ig_vk_graph *g;
+    REQUIRE_OK(ig_vk_graph_begin(d, s, n_tok, &g));
+    ig_vk_view vx = {bx, 0, (uint32_t)stride}, vv = {bv, 0, (uint32_t)stride};
+    if (kv_store) REQUIRE_OK(ig_vk_op_rmsnorm_rope_kv_store(g, &kv, vx, bw, vv, eps, base, factor));
+    else REQUIRE_OK(ig_vk_op_rmsnorm_rope(g, vx, bw, n_heads, hd, eps, base, factor));
+    REQUIRE_OK(ig_vk_graph_end(g));
+    REQUIRE_OK(ig_vk_graph_run(g));
+    if (!kv_store) {
+        REQUIRE_OK(ig_vk_buffer_read(bx, 0, got, n * 4));
+        CHECK_REL(got, want, n, 1e-5, "rmsnorm_rope heads %d hd %d tokens %d", n_heads, hd, n_tok);
+    } else {
+        uint8_t *raw = malloc(cache * es);
+        REQUIRE(raw);
+        REQUIRE_OK(ig_vk_buffer_read(kc, 0, raw, cache * es));
+        for (size_t i = 0; i < cache; i++) gk[i] = kv_get(type, raw, i);
+        CHECK_REL(gk, want_k, cache, type == IG_KV_F16 ? 1e-3 : 1e-5, "rmsnorm_rope_kv_store K hd %d tokens %d", hd, n_tok);
+        REQUIRE_OK(ig_vk_buffer_read(vc, 0, raw, cache * es));
+        for (size_t i = 0; i < cache; i++) gk[i] = kv_get(type, raw, i);
+        CHECK_REL(gk, want_v, cache, type == IG_KV_F16 ? 1e-3 : 0.0, "rmsnorm_rope_kv_store V hd %d tokens %d", hd, n_tok);
+        REQUIRE_OK(ig_vk_buffer_read(bx, 0, got, n * 4)); /* k itself unchanged */
+        CHECK(memcmp(got, x, n * 4) == 0);
+        free(raw);
+    }
+    ig_vk_graph_free(g);
+    ig_vk_buffer_free(bx);
+    ig_vk_buffer_free(bv);
+    ig_vk_buffer_free(bw);
+    ig_vk_buffer_free(kc);
+    ig_vk_buffer_free(vc);
+    ig_vk_step_free(s);
+    free(x);
+    free(v);
+    free(want);
+    free(got);
+    free(nw);
+    free(want_k);
+    free(want_v);
+    free(gk);
+}
+
+IG_TEST(vulkan_rmsnorm_rope) {
+    ig_vk_device *d = device();
+    if (!d) return;
+    const int hds[] = {32, 128, 256};
+    for (size_t i = 0; i < IG_ARRAY_LEN(hds); i++) {
+        run_norm_rope(d, 4, hds[i], 3, false, IG_KV_F32);
+        run_norm_rope(d, 2, hds[i], 5, true, IG_KV_F32);
+        run_norm_rope(d, 1, hds[i], 1, true, IG_KV_F16);
+    }
+}
+
+IG_TEST(vulkan_copy) {
+    ig_vk_device *d = device();
+    if (!d) return;
+    const int n_tok = 5, width = 301, st = 304;
+    float a[5 * 304], y[5 * 304], got[5 * 304];
+    fill(a, IG_ARRAY_LEN(a), 1.0f);
+    memset(y, 0, sizeof y);
+    ig_vk_step *s;
+    REQUIRE_OK(ig_vk_step_create(d, n_tok, &s));
+    REQUIRE_OK(ig_vk_step_set_head_cap(s, 3));
+    int32_t out[5] = {0, 1, 2, 3, 4};
+    REQUIRE_OK(ig_vk_step_set(s, n_tok, NULL, NULL, NULL, 4, out)); /* head rows: min(4, 3) */
+    ig_vk_buffer *ba = upload(d, a, sizeof a), *by = upload(d, y, sizeof y);
+    REQUIRE(ba && by);
+    ig_vk_graph *g;
+    REQUIRE_OK(ig_vk_graph_begin(d, s, n_tok, &g));
+    REQUIRE_OK(ig_vk_op_copy(g, IG_VK_ROWS_HEAD, (ig_vk_view){ba, 0, st}, (ig_vk_view){by, 0, st}, width));
+    REQUIRE_OK(ig_vk_graph_end(g));
+    REQUIRE_OK(ig_vk_graph_run(g));
+    REQUIRE_OK(ig_vk_buffer_read(by, 0, got, sizeof got));
+    for (int t = 0; t < n_tok; t++)
+        for (int i = 0; i < st; i++) {
+            float want = t < 3 && i < width ? a[t * st + i] : 0.0f;
+            if (got[t * st + i] != want) {
+                ig_test_fail_at(__FILE__, __LINE__, "copy: row %d col %d", t, i);
+                t = n_tok;
+                break;
+            }
+        }
+    ig_vk_graph_free(g);
+    ig_vk_buffer_free(ba);
+    ig_vk_buffer_free(by);
     ig_vk_step_free(s);
 }
 
