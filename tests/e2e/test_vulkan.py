@@ -1,0 +1,159 @@
+"""The CLI on the Vulkan backend (--backend vulkan): logits, run, bench and
+serve give what the CPU backend gives. Skipped when no usable Vulkan device
+is present (CI: lavapipe, a CPU device, so every case stays small).
+
+The GPU computes the exact f32 dot products of the dequantized weights while
+the CPU quantizes activations to 8 bits for quantized weights, so on the real
+Q4_K_M model the GPU is compared with the CPU on its F32-dequantized copy
+(same sums), and with the CPU on the Q4_K_M file only loosely.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = Path(os.environ.get("IGNIS_FIXTURES") or REPO.parent / "shared" / "fixtures")
+TINY = FIXTURES / "hf" / "tiny-27b-like" / "f32"
+REAL = Path(os.environ.get("IGNIS_MODEL") or Path.home() / ".cache/ignis/gemma-3-270m-q4_k_m.gguf")
+REAL_F32 = REAL.with_name(REAL.stem + "-dequant-f32.gguf")
+
+
+def exe(ignis_build: Path) -> Path:
+    p = ignis_build / "ignis"
+    if not p.is_file():
+        pytest.fail(f"{p} not found: build the `ignis_cli` target first")
+    return p
+
+
+def ignis(ignis_build: Path, *args: str, timeout: float = 900, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([str(exe(ignis_build)), *args], capture_output=True, text=True,
+                          timeout=timeout, **kw)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def vulkan_device(ignis_build: Path):
+    p = ignis(ignis_build, "devices", timeout=120)
+    if p.returncode != 0 or "usable: yes" not in p.stdout:
+        pytest.skip("no usable Vulkan device")
+
+
+def logits(ignis_build: Path, model: Path, tokens: str, out: Path, *extra: str) -> np.ndarray:
+    p = ignis(ignis_build, "logits", str(model), "--tokens", tokens, "--all", "--out", str(out), *extra)
+    assert p.returncode == 0, p.stderr
+    return np.fromfile(out, dtype="<f4")
+
+
+@pytest.mark.skipif(not (TINY / "config.json").is_file(), reason="no tiny fixture")
+@pytest.mark.parametrize("kv,tol", [("f32", 1e-4), ("f16", 2e-3)])
+def test_logits_match_cpu(ignis_build: Path, tmp_path: Path, kv: str, tol: float):
+    toks = "2,17,300,41,9,88,410,5,77,123,250,3,60"
+    cpu = logits(ignis_build, TINY, toks, tmp_path / "cpu.bin", "--kv", kv)
+    gpu = logits(ignis_build, TINY, toks, tmp_path / "gpu.bin", "--kv", kv, "--backend", "vulkan")
+    assert cpu.shape == gpu.shape and cpu.size > 0
+    err = np.linalg.norm(gpu - cpu) / np.linalg.norm(cpu)
+    assert err <= tol, err
+    inc = logits(ignis_build, TINY, toks, tmp_path / "inc.bin", "--kv", kv, "--backend", "vulkan",
+                 "--incremental")
+    assert np.linalg.norm(inc[-cpu.size // 13:] - cpu[-cpu.size // 13:]) / np.linalg.norm(cpu) <= tol
+
+
+@pytest.mark.skipif(not (TINY / "config.json").is_file(), reason="no tiny fixture")
+def test_run_ids_match_cpu(ignis_build: Path):
+    args = ["run", str(TINY), "--tokens-in", "2,17,300,41", "--print-ids", "-n", "12", "--temp", "0",
+            "--batch", "3"]
+    cpu = ignis(ignis_build, *args)
+    gpu = ignis(ignis_build, *args, "--backend", "vulkan")
+    assert cpu.returncode == 0 and gpu.returncode == 0, gpu.stderr
+    assert gpu.stdout.strip() and gpu.stdout == cpu.stdout
+
+
+@pytest.mark.skipif(not (TINY / "config.json").is_file(), reason="no tiny fixture")
+def test_bench_json(ignis_build: Path, tmp_path: Path):
+    out = tmp_path / "b.json"
+    p = ignis(ignis_build, "bench", str(TINY), "-p", "16", "-n", "4", "-r", "1", "--batch", "2",
+              "--backend", "vulkan", "--json", str(out))
+    assert p.returncode == 0, p.stderr
+    j = json.loads(out.read_text())
+    assert j["backend"] == "vulkan"
+    assert {r["test"] for r in j["results"]} >= {"pp16", "tg4", "tg4@b2"}
+
+
+@pytest.mark.skipif(not (TINY / "config.json").is_file(), reason="no tiny fixture")
+def test_bad_device(ignis_build: Path):
+    p = ignis(ignis_build, "logits", str(TINY), "--tokens", "2,3", "--backend", "vulkan", "--device", "63")
+    assert p.returncode != 0
+    assert "device 63" in p.stderr
+
+
+@pytest.mark.skipif(not REAL.is_file(), reason="real model not present")
+def test_real_model_text(ignis_build: Path):
+    """Greedy text of the real 270M: the GPU writes what the CPU writes on the
+    F32-dequantized weights (the same sums), token for token."""
+    args = ["-p", "The capital of France is", "-n", "16", "--temp", "0", "--raw"]
+    gpu = ignis(ignis_build, "run", str(REAL), *args, "--backend", "vulkan")
+    assert gpu.returncode == 0, gpu.stderr
+    assert len(gpu.stdout.strip()) > 10
+    if REAL_F32.is_file():
+        cpu = ignis(ignis_build, "run", str(REAL_F32), *args)
+        assert cpu.returncode == 0, cpu.stderr
+        assert gpu.stdout == cpu.stdout
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.skipif(not REAL.is_file(), reason="real model not present")
+def test_serve_parallel(ignis_build: Path):
+    """Three concurrent completions through one context (3 slots, mixed
+    batches of prefill and decode rows) equal the same request alone."""
+    port = free_port()
+    proc = subprocess.Popen([str(exe(ignis_build)), "serve", str(REAL), "--port", str(port), "-np", "3",
+                             "--ctx", "128", "--backend", "vulkan", "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 300
+        while True:
+            try:
+                with urllib.request.urlopen(base + "/health", timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            assert proc.poll() is None, proc.stdout.read()
+            assert time.time() < deadline, "server not ready"
+            time.sleep(0.5)
+
+        def complete(prompt: str) -> str:
+            body = json.dumps({"prompt": prompt, "max_tokens": 6, "temperature": 0}).encode()
+            req = urllib.request.Request(base + "/v1/completions", body, {"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=600) as r:
+                return json.load(r)["choices"][0]["text"]
+
+        prompts = ["The capital of France is", "Once upon a time", "1, 2, 3, 4,"]
+        alone = [complete(p) for p in prompts]
+        with ThreadPoolExecutor(3) as ex:
+            together = list(ex.map(complete, prompts))
+        assert together == alone
+        assert all(t for t in alone)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
