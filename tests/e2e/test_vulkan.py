@@ -121,9 +121,13 @@ def test_serve_parallel(ignis_build: Path):
     """Three concurrent completions through one context (3 slots, mixed
     batches of prefill and decode rows) equal the same request alone."""
     port = free_port()
+    # A mixed batch of 18 prompt tokens would take the tensor-core matmul
+    # (f16 inputs) where a lone prompt takes the f32 mat-vec: keep f32 so
+    # that the outputs can be compared exactly.
+    env = {**os.environ, "IGNIS_VK_COOPMAT": "0"}
     proc = subprocess.Popen([str(exe(ignis_build)), "serve", str(REAL), "--port", str(port), "-np", "3",
                              "--ctx", "128", "--backend", "vulkan", "--quiet"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     try:
         base = f"http://127.0.0.1:{port}"
         deadline = time.time() + 300

@@ -73,6 +73,7 @@ typedef struct ig_vk_device_info {
     bool int_dot, int_dot_accel; /* integer dot product; 4x8 packed signed accelerated */
     bool coopmat_khr, coopmat_nv;  /* device extensions */
     char coopmat_shapes[256];      /* e.g. "f16 16x16x16->f32, ..." (KHR, else NV) */
+    bool coopmat_nv_16x8x16;       /* NV: f16 16x8x16 -> f32 in subgroup scope */
     bool usable;                   /* meets the backend's requirements */
     char why_not[160];             /* when !usable */
 } ig_vk_device_info;
@@ -96,6 +97,8 @@ typedef struct ig_vk_device_params {
                                    weights into more parts (tests) */
     bool force_staging;         /* treat device memory as not host-visible,
                                    as on a discrete GPU (tests) */
+    bool no_coopmat;            /* never use cooperative matrices
+                                   ($IGNIS_VK_COOPMAT=0 does the same) */
 } ig_vk_device_params;
 
 ig_vk_device_params ig_vk_device_default_params(void);
@@ -104,6 +107,8 @@ void ig_vk_device_free(ig_vk_device *dev);
 const ig_vk_device_info *ig_vk_device_get_info(const ig_vk_device *dev);
 /* Bytes allocated from the device, by kind of memory. */
 uint64_t ig_vk_device_allocated(const ig_vk_device *dev);
+/* Whether the device runs the tensor-core matmul (IG_VK_MATMUL_COOPMAT). */
+bool ig_vk_device_coopmat(const ig_vk_device *dev);
 
 /* ---- Buffers ----------------------------------------------------------- */
 
@@ -173,6 +178,9 @@ typedef enum ig_vk_matmul_path {
     IG_VK_MATMUL_TILED,
     IG_VK_MATMUL_FAST,     /* mv.comp: F32/F16/BF16/Q8_0/Q4_K/Q6_K, x offset and stride
                               multiples of 4, float rows a multiple of 8 */
+    IG_VK_MATMUL_COOPMAT,  /* mmcm.comp: tensor cores (NV cooperative matrix), f16
+                              inputs; F16 and quantized weights (AUTO uses it above 8
+                              rows for quantized weights where the device has it) */
 } ig_vk_matmul_path;
 
 typedef struct ig_vk_graph_stats {

@@ -103,6 +103,26 @@ static void coopmat_shapes(VkPhysicalDevice pd, ig_vk_device_info *info) {
     }
 }
 
+/* NV cooperative matrices with f16 16x8x16 -> f32 in subgroup scope. */
+static bool nv_16x8x16(VkPhysicalDevice pd) {
+    if (!ig_vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV) return false;
+    uint32_t n = 0;
+    if (ig_vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(pd, &n, NULL) != VK_SUCCESS || n == 0) return false;
+    VkCooperativeMatrixPropertiesNV *p = calloc(n, sizeof *p);
+    if (!p) return false;
+    for (uint32_t i = 0; i < n; i++) p[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+    bool ok = false;
+    if (ig_vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(pd, &n, p) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n; i++)
+            if (p[i].MSize == 16 && p[i].NSize == 8 && p[i].KSize == 16 &&
+                p[i].AType == VK_COMPONENT_TYPE_FLOAT16_NV && p[i].BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+                p[i].CType == VK_COMPONENT_TYPE_FLOAT32_NV && p[i].DType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+                p[i].scope == VK_SCOPE_SUBGROUP_NV)
+                ok = true;
+    free(p);
+    return ok;
+}
+
 void ig_vk_query_device(VkPhysicalDevice pd, int index, uint32_t instance_api, ig_vk_device_info *info) {
     memset(info, 0, sizeof *info);
     info->index = index;
@@ -210,6 +230,7 @@ void ig_vk_query_device(VkPhysicalDevice pd, int index, uint32_t instance_api, i
                 info->uma = true;
     }
     coopmat_shapes(pd, info);
+    info->coopmat_nv_16x8x16 = info->coopmat_nv && nv_16x8x16(pd);
 
     /* requirements */
     info->usable = true;
@@ -262,12 +283,13 @@ done:
 }
 
 ig_vk_device_params ig_vk_device_default_params(void) {
-    ig_vk_device_params p = {.index = -1, .weight_part_bytes = 0, .force_staging = false};
+    ig_vk_device_params p = {.index = -1, .weight_part_bytes = 0, .force_staging = false, .no_coopmat = false};
     return p;
 }
 
 const ig_vk_device_info *ig_vk_device_get_info(const ig_vk_device *dev) { return &dev->info; }
 uint64_t ig_vk_device_allocated(const ig_vk_device *dev) { return dev->allocated; }
+bool ig_vk_device_coopmat(const ig_vk_device *dev) { return dev->coopmat; }
 
 static int type_rank(const char *t) {
     if (strcmp(t, "discrete") == 0) return 0;
@@ -359,11 +381,20 @@ static ig_status create_logical(ig_vk_device *d) {
                                    .pQueuePriorities = &prio};
     VkPhysicalDevice16BitStorageFeatures s16 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES,
                                                 .storageBuffer16BitAccess = VK_TRUE};
+    /* tensor cores: VK_NV_cooperative_matrix with f16 arithmetic */
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV cm = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV, .cooperativeMatrix = VK_TRUE};
+    VkPhysicalDeviceShaderFloat16Int8Features f16 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES, .pNext = &cm, .shaderFloat16 = VK_TRUE};
+    const char *exts[1] = {"VK_NV_cooperative_matrix"};
+    if (d->coopmat) s16.pNext = &f16;
     VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &s16};
     VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
                               .pNext = &f2,
                               .queueCreateInfoCount = 1,
-                              .pQueueCreateInfos = &qci};
+                              .pQueueCreateInfos = &qci,
+                              .enabledExtensionCount = d->coopmat ? 1u : 0u,
+                              .ppEnabledExtensionNames = exts};
     VkResult r = ig_vk.vkCreateDevice(d->phys, &dci, NULL, &d->dev);
     if (r != VK_SUCCESS) return ig_vk_fail(r, "vkCreateDevice");
     ig_vk.vkGetDeviceQueue(d->dev, d->queue_family, 0, &d->queue);
@@ -438,6 +469,10 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
         /* mv.comp's reduction scratch when subgroups are narrower than 32 */
         if (d->info.subgroup_size < 32 && d->mv_wg > 128) d->mv_wg = 128;
         if (d->info.subgroup_size > 32 && d->mv_wg > 256) d->mv_wg = 256;
+        const char *cmv = getenv("IGNIS_VK_COOPMAT");
+        d->coopmat = IG_VK_GLSL_COOPMAT_NV && !p.no_coopmat && !(cmv && strcmp(cmv, "0") == 0) &&
+                     d->info.coopmat_nv_16x8x16 && d->info.fp16 && d->info.subgroup_size == 32 &&
+                     d->info.max_shared_memory >= 40 * 1024;
         st = create_logical(d);
     }
     if (st == IG_OK) st = ig_vk_pipelines_init(d);

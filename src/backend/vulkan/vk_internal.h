@@ -171,6 +171,7 @@ struct ig_vk_device {
     uint32_t attn_wgs;
     bool attn_legacy;
     bool force_staging; /* device memory is never mapped (tests) */
+    bool coopmat;       /* VK_NV_cooperative_matrix + shaderFloat16 enabled: mmcm.comp */
     ig_vk_buffer *dummy; /* bound to unused descriptor slots */
 };
 

@@ -186,11 +186,16 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
     IG_TRY(ig_vk_rec_hazards(g, b, nb)); /* weights are read-only: never a hazard */
 
     const bool fast_ok = ig_vk_matmul_fast_ok(wa->type, (int64_t)n_in, xoff, xs);
+    const bool cm_ok = d->coopmat && wa->type != IG_TYPE_F32 && wa->type != IG_TYPE_BF16;
+    const bool cm_auto = cm_ok && wa->type != IG_TYPE_F16; /* f16 rounding of x only where weights are coarser */
     ig_vk_matmul_path path = ig_vk_graph_matmul_path(g);
     if (path == IG_VK_MATMUL_AUTO)
-        path = T <= MATVEC_MAX_COLS ? (fast_ok ? IG_VK_MATMUL_FAST : IG_VK_MATMUL_VEC) : IG_VK_MATMUL_TILED;
+        path = T <= MATVEC_MAX_COLS ? (fast_ok ? IG_VK_MATMUL_FAST : IG_VK_MATMUL_VEC)
+                                    : (cm_auto ? IG_VK_MATMUL_COOPMAT : IG_VK_MATMUL_TILED);
     if (path == IG_VK_MATMUL_FAST && !fast_ok)
         return bad(g, "vulkan: %s: the fast mat-vec does not apply (type, row length or x alignment)", "matmul");
+    if (path == IG_VK_MATMUL_COOPMAT && !cm_ok)
+        return bad(g, "vulkan: %s: no cooperative-matrix matmul for this device or type", "matmul");
     char name[40];
     uint32_t spec0 = 0, spec1 = 0, spec2 = 0, gy, rows_per_group = MATMUL_TILE;
     if (path == IG_VK_MATMUL_VEC || path == IG_VK_MATMUL_FAST) {
@@ -210,6 +215,10 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
             rows_per_group = spec0 / 32 * spec2;
             snprintf(name, sizeof name, "mv%s_%s", wb ? "_geglu" : "", type_suffix(wa->type));
         }
+    } else if (path == IG_VK_MATMUL_COOPMAT) {
+        gy = ceil_div(T, 64);
+        rows_per_group = 128;
+        snprintf(name, sizeof name, "mmcm%s_%s", wb ? "_geglu" : "", type_suffix(wa->type));
     } else {
         gy = ceil_div(T, MATMUL_TILE);
         snprintf(name, sizeof name, "matmul%s_%s", wb ? "_geglu" : "", type_suffix(wa->type));
