@@ -61,6 +61,11 @@ layout(push_constant) uniform PC {
 // invocation when they are wider
 shared float red[1024];
 
+float acc[NR * NCOLS];
+#ifdef GEGLU
+float accb[NR * NCOLS];
+#endif
+
 void main() {
     const uint tid = gl_LocalInvocationID.x;
     const uint lane = tid % TPR, grp = tid / TPR;
@@ -73,10 +78,6 @@ void main() {
     const uint ni = MV_ITEMS(pc.n_in);
     const uint r4s = pc.row_u16 >> 3;
 
-    float acc[NR * NCOLS];
-#ifdef GEGLU
-    float accb[NR * NCOLS];
-#endif
     for (uint k = 0u; k < NR * NCOLS; k++) {
         acc[k] = 0.0;
 #ifdef GEGLU
@@ -86,13 +87,41 @@ void main() {
     uint xb[NCOLS];
     for (uint c = 0u; c < NCOLS; c++) xb[c] = (pc.x_off + (c0 + min(c, nc - 1u)) * pc.x_stride) >> 2;
 
-    for (uint it = lane; it < ni; it += TPR) {
+    // two items per lane per iteration: both rows' loads are in flight
+    // before the first is used
+    uint it = lane;
+    for (; it + TPR < ni; it += 2u * TPR) {
+        ITEM wa[NR], wa2[NR];
+#ifdef GEGLU
+        ITEM wb[NR], wb2[NR];
+#endif
+        for (uint r = 0u; r < NR; r++) {
+            const uint row = min(r0 + r, pc.n_rows - 1u); // rows past the end: loaded, never stored
+            wa[r] = load_a(row * r4s, row * pc.row_u16, it, pc.n_in);
+            wa2[r] = load_a(row * r4s, row * pc.row_u16, it + TPR, pc.n_in);
+#ifdef GEGLU
+            wb[r] = load_b(row * r4s, row * pc.row_u16, it, pc.n_in);
+            wb2[r] = load_b(row * r4s, row * pc.row_u16, it + TPR, pc.n_in);
+#endif
+        }
+        for (uint c = 0u; c < NCOLS; c++) {
+            if (c < nc) {
+                for (uint r = 0u; r < NR; r++) {
+                    acc[r * NCOLS + c] += dot_a(wa[r], it, xb[c]) + dot_a(wa2[r], it + TPR, xb[c]);
+#ifdef GEGLU
+                    accb[r * NCOLS + c] += dot_b(wb[r], it, xb[c]) + dot_b(wb2[r], it + TPR, xb[c]);
+#endif
+                }
+            }
+        }
+    }
+    if (it < ni) {
         ITEM wa[NR];
 #ifdef GEGLU
         ITEM wb[NR];
 #endif
         for (uint r = 0u; r < NR; r++) {
-            const uint row = min(r0 + r, pc.n_rows - 1u); // rows past the end: loaded, never stored
+            const uint row = min(r0 + r, pc.n_rows - 1u);
             wa[r] = load_a(row * r4s, row * pc.row_u16, it, pc.n_in);
 #ifdef GEGLU
             wb[r] = load_b(row * r4s, row * pc.row_u16, it, pc.n_in);
