@@ -954,7 +954,8 @@ IG_TEST(vulkan_op_errors) {
 
 /* ---- the fast mat-vec (mv.comp) ------------------------------------------------ */
 
-static const ig_dtype k_fast_types[] = {IG_TYPE_F32, IG_TYPE_F16, IG_TYPE_BF16, IG_TYPE_Q8_0, IG_TYPE_Q4_K, IG_TYPE_Q6_K};
+static const ig_dtype k_fast_types[] = {IG_TYPE_F32,  IG_TYPE_F16,  IG_TYPE_BF16, IG_TYPE_Q4_0,
+                                        IG_TYPE_Q5_0, IG_TYPE_Q8_0, IG_TYPE_Q4_K, IG_TYPE_Q6_K};
 
 static int64_t fast_in(ig_dtype t) {
     int64_t be = (int64_t)ig_dtype_block_elems(t);
@@ -982,6 +983,7 @@ IG_TEST(vulkan_matmul_fast) {
     REQUIRE(ds != NULL);
     run_matmul(ds, IG_TYPE_Q6_K, 512, 50, 3, IG_VK_MATMUL_FAST, true, IG_VK_ROWS_TOKENS);
     run_matmul(ds, IG_TYPE_Q8_0, 256, 50, 1, IG_VK_MATMUL_FAST, false, IG_VK_ROWS_TOKENS);
+    run_matmul(ds, IG_TYPE_Q5_0, 256, 50, 4, IG_VK_MATMUL_FAST, true, IG_VK_ROWS_TOKENS);
     ds = device_staging();
     REQUIRE(ds != NULL);
     run_matmul(ds, IG_TYPE_Q4_K, 512, 40, 2, IG_VK_MATMUL_FAST, false, IG_VK_ROWS_TOKENS);
@@ -1016,7 +1018,7 @@ IG_TEST(vulkan_matmul_fast_rejects) {
     ig_vk_device *d = device();
     if (!d) return;
     weight w;
-    REQUIRE(weight_make(d, IG_TYPE_Q4_0, 64, 8, &w)); /* no fast path for Q4_0 */
+    REQUIRE(weight_make(d, IG_TYPE_Q5_K, 256, 8, &w)); /* no fast path for Q5_K */
     ig_vk_step *s;
     REQUIRE_OK(ig_vk_step_create(d, 1, &s));
     ig_vk_buffer *b;

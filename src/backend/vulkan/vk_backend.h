@@ -176,7 +176,7 @@ typedef enum ig_vk_matmul_path {
     IG_VK_MATMUL_AUTO = 0, /* mat-vec for <= 8 rows (FAST where it applies), tiled above */
     IG_VK_MATMUL_VEC,      /* generic mat-vec (matvec.comp), any type and view */
     IG_VK_MATMUL_TILED,
-    IG_VK_MATMUL_FAST,     /* mv.comp: F32/F16/BF16/Q8_0/Q4_K/Q6_K, x offset and stride
+    IG_VK_MATMUL_FAST,     /* mv.comp: F32/F16/BF16/Q4_0/Q5_0/Q8_0/Q4_K/Q6_K, x offset and stride
                               multiples of 4, float rows a multiple of 8 */
     IG_VK_MATMUL_COOPMAT,  /* mmcm.comp: tensor cores (NV cooperative matrix), f16
                               inputs; F16 and quantized weights (AUTO uses it above 8

@@ -444,6 +444,9 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
         d->max_block = d->info.max_memory_allocation_size ? d->info.max_memory_allocation_size : mb;
         if (d->info.max_buffer_size && d->info.max_buffer_size < d->max_block) d->max_block = d->info.max_buffer_size;
         d->align = d->info.min_storage_offset_align > 256 ? d->info.min_storage_offset_align : 256;
+        VkPhysicalDeviceProperties props;
+        ig_vk.vkGetPhysicalDeviceProperties(d->phys, &props);
+        d->timestamp_period = props.limits.timestampPeriod;
         d->wg_size = 64;
         /* mat-vec shape: 4 row groups of 32 on GPUs; one on CPU devices
          * (lavapipe runs a workgroup's subgroups one after the other) */

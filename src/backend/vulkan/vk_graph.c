@@ -5,6 +5,7 @@
  * or writes a range one of them read. */
 #include "backend/vulkan/vk_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,7 +38,57 @@ struct ig_vk_graph {
     bool ended, in_flight;
     ig_vk_matmul_path path;
     ig_vk_graph_stats stats;
+    /* $IGNIS_VK_PROFILE: a timestamp after every dispatch, summed per shader
+     * over the runs and printed (stderr) when the graph is freed */
+    VkQueryPool qpool;
+    int n_q, cap_q;
+    VkPipeline *q_pipe; /* pipeline of the dispatch ending at query i + 1 */
+    double *q_ns;       /* summed ns per dispatch */
+    int n_runs;
 };
+
+#define PROFILE_QUERIES 8192
+
+static void profile_collect(ig_vk_graph *g) {
+    if (!g->qpool || g->n_q < 2) return;
+    uint64_t *ts = ig_calloc_array((size_t)g->n_q, sizeof *ts);
+    if (!ts) return;
+    VkResult r = ig_vk.vkGetQueryPoolResults(g->dev->dev, g->qpool, 0, (uint32_t)g->n_q, (size_t)g->n_q * 8, ts, 8,
+                                             VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+    if (r == VK_SUCCESS) {
+        for (int i = 1; i < g->n_q; i++) g->q_ns[i - 1] += (double)(ts[i] - ts[i - 1]) * g->dev->timestamp_period;
+        g->n_runs++;
+    }
+    free(ts);
+}
+
+static void profile_print(ig_vk_graph *g) {
+    if (!g->qpool || g->n_runs == 0) return;
+    /* sum per shader name */
+    const char *names[128];
+    double tot[128];
+    int cnt[128], n = 0;
+    double all = 0;
+    for (int i = 0; i + 1 < g->n_q; i++) {
+        const char *nm = ig_vk_pipeline_name(g->dev, g->q_pipe[i]);
+        int k = 0;
+        while (k < n && strcmp(names[k], nm)) k++;
+        if (k == n && n < 128) names[n] = nm, tot[n] = 0, cnt[n] = 0, n++;
+        if (k < n) tot[k] += g->q_ns[i], cnt[k]++;
+        all += g->q_ns[i];
+    }
+    fprintf(stderr, "vulkan profile: graph of %d tokens, %d runs, %.1f us per run, %d dispatches\n", g->max_tokens,
+            g->n_runs, all / g->n_runs / 1e3, g->n_q - 1);
+    for (int pass = 0; pass < n; pass++) {
+        int best = -1;
+        for (int k = 0; k < n; k++)
+            if (cnt[k] >= 0 && (best < 0 || tot[k] > tot[best])) best = k;
+        if (best < 0) break;
+        fprintf(stderr, "  %-24s %5d x %9.1f us = %9.1f us per run (%4.1f%%)\n", names[best], cnt[best],
+                tot[best] / g->n_runs / 1e3 / cnt[best], tot[best] / g->n_runs / 1e3, 100.0 * tot[best] / all);
+        cnt[best] = -1;
+    }
+}
 
 ig_vk_device *ig_vk_graph_device(ig_vk_graph *g) { return g->dev; }
 int ig_vk_graph_max_tokens(const ig_vk_graph *g) { return g->max_tokens; }
@@ -92,11 +143,23 @@ ig_status ig_vk_graph_begin(ig_vk_device *d, ig_vk_step *step, int max_tokens, i
         ig_vk_graph_free(g);
         return st;
     }
+    if (getenv("IGNIS_VK_PROFILE")) {
+        VkQueryPoolCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                                     .queryType = VK_QUERY_TYPE_TIMESTAMP,
+                                     .queryCount = PROFILE_QUERIES};
+        g->q_pipe = ig_calloc_array(PROFILE_QUERIES, sizeof *g->q_pipe);
+        g->q_ns = ig_calloc_array(PROFILE_QUERIES, sizeof *g->q_ns);
+        if (g->q_pipe && g->q_ns && ig_vk.vkCreateQueryPool(d->dev, &qci, NULL, &g->qpool) == VK_SUCCESS) {
+            g->cap_q = PROFILE_QUERIES;
+            ig_vk.vkCmdResetQueryPool(g->cb, g->qpool, 0, PROFILE_QUERIES);
+        }
+    }
     /* host writes (step values) and any earlier submission before this one */
     full_barrier(g->cb,
                  VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                  VK_ACCESS_HOST_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT,
                  VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+    if (g->qpool) ig_vk.vkCmdWriteTimestamp(g->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, g->qpool, (uint32_t)g->n_q++);
     *out = g;
     return IG_OK;
 }
@@ -140,6 +203,7 @@ ig_status ig_vk_graph_wait(ig_vk_graph *g) {
     if (r != VK_SUCCESS) return ig_vk_fail(r, "vkWaitForFences");
     g->in_flight = false;
     ig_vk_step_busy(g->step, -1);
+    profile_collect(g);
     return IG_OK;
 }
 
@@ -170,6 +234,7 @@ ig_status ig_vk_graphs_run(ig_vk_graph *const *gs, int n) {
     r = ig_vk.vkWaitForFences(g0->dev->dev, 1, &g0->fence, VK_TRUE, UINT64_MAX);
     for (int i = 0; i < n; i++) ig_vk_step_busy(gs[i]->step, -1);
     if (r != VK_SUCCESS) return ig_vk_fail(r, "vkWaitForFences");
+    for (int i = 0; i < n; i++) profile_collect(gs[i]);
     return IG_OK;
 }
 
@@ -180,6 +245,10 @@ void ig_vk_graph_free(ig_vk_graph *g) {
         ig_vk.vkWaitForFences(d->dev, 1, &g->fence, VK_TRUE, UINT64_MAX);
         ig_vk_step_busy(g->step, -1);
     }
+    profile_print(g);
+    if (g->qpool) ig_vk.vkDestroyQueryPool(d->dev, g->qpool, NULL);
+    free(g->q_pipe);
+    free(g->q_ns);
     if (g->fence) ig_vk.vkDestroyFence(d->dev, g->fence, NULL);
     if (g->cb) ig_vk.vkFreeCommandBuffers(d->dev, d->pool, 1, &g->cb);
     for (int i = 0; i < g->n_pools; i++) ig_vk.vkDestroyDescriptorPool(d->dev, g->pools[i], NULL);
@@ -325,5 +394,9 @@ ig_status ig_vk_rec_dispatch(ig_vk_graph *g, VkPipeline pipe, const ig_vk_part *
     if (pc_size) ig_vk.vkCmdPushConstants(g->cb, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, pc_size, pc);
     ig_vk.vkCmdDispatch(g->cb, gx, gy, gz);
     g->stats.n_dispatch++;
+    if (g->qpool && g->n_q < g->cap_q) {
+        g->q_pipe[g->n_q - 1] = pipe;
+        ig_vk.vkCmdWriteTimestamp(g->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, g->qpool, (uint32_t)g->n_q++);
+    }
     return IG_OK;
 }

@@ -67,7 +67,12 @@
     X(vkDestroyFence)                                                                              \
     X(vkWaitForFences)                                                                             \
     X(vkResetFences)                                                                               \
-    X(vkDeviceWaitIdle)
+    X(vkDeviceWaitIdle)                                                                            \
+    X(vkCreateQueryPool)                                                                           \
+    X(vkDestroyQueryPool)                                                                          \
+    X(vkCmdResetQueryPool)                                                                         \
+    X(vkCmdWriteTimestamp)                                                                         \
+    X(vkGetQueryPoolResults)
 
 typedef struct ig_vk_fns {
     PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr;
@@ -173,11 +178,14 @@ struct ig_vk_device {
     bool force_staging; /* device memory is never mapped (tests) */
     bool coopmat;       /* VK_NV_cooperative_matrix + shaderFloat16 enabled: mmcm.comp */
     ig_vk_buffer *dummy; /* bound to unused descriptor slots */
+    float timestamp_period; /* ns per timestamp tick (profiling) */
 };
 
-/* Weight rows on the device: ggml's block layout, except Q8_0 and Q6_K rows,
- * which are stored field by field so that the quantized bytes of a row are
- * contiguous and 16-byte aligned (for 128-bit loads):
+/* Weight rows on the device: ggml's block layout, except Q4_0, Q5_0, Q8_0 and
+ * Q6_K rows, which are stored field by field so that the quantized bytes of a
+ * row are contiguous and 16-byte aligned (for 128-bit loads):
+ *   Q4_0: [qs: 16 nb][d: nb f16]
+ *   Q5_0: [qs: 16 nb][qh: 4 nb][d: nb f16]
  *   Q8_0: [qs: 32 nb int8][d: nb f16]
  *   Q6_K: [ql: 128 nb][qh: 64 nb][scales: 16 nb][d: nb f16]
  * (nb blocks per row). Every row is padded to a multiple of 16 bytes. */
@@ -196,6 +204,8 @@ ig_status ig_vk_pipeline(ig_vk_device *d, const char *name, uint32_t spec0, uint
 ig_status ig_vk_pipeline3(ig_vk_device *d, const char *name, uint32_t spec0, uint32_t spec1, uint32_t spec2,
                           VkPipeline *out);
 ig_status ig_vk_pipelines_init(ig_vk_device *d);
+/* The shader name of a pipeline made by ig_vk_pipeline (profiling). */
+const char *ig_vk_pipeline_name(const ig_vk_device *d, VkPipeline pipe);
 void ig_vk_pipelines_free(ig_vk_device *d);
 
 /* The step's buffer (binding 0 of every dispatch), and the count of

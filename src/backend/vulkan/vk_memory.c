@@ -210,7 +210,9 @@ ig_status ig_vk_buffer_create(ig_vk_device *d, ig_vk_mem mem, uint64_t size, ig_
     return IG_OK;
 }
 
-bool ig_vk_weight_repacked(ig_dtype type) { return type == IG_TYPE_Q8_0 || type == IG_TYPE_Q6_K; }
+bool ig_vk_weight_repacked(ig_dtype type) {
+    return type == IG_TYPE_Q8_0 || type == IG_TYPE_Q6_K || type == IG_TYPE_Q4_0 || type == IG_TYPE_Q5_0;
+}
 
 ig_status ig_vk_weight_create(ig_vk_device *d, ig_dtype type, int64_t ne0, int64_t ne1, ig_vk_buffer **out) {
     *out = NULL;
@@ -420,6 +422,20 @@ static void pack_row(const ig_vk_buffer *w, const uint8_t *src, uint8_t *dst, bo
             } else {
                 memcpy(dst + g + 2, src + qs, 32);
                 memcpy(dst + g, src + dd, 2);
+            }
+        }
+    } else if (w->type == IG_TYPE_Q4_0 || w->type == IG_TYPE_Q5_0) {
+        const bool q5 = w->type == IG_TYPE_Q5_0;
+        const uint64_t bs = q5 ? 22 : 18, nb = rb / bs;
+        for (uint64_t b = 0; b < nb; b++) {
+            const uint64_t g = b * bs;
+            /* fields: d (2 bytes), [qh (4)], qs (16) -> qs, [qh], d */
+            const uint64_t off[3] = {b * 16, nb * 16 + b * 4, nb * (q5 ? 20 : 16) + b * 2};
+            const uint64_t goff[3] = {q5 ? 6 : 2, 2, 0}, len[3] = {16, q5 ? 4 : 0, 2};
+            for (int f = 0; f < 3; f++) {
+                if (!len[f]) continue;
+                if (!unpack) memcpy(dst + off[f], src + g + goff[f], len[f]);
+                else memcpy(dst + g + goff[f], src + off[f], len[f]);
             }
         }
     } else if (w->type == IG_TYPE_Q6_K) {

@@ -248,6 +248,8 @@ bool ig_vk_matmul_fast_ok(ig_dtype type, int64_t n_in, uint32_t x_off, uint32_t 
     case IG_TYPE_F32:
     case IG_TYPE_F16:
     case IG_TYPE_BF16: return n_in % 8 == 0;
+    case IG_TYPE_Q4_0:
+    case IG_TYPE_Q5_0:
     case IG_TYPE_Q8_0:
     case IG_TYPE_Q4_K:
     case IG_TYPE_Q6_K: return true; /* whole blocks */

@@ -44,6 +44,12 @@ void ig_vk_pipelines_free(ig_vk_device *d) {
     d->dsl = VK_NULL_HANDLE;
 }
 
+const char *ig_vk_pipeline_name(const ig_vk_device *d, VkPipeline pipe) {
+    for (int i = 0; i < d->n_pipes; i++)
+        if (d->pipes[i].pipe == pipe) return ig_vk_shader_table[d->pipes[i].shader].name;
+    return "?";
+}
+
 static int find_shader(const char *name) {
     for (int i = 0; i < ig_vk_shader_count; i++)
         if (strcmp(ig_vk_shader_table[i].name, name) == 0) return i;

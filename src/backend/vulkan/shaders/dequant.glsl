@@ -58,20 +58,20 @@ void FN(dq8)(uint base, uint g, uint n_in, out vec4 lo, out vec4 hi) {
               float(bitfieldExtract(e, 0, 8)), float(bitfieldExtract(e, 8, 8))) * d;
 }
 #elif defined(TYPE_Q4_0) || defined(TYPE_Q5_0)
-// Q4_0: f16 d, u8 qs[16]            (18 bytes): q = nibble - 8
-// Q5_0: f16 d, u8 qh[4], u8 qs[16]  (22 bytes): q = (nibble | bit e of qh << 4) - 16
-// Element j < 16 is the low nibble of qs[j], element j + 16 the high nibble.
+// Repacked rows (vk_internal.h), nb = n_in / 32 blocks:
+//   Q4_0: [qs: 16 nb][d: nb f16]              q = nibble - 8
+//   Q5_0: [qs: 16 nb][qh: 4 nb][d: nb f16]    q = (nibble | bit e of qh << 4) - 16
+// Element j < 16 of a block is the low nibble of qs[j], element j + 16 the high nibble.
 void FN(dq8)(uint base, uint g, uint n_in, out vec4 lo, out vec4 hi) {
-    uint sub = g & 3u;
+    uint nb = n_in >> 5, b = g >> 2, sub = g & 3u;
+    uint q = base + b * 8u + (sub & 1u) * 4u;
 #if defined(TYPE_Q4_0)
-    uint bb = base + (g >> 2) * 9u;
-    uint q = bb + 1u + (sub & 1u) * 4u;
+    float d = h2f(uint(W16[base + nb * 8u + b]));
 #else
-    uint bb = base + (g >> 2) * 11u;
-    uint qh = (uint(W16[bb + 1u]) | (uint(W16[bb + 2u]) << 16)) >> (sub * 8u);
-    uint q = bb + 3u + (sub & 1u) * 4u;
+    float d = h2f(uint(W16[base + nb * 10u + b]));
+    uint qhi = base + nb * 8u + b * 2u;
+    uint qh = (uint(W16[qhi]) | (uint(W16[qhi + 1u]) << 16)) >> (sub * 8u);
 #endif
-    float d = h2f(uint(W16[bb]));
     uint sh = (sub >> 1) * 4u;
     float v[8];
     for (uint k = 0u; k < 4u; k++) {

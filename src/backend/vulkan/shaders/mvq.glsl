@@ -125,6 +125,48 @@ float FN(dot)(ITEM w, uint it, uint xb) {
     return w.d * s;
 }
 
+#elif defined(TYPE_Q4_0) || defined(TYPE_Q5_0)
+// item = one block: 16 bytes of nibbles (element j: low nibble of byte j,
+// element j + 16: high nibble), [32 high bits], f16 scale.
+#ifndef MV_ITEM_DEFINED
+#define MV_ITEM_DEFINED
+#define MV_ITEMS(n) ((n) >> 5)
+struct ITEM { uvec4 q; uint h; float d; };
+#endif
+ITEM FN(load)(uint r4, uint r16, uint it, uint n_in) {
+    uint nb = n_in >> 5;
+    ITEM w;
+    w.q = W4[r4 + it];
+#if defined(TYPE_Q4_0)
+    w.h = 0u;
+    w.d = unpackHalf2x16(uint(W16[r16 + nb * 8u + it])).x;
+#else
+    w.h = uint(W16[r16 + nb * 8u + it * 2u]) | (uint(W16[r16 + nb * 8u + it * 2u + 1u]) << 16);
+    w.d = unpackHalf2x16(uint(W16[r16 + nb * 10u + it])).x;
+#endif
+    return w;
+}
+float FN(dot)(ITEM w, uint it, uint xb) {
+    uint e = it * 8u;
+    float s = 0.0, sx = 0.0;
+    for (uint k = 0u; k < 4u; k++) {
+        vec4 xl = xs4[xb + e + k], xh = xs4[xb + e + 4u + k];
+        uvec4 lo = (uvec4(w.q[k]) >> uvec4(0u, 8u, 16u, 24u)) & 0xFu;
+        uvec4 hi = (uvec4(w.q[k]) >> uvec4(4u, 12u, 20u, 28u)) & 0xFu;
+#if defined(TYPE_Q5_0)
+        lo |= ((uvec4(w.h) >> (uvec4(0u, 1u, 2u, 3u) + 4u * k)) & 1u) << 4;
+        hi |= ((uvec4(w.h) >> (uvec4(16u, 17u, 18u, 19u) + 4u * k)) & 1u) << 4;
+#endif
+        s += dot(vec4(lo), xl) + dot(vec4(hi), xh);
+        sx += dot(xl + xh, vec4(1.0));
+    }
+#if defined(TYPE_Q4_0)
+    return w.d * (s - 8.0 * sx);
+#else
+    return w.d * (s - 16.0 * sx);
+#endif
+}
+
 #elif defined(TYPE_F16) || defined(TYPE_BF16)
 // item = 8 weights (one uvec4)
 #ifndef MV_ITEM_DEFINED
