@@ -464,7 +464,8 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
                 d->mv_nrn = c;
             }
         }
-        d->attn_wgs = 256;
+        d->attn_wgs = 512;
+        d->norm_wg = cpu ? 128 : (d->info.max_wg_invocations >= 1024 ? 1024 : 256);
         const char *aw = getenv("IGNIS_VK_ATTN_WGS");
         if (aw && atoi(aw) > 0) d->attn_wgs = (uint32_t)atoi(aw);
         const char *al = getenv("IGNIS_VK_ATTN");

@@ -174,6 +174,7 @@ struct ig_vk_device {
      * ($IGNIS_VK_ATTN_WGS); attn_legacy selects attention.comp
      * ($IGNIS_VK_ATTN=legacy) */
     uint32_t attn_wgs;
+    uint32_t norm_wg; /* workgroup of the row norms: wide on GPUs (few rows, latency-bound) */
     bool attn_legacy;
     bool force_staging; /* device memory is never mapped (tests) */
     bool coopmat;       /* VK_NV_cooperative_matrix + shaderFloat16 enabled: mmcm.comp */

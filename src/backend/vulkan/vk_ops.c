@@ -11,7 +11,6 @@
 #define MATVEC_MAX_COLS 8
 #define MATVEC_ROWS 2 /* NROWS in matvec.comp */
 #define MATMUL_TILE 64
-#define NORM_WG 128
 #define ELT_WG 256
 
 static ig_status bad(ig_vk_graph *g, const char *fmt, const char *what) {
@@ -118,7 +117,9 @@ static ig_status norm_common(ig_vk_graph *g, const char *shader, ig_vk_rows rows
     IG_TRY(view_bind(g, "norm dst", dst.buf, dst.offset, ys, T, (uint64_t)width, 4, true, &b[2], &yoff));
     IG_TRY(ig_vk_rec_hazards(g, b, 3));
     VkPipeline pipe;
-    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(ig_vk_graph_device(g), shader, NORM_WG, 0, &pipe)));
+    ig_vk_device *dv = ig_vk_graph_device(g);
+    const uint32_t wg = d >= 1024 ? dv->norm_wg : (dv->norm_wg < 256 ? dv->norm_wg : 256);
+    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(dv, shader, wg, 0, &pipe)));
     struct {
         uint32_t rows_sel, d, x_off, x_stride, y_off, y_stride, w_off;
         float eps;
@@ -155,7 +156,8 @@ ig_status ig_vk_op_add_rmsnorm_norm(ig_vk_graph *g, ig_vk_rows rows, ig_vk_view 
     IG_TRY(view_bind(g, "norm dst", xn.buf, xn.offset, zs, T, w, 4, true, &b[4], &zoff));
     IG_TRY(ig_vk_rec_hazards(g, b, 5));
     VkPipeline pipe;
-    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(ig_vk_graph_device(g), "add_rmsnorm_norm", NORM_WG, 0, &pipe)));
+    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(ig_vk_graph_device(g), "add_rmsnorm_norm",
+                                                   ig_vk_graph_device(g)->norm_wg, 0, &pipe)));
     struct {
         uint32_t rows_sel, d, x_off, x_stride, y_off, y_stride, w_off;
         float eps;
@@ -437,7 +439,7 @@ ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, i
     if (chunks > 32) chunks = 32;
     if (chunks < 1) chunks = 1;
     uint64_t C = (n_keys + chunks - 1) / chunks;
-    C = (C + 63) / 64 * 64;
+    C = (C + 15) / 16 * 16;
     chunks = (n_keys + C - 1) / C;
     pc.chunk = (uint32_t)C;
     pc.n_chunks = (uint32_t)chunks;

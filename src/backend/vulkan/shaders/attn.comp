@@ -71,9 +71,9 @@ void main() {
     const uint base = uint(s) * pc.cap * pc.kv_dim + kvh * pc.hd;
 
     float q[G * MAXD], o[G * MAXD], m[G], l[G];
-    for (uint g = 0u; g < G; g++) {
+    [[unroll]] for (uint g = 0u; g < G; g++) {
         const uint qb = pc.q_off + t * pc.q_stride + (kvh * G + g) * pc.hd;
-        for (uint k = 0u; k < MAXD; k++) {
+        [[unroll]] for (uint k = 0u; k < MAXD; k++) {
             q[g * MAXD + k] = k < dpl ? qs[qb + lane + k * SG] : 0.0;
             o[g * MAXD + k] = 0.0;
         }
@@ -86,39 +86,39 @@ void main() {
         const uint kb = pc.kc_off + base + slot * pc.kv_dim + lane;
         const uint vb = pc.vc_off + base + slot * pc.kv_dim + lane;
         float kv[MAXD], vv[MAXD];
-        for (uint k = 0u; k < MAXD; k++) {
+        [[unroll]] for (uint k = 0u; k < MAXD; k++) {
             kv[k] = k < dpl ? KV_GET(kc, kb + k * SG) : 0.0;
             vv[k] = k < dpl ? KV_GET(vc, vb + k * SG) : 0.0;
         }
-        for (uint g = 0u; g < G; g++) {
+        [[unroll]] for (uint g = 0u; g < G; g++) {
             float d = 0.0;
-            for (uint k = 0u; k < MAXD; k++) d += q[g * MAXD + k] * kv[k];
+            [[unroll]] for (uint k = 0u; k < MAXD; k++) d += q[g * MAXD + k] * kv[k];
             float sc = subgroupAdd(d) * pc.scale;
             if (pc.softcap > 0.0) sc = pc.softcap * tanh_acc(sc / pc.softcap);
             const float mn = max(m[g], sc);
             const float alpha = exp(m[g] - mn), pj = exp(sc - mn);
             l[g] = l[g] * alpha + pj;
-            for (uint k = 0u; k < MAXD; k++) o[g * MAXD + k] = o[g * MAXD + k] * alpha + pj * vv[k];
+            [[unroll]] for (uint k = 0u; k < MAXD; k++) o[g * MAXD + k] = o[g * MAXD + k] * alpha + pj * vv[k];
             m[g] = mn;
         }
     }
 
     // merge the subgroups
-    for (uint g = 0u; g < G; g++) {
+    [[unroll]] for (uint g = 0u; g < G; g++) {
         if (lane == 0u) {
             s_m[sgi * G + g] = m[g];
             s_l[sgi * G + g] = l[g];
         }
-        for (uint k = 0u; k < MAXD; k++)
+        [[unroll]] for (uint k = 0u; k < MAXD; k++)
             if (k < dpl) s_o[(sgi * G + g) * 256u + lane + k * SG] = o[g * MAXD + k];
     }
     barrier();
     for (uint i = tid; i < G * pc.hd; i += gl_WorkGroupSize.x) {
         const uint g = i / pc.hd, d = i % pc.hd;
         float M = -1.0e30;
-        for (uint w = 0u; w < NSG; w++) M = max(M, s_m[w * G + g]);
+        [[unroll]] for (uint w = 0u; w < NSG; w++) M = max(M, s_m[w * G + g]);
         float L = 0.0, O = 0.0;
-        for (uint w = 0u; w < NSG; w++) {
+        [[unroll]] for (uint w = 0u; w < NSG; w++) {
             const float f = exp(s_m[w * G + g] - M);
             L += s_l[w * G + g] * f;
             O += s_o[(w * G + g) * 256u + d] * f;

@@ -20,7 +20,7 @@ void FN(dq8)(uint base, uint g, uint n_in, out vec4 lo, out vec4 hi) {
         hi = vec4(W32[b + 4u], W32[b + 5u], W32[b + 6u], W32[b + 7u]);
     } else {
         float v[8];
-        for (uint k = 0u; k < 8u; k++) v[k] = e + k < n_in ? W32[b + k] : 0.0;
+        [[unroll]] for (uint k = 0u; k < 8u; k++) v[k] = e + k < n_in ? W32[b + k] : 0.0;
         lo = vec4(v[0], v[1], v[2], v[3]);
         hi = vec4(v[4], v[5], v[6], v[7]);
     }
@@ -38,9 +38,9 @@ void FN(dq8)(uint base, uint g, uint n_in, out vec4 lo, out vec4 hi) {
     uint b = base + e;
     float v[8];
     if (e + 8u <= n_in) {
-        for (uint k = 0u; k < 8u; k++) v[k] = FN(cvt)(uint(W16[b + k]));
+        [[unroll]] for (uint k = 0u; k < 8u; k++) v[k] = FN(cvt)(uint(W16[b + k]));
     } else {
-        for (uint k = 0u; k < 8u; k++) v[k] = e + k < n_in ? FN(cvt)(uint(W16[b + k])) : 0.0;
+        [[unroll]] for (uint k = 0u; k < 8u; k++) v[k] = e + k < n_in ? FN(cvt)(uint(W16[b + k])) : 0.0;
     }
     lo = vec4(v[0], v[1], v[2], v[3]);
     hi = vec4(v[4], v[5], v[6], v[7]);
@@ -74,7 +74,7 @@ void FN(dq8)(uint base, uint g, uint n_in, out vec4 lo, out vec4 hi) {
 #endif
     uint sh = (sub >> 1) * 4u;
     float v[8];
-    for (uint k = 0u; k < 4u; k++) {
+    [[unroll]] for (uint k = 0u; k < 4u; k++) {
         uint w = uint(W16[q + k]);
         uint n0 = (w >> sh) & 0xFu, n1 = (w >> (8u + sh)) & 0xFu;
 #if defined(TYPE_Q4_0)
@@ -123,7 +123,7 @@ void FN(dq8)(uint base, uint g, uint n_in, out vec4 lo, out vec4 hi) {
     uint qh = bb + 8u + (l0 >> 1);
 #endif
     float v[8];
-    for (uint k = 0u; k < 4u; k++) {
+    [[unroll]] for (uint k = 0u; k < 4u; k++) {
         uint w = uint(W16[q + k]);
         uint n0 = (w >> sh) & 0xFu, n1 = (w >> (8u + sh)) & 0xFu;
 #if defined(TYPE_Q5_K)
@@ -154,7 +154,7 @@ void FN(dq8)(uint base, uint g, uint n_in, out vec4 lo, out vec4 hi) {
     uint qh = base + ((nb * 128u + b * 64u + n * 32u + l0) >> 1);
     uint sh4 = (qq >> 1) * 4u, sh2 = qq * 2u;
     float v[8];
-    for (uint k = 0u; k < 4u; k++) {
+    [[unroll]] for (uint k = 0u; k < 4u; k++) {
         uint w = uint(W16[ql + k]), h = uint(W16[qh + k]);
         int q0 = int(((w >> sh4) & 0xFu) | (((h >> sh2) & 3u) << 4)) - 32;
         int q1 = int(((w >> (8u + sh4)) & 0xFu) | (((h >> (8u + sh2)) & 3u) << 4)) - 32;

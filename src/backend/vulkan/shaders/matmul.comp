@@ -44,7 +44,7 @@ void main() {
 #ifdef GEGLU
     float accb[16];
 #endif
-    for (uint k = 0u; k < 16u; k++) {
+    [[unroll]] for (uint k = 0u; k < 16u; k++) {
         acc[k] = 0.0;
 #ifdef GEGLU
         accb[k] = 0.0;
@@ -64,7 +64,7 @@ void main() {
 #endif
         }
         const uint kb = lg * 8u;
-        for (uint k = 0u; k < 4u; k++) {
+        [[unroll]] for (uint k = 0u; k < 4u; k++) {
             sa[(kb + k) * (BM + PAD) + lr] = lo[k];
             sa[(kb + 4u + k) * (BM + PAD) + lr] = hi[k];
 #ifdef GEGLU
@@ -76,27 +76,27 @@ void main() {
         {
             const uint t = col0 + lr;
             const uint xb = pc.x_off + t * pc.x_stride + k0 + kb;
-            for (uint k = 0u; k < 8u; k++) {
+            [[unroll]] for (uint k = 0u; k < 8u; k++) {
                 float v = 0.0;
                 if (t < n && k0 + kb + k < pc.n_in) v = xs[xb + k];
                 sx[(kb + k) * (BN + PAD) + lr] = v;
             }
         }
         barrier();
-        for (uint k = 0u; k < BK; k++) {
+        [[unroll]] for (uint k = 0u; k < BK; k++) {
             float a[4], b[4];
 #ifdef GEGLU
             float a2[4];
 #endif
-            for (uint i = 0u; i < 4u; i++) {
+            [[unroll]] for (uint i = 0u; i < 4u; i++) {
                 a[i] = sa[k * (BM + PAD) + tx + 16u * i];
 #ifdef GEGLU
                 a2[i] = sb[k * (BM + PAD) + tx + 16u * i];
 #endif
                 b[i] = sx[k * (BN + PAD) + ty + 16u * i];
             }
-            for (uint i = 0u; i < 4u; i++)
-                for (uint j = 0u; j < 4u; j++) {
+            [[unroll]] for (uint i = 0u; i < 4u; i++)
+                [[unroll]] for (uint j = 0u; j < 4u; j++) {
                     acc[i * 4u + j] += a[i] * b[j];
 #ifdef GEGLU
                     accb[i * 4u + j] += a2[i] * b[j];
@@ -106,10 +106,10 @@ void main() {
         barrier();
     }
 
-    for (uint j = 0u; j < 4u; j++) {
+    [[unroll]] for (uint j = 0u; j < 4u; j++) {
         const uint t = col0 + ty + 16u * j;
         if (t >= n) break;
-        for (uint i = 0u; i < 4u; i++) {
+        [[unroll]] for (uint i = 0u; i < 4u; i++) {
             const uint r = row0 + tx + 16u * i;
             if (r < pc.n_rows) {
                 float v = acc[i * 4u + j];

@@ -46,7 +46,7 @@ void main() {
 #ifdef GEGLU
     float accb[NROWS * NCOLS];
 #endif
-    for (uint k = 0u; k < NROWS * NCOLS; k++) {
+    [[unroll]] for (uint k = 0u; k < NROWS * NCOLS; k++) {
         acc[k] = 0.0;
 #ifdef GEGLU
         accb[k] = 0.0;
@@ -58,7 +58,7 @@ void main() {
 #ifdef GEGLU
         vec4 bl[NROWS], bh[NROWS];
 #endif
-        for (uint r = 0u; r < NROWS; r++) {
+        [[unroll]] for (uint r = 0u; r < NROWS; r++) {
             if (r0 + r < pc.n_rows) {
                 dq8_a((r0 + r) * pc.row_u16, g, pc.n_in, wl[r], wh[r]);
 #ifdef GEGLU
@@ -73,14 +73,14 @@ void main() {
 #endif
             }
         }
-        for (uint c = 0u; c < NCOLS; c++) {
+        [[unroll]] for (uint c = 0u; c < NCOLS; c++) {
             if (c < nc) {
                 uint xb = pc.x_off + (c0 + c) * pc.x_stride + g * 8u;
                 vec4 xl, xh;
 #ifdef ROW_TAIL
                 if (g * 8u + 8u > pc.n_in) {
                     float v[8];
-                    for (uint k = 0u; k < 8u; k++) v[k] = g * 8u + k < pc.n_in ? xs[xb + k] : 0.0;
+                    [[unroll]] for (uint k = 0u; k < 8u; k++) v[k] = g * 8u + k < pc.n_in ? xs[xb + k] : 0.0;
                     xl = vec4(v[0], v[1], v[2], v[3]);
                     xh = vec4(v[4], v[5], v[6], v[7]);
                 } else
@@ -89,7 +89,7 @@ void main() {
                     xl = vec4(xs[xb], xs[xb + 1u], xs[xb + 2u], xs[xb + 3u]);
                     xh = vec4(xs[xb + 4u], xs[xb + 5u], xs[xb + 6u], xs[xb + 7u]);
                 }
-                for (uint r = 0u; r < NROWS; r++) {
+                [[unroll]] for (uint r = 0u; r < NROWS; r++) {
                     acc[r * NCOLS + c] += dot(wl[r], xl) + dot(wh[r], xh);
 #ifdef GEGLU
                     accb[r * NCOLS + c] += dot(bl[r], xl) + dot(bh[r], xh);
@@ -101,7 +101,7 @@ void main() {
 
     // Reduce: subgroups first, then across subgroups through shared memory.
     const uint K = NROWS * NCOLS;
-    for (uint k = 0u; k < K; k++) {
+    [[unroll]] for (uint k = 0u; k < K; k++) {
         float s = subgroupAdd(acc[k]);
 #ifdef GEGLU
         float sb = subgroupAdd(accb[k]);

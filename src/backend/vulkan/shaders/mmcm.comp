@@ -50,8 +50,8 @@ void main() {
 #ifdef GEGLU
     fcoopmatNV<32, gl_ScopeSubgroup, 16, 8> acc2[2][4];
 #endif
-    for (uint i = 0u; i < 2u; i++)
-        for (uint j = 0u; j < 4u; j++) {
+    [[unroll]] for (uint i = 0u; i < 2u; i++)
+        [[unroll]] for (uint j = 0u; j < 4u; j++) {
             acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>(0.0);
 #ifdef GEGLU
             acc2[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>(0.0);
@@ -60,7 +60,7 @@ void main() {
 
     for (uint k0 = 0u; k0 < pc.n_in; k0 += BK) {
         // weights: 128 rows x 4 groups of 8
-        for (uint h = 0u; h < 2u; h++) {
+        [[unroll]] for (uint h = 0u; h < 2u; h++) {
             const uint idx = tid + h * 256u, r = idx / 4u, gq = idx % 4u, g = k0 / 8u + gq;
             vec4 lo = vec4(0.0), hi = vec4(0.0);
 #ifdef GEGLU
@@ -73,7 +73,7 @@ void main() {
 #endif
             }
             const uint o = r * LD + gq * 8u;
-            for (uint k = 0u; k < 4u; k++) {
+            [[unroll]] for (uint k = 0u; k < 4u; k++) {
                 sa[o + k] = float16_t(lo[k]);
                 sa[o + 4u + k] = float16_t(hi[k]);
 #ifdef GEGLU
@@ -86,25 +86,25 @@ void main() {
         {
             const uint t = tid / 4u, kk = (tid % 4u) * 8u;
             const uint xb = pc.x_off + (col0 + t) * pc.x_stride + k0 + kk;
-            for (uint k = 0u; k < 8u; k++) {
+            [[unroll]] for (uint k = 0u; k < 8u; k++) {
                 float v = 0.0;
                 if (col0 + t < n && k0 + kk + k < pc.n_in) v = xs[xb + k];
                 sb[t * LD + kk + k] = float16_t(v);
             }
         }
         barrier();
-        for (uint kk = 0u; kk < BK; kk += 16u) {
+        [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
             fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[2];
             fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> b[4];
-            for (uint j = 0u; j < 4u; j++) coopMatLoadNV(b[j], sb, (wn * 32u + j * 8u) * LD + kk, LD, true);
-            for (uint i = 0u; i < 2u; i++) {
+            [[unroll]] for (uint j = 0u; j < 4u; j++) coopMatLoadNV(b[j], sb, (wn * 32u + j * 8u) * LD + kk, LD, true);
+            [[unroll]] for (uint i = 0u; i < 2u; i++) {
                 coopMatLoadNV(a[i], sa, (wm * 32u + i * 16u) * LD + kk, LD, false);
-                for (uint j = 0u; j < 4u; j++) acc[i][j] = coopMatMulAddNV(a[i], b[j], acc[i][j]);
+                [[unroll]] for (uint j = 0u; j < 4u; j++) acc[i][j] = coopMatMulAddNV(a[i], b[j], acc[i][j]);
             }
 #ifdef GEGLU
-            for (uint i = 0u; i < 2u; i++) {
+            [[unroll]] for (uint i = 0u; i < 2u; i++) {
                 coopMatLoadNV(a[i], sa2, (wm * 32u + i * 16u) * LD + kk, LD, false);
-                for (uint j = 0u; j < 4u; j++) acc2[i][j] = coopMatMulAddNV(a[i], b[j], acc2[i][j]);
+                [[unroll]] for (uint j = 0u; j < 4u; j++) acc2[i][j] = coopMatMulAddNV(a[i], b[j], acc2[i][j]);
             }
 #endif
         }
@@ -113,8 +113,8 @@ void main() {
 
     // epilogue: fragment by fragment through this subgroup's staging area
     const uint sbase = warp * 256u;
-    for (uint i = 0u; i < 2u; i++)
-        for (uint j = 0u; j < 4u; j++) {
+    [[unroll]] for (uint i = 0u; i < 2u; i++)
+        [[unroll]] for (uint j = 0u; j < 4u; j++) {
             coopMatStoreNV(acc[i][j], stage, sbase, 16u, true); // (m, n) at n * 16 + m
 #ifdef GEGLU
             coopMatStoreNV(acc2[i][j], stage, sbase + 128u, 16u, true);

@@ -78,14 +78,14 @@ void main() {
     const uint ni = MV_ITEMS(pc.n_in);
     const uint r4s = pc.row_u16 >> 3;
 
-    for (uint k = 0u; k < NR * NCOLS; k++) {
+    [[unroll]] for (uint k = 0u; k < NR * NCOLS; k++) {
         acc[k] = 0.0;
 #ifdef GEGLU
         accb[k] = 0.0;
 #endif
     }
     uint xb[NCOLS];
-    for (uint c = 0u; c < NCOLS; c++) xb[c] = (pc.x_off + (c0 + min(c, nc - 1u)) * pc.x_stride) >> 2;
+    [[unroll]] for (uint c = 0u; c < NCOLS; c++) xb[c] = (pc.x_off + (c0 + min(c, nc - 1u)) * pc.x_stride) >> 2;
 
     // two items per lane per iteration: both rows' loads are in flight
     // before the first is used
@@ -95,7 +95,7 @@ void main() {
 #ifdef GEGLU
         ITEM wb[NR], wb2[NR];
 #endif
-        for (uint r = 0u; r < NR; r++) {
+        [[unroll]] for (uint r = 0u; r < NR; r++) {
             const uint row = min(r0 + r, pc.n_rows - 1u); // rows past the end: loaded, never stored
             wa[r] = load_a(row * r4s, row * pc.row_u16, it, pc.n_in);
             wa2[r] = load_a(row * r4s, row * pc.row_u16, it + TPR, pc.n_in);
@@ -104,9 +104,9 @@ void main() {
             wb2[r] = load_b(row * r4s, row * pc.row_u16, it + TPR, pc.n_in);
 #endif
         }
-        for (uint c = 0u; c < NCOLS; c++) {
+        [[unroll]] for (uint c = 0u; c < NCOLS; c++) {
             if (c < nc) {
-                for (uint r = 0u; r < NR; r++) {
+                [[unroll]] for (uint r = 0u; r < NR; r++) {
                     acc[r * NCOLS + c] += dot_a(wa[r], it, xb[c]) + dot_a(wa2[r], it + TPR, xb[c]);
 #ifdef GEGLU
                     accb[r * NCOLS + c] += dot_b(wb[r], it, xb[c]) + dot_b(wb2[r], it + TPR, xb[c]);
@@ -120,16 +120,16 @@ void main() {
 #ifdef GEGLU
         ITEM wb[NR];
 #endif
-        for (uint r = 0u; r < NR; r++) {
+        [[unroll]] for (uint r = 0u; r < NR; r++) {
             const uint row = min(r0 + r, pc.n_rows - 1u);
             wa[r] = load_a(row * r4s, row * pc.row_u16, it, pc.n_in);
 #ifdef GEGLU
             wb[r] = load_b(row * r4s, row * pc.row_u16, it, pc.n_in);
 #endif
         }
-        for (uint c = 0u; c < NCOLS; c++) {
+        [[unroll]] for (uint c = 0u; c < NCOLS; c++) {
             if (c < nc) {
-                for (uint r = 0u; r < NR; r++) {
+                [[unroll]] for (uint r = 0u; r < NR; r++) {
                     acc[r * NCOLS + c] += dot_a(wa[r], it, xb[c]);
 #ifdef GEGLU
                     accb[r * NCOLS + c] += dot_b(wb[r], it, xb[c]);
@@ -143,7 +143,7 @@ void main() {
     const uint K = NR * NCOLS;
     const uint sg = gl_SubgroupSize;
     if (sg == TPR) {
-        for (uint k = 0u; k < K; k++) {
+        [[unroll]] for (uint k = 0u; k < K; k++) {
             float s = subgroupAdd(acc[k]);
 #ifdef GEGLU
             float sb = subgroupAdd(accb[k]);
@@ -154,7 +154,7 @@ void main() {
         }
     } else if (sg < TPR) {
         const uint nsub = gl_NumSubgroups, per = TPR / sg;
-        for (uint k = 0u; k < K; k++) {
+        [[unroll]] for (uint k = 0u; k < K; k++) {
             float s = subgroupAdd(acc[k]);
 #ifdef GEGLU
             float sb = subgroupAdd(accb[k]);
@@ -168,7 +168,7 @@ void main() {
         }
         barrier();
         if (lane == 0u) {
-            for (uint k = 0u; k < K; k++) {
+            [[unroll]] for (uint k = 0u; k < K; k++) {
                 float s = 0.0;
 #ifdef GEGLU
                 float sb = 0.0;
@@ -187,7 +187,7 @@ void main() {
             }
         }
     } else {
-        for (uint k = 0u; k < K; k++) {
+        [[unroll]] for (uint k = 0u; k < K; k++) {
             red[tid] = acc[k];
 #ifdef GEGLU
             red[512u + tid] = accb[k];

@@ -18,7 +18,14 @@
 #define MV_ITEM_DEFINED
 #define MV_ITEMS(n) ((n) >> 5)
 struct ITEM { uvec4 q; vec4 dm; }; // dm = (d*sc0, dmin*m0, d*sc1, dmin*m1)
-uint q4k_byte(uvec4 h, uint k) { return (h[k >> 2] >> ((k & 3u) * 8u)) & 0xFFu; }
+// 6-bit scale and min of sub-block s (byte u = s & 3 of each scale word):
+// scales[0..3] = h.y, [4..7] = h.z, [8..11] = h.w. No dynamic vector
+// indexing (it would put the header in local memory on some compilers).
+uvec2 q4k_scale_min(uvec4 h, uint s) {
+    const uint sh = (s & 3u) * 8u;
+    const uint a = (h.y >> sh) & 0xFFu, b = (h.z >> sh) & 0xFFu, c = (h.w >> sh) & 0xFFu;
+    return s < 4u ? uvec2(a & 63u, b & 63u) : uvec2((c & 0xFu) | ((a >> 6) << 4), (c >> 4) | ((b >> 6) << 4));
+}
 #endif
 ITEM FN(load)(uint r4, uint r16, uint it, uint n_in) {
     uint b = it >> 3, l = it & 7u, j = l >> 1;
@@ -26,27 +33,15 @@ ITEM FN(load)(uint r4, uint r16, uint it, uint n_in) {
     ITEM w;
     w.q = W4[r4 + b * 9u + 1u + l];
     vec2 dd = unpackHalf2x16(h.x);
-    // scales[12] are bytes 4..15 of the header
-    uint s0 = 2u * j, s1 = 2u * j + 1u;
-    uint sc0, m0, sc1, m1;
-    if (j < 2u) {
-        sc0 = q4k_byte(h, 4u + s0) & 63u; m0 = q4k_byte(h, 8u + s0) & 63u;
-        sc1 = q4k_byte(h, 4u + s1) & 63u; m1 = q4k_byte(h, 8u + s1) & 63u;
-    } else {
-        uint a0 = q4k_byte(h, 8u + s0), a1 = q4k_byte(h, 8u + s1);
-        sc0 = (a0 & 0xFu) | ((q4k_byte(h, s0) >> 6) << 4);
-        m0 = (a0 >> 4) | ((q4k_byte(h, 4u + s0) >> 6) << 4);
-        sc1 = (a1 & 0xFu) | ((q4k_byte(h, s1) >> 6) << 4);
-        m1 = (a1 >> 4) | ((q4k_byte(h, 4u + s1) >> 6) << 4);
-    }
-    w.dm = vec4(dd.x * float(sc0), dd.y * float(m0), dd.x * float(sc1), dd.y * float(m1));
+    uvec2 a = q4k_scale_min(h, 2u * j), c = q4k_scale_min(h, 2u * j + 1u);
+    w.dm = vec4(dd.x * float(a.x), dd.y * float(a.y), dd.x * float(c.x), dd.y * float(c.y));
     return w;
 }
 float FN(dot)(ITEM w, uint it, uint xb) {
     uint b = it >> 3, l = it & 7u;
     uint e = b * 64u + (l >> 1) * 16u + (l & 1u) * 4u; // in vec4 units
     float slo = 0.0, shi = 0.0, xlo = 0.0, xhi = 0.0;
-    for (uint k = 0u; k < 4u; k++) {
+    [[unroll]] for (uint k = 0u; k < 4u; k++) {
         vec4 xl = xs4[xb + e + k], xh = xs4[xb + e + 8u + k];
         uint v = w.q[k];
         slo += dot(vec4((uvec4(v) >> uvec4(0u, 8u, 16u, 24u)) & 0xFu), xl);
@@ -75,7 +70,7 @@ ITEM FN(load)(uint r4, uint r16, uint it, uint n_in) {
     uvec4 sc = W4[r4 + nb * 12u + bl];
     float d = unpackHalf2x16(uint(W16[r16 + nb * 104u + bl])).x;
     // scale index 8n + 2q + hh: word 2n + (q >> 1), byte 2(q & 1) + hh
-    uint w0 = sc[2u * n], w1 = sc[2u * n + 1u];
+    uint w0 = n == 0u ? sc.x : sc.z, w1 = n == 0u ? sc.y : sc.w;
     w.s = d * vec4(float(bitfieldExtract(int(w0), int(8u * hh), 8)),
                    float(bitfieldExtract(int(w0), int(8u * (2u + hh)), 8)),
                    float(bitfieldExtract(int(w1), int(8u * hh), 8)),
@@ -86,7 +81,7 @@ float FN(dot)(ITEM w, uint it, uint xb) {
     uint bl = it >> 2, n = (it >> 1) & 1u, hh = it & 1u;
     uint e = bl * 64u + n * 32u + hh * 4u; // vec4 units; quarter q adds 8q
     vec4 s = vec4(0.0), sx = vec4(0.0);
-    for (uint k = 0u; k < 4u; k++) {
+    [[unroll]] for (uint k = 0u; k < 4u; k++) {
         vec4 x0 = xs4[xb + e + k], x1 = xs4[xb + e + 8u + k];
         vec4 x2 = xs4[xb + e + 16u + k], x3 = xs4[xb + e + 24u + k];
         uvec4 qa = uvec4(w.a[k]) >> uvec4(0u, 8u, 16u, 24u);
@@ -118,7 +113,7 @@ ITEM FN(load)(uint r4, uint r16, uint it, uint n_in) {
 float FN(dot)(ITEM w, uint it, uint xb) {
     uint e = it * 8u;
     float s = 0.0;
-    for (uint k = 0u; k < 4u; k++) {
+    [[unroll]] for (uint k = 0u; k < 4u; k++) {
         s += dot(vec4(ivec4(uvec4(w.a[k]) << uvec4(24u, 16u, 8u, 0u)) >> 24), xs4[xb + e + k]);
         s += dot(vec4(ivec4(uvec4(w.b[k]) << uvec4(24u, 16u, 8u, 0u)) >> 24), xs4[xb + e + 4u + k]);
     }
@@ -149,7 +144,7 @@ ITEM FN(load)(uint r4, uint r16, uint it, uint n_in) {
 float FN(dot)(ITEM w, uint it, uint xb) {
     uint e = it * 8u;
     float s = 0.0, sx = 0.0;
-    for (uint k = 0u; k < 4u; k++) {
+    [[unroll]] for (uint k = 0u; k < 4u; k++) {
         vec4 xl = xs4[xb + e + k], xh = xs4[xb + e + 4u + k];
         uvec4 lo = (uvec4(w.q[k]) >> uvec4(0u, 8u, 16u, 24u)) & 0xFu;
         uvec4 hi = (uvec4(w.q[k]) >> uvec4(4u, 12u, 20u, 28u)) & 0xFu;
