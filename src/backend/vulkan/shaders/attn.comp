@@ -27,6 +27,8 @@ layout(set = 0, binding = 1) readonly buffer QB { float qs[]; };
 #if defined(KV_F16)
 layout(set = 0, binding = 2) readonly buffer KC { uint16_t kc[]; };
 layout(set = 0, binding = 3) readonly buffer VC { uint16_t vc[]; };
+layout(set = 0, binding = 2) readonly buffer KC2 { uint kc2[]; }; // pairs of halves
+layout(set = 0, binding = 3) readonly buffer VC2 { uint vc2[]; };
 #define KV_GET(buf, i) h2f(uint(buf[i]))
 #else
 layout(set = 0, binding = 2) readonly buffer KC { float kc[]; };
@@ -68,13 +70,14 @@ void main() {
     }
     const uint j1 = min(hi, j0 + pc.chunk - 1u);
     const uint dpl = pc.hd / SG;
+    const bool pairs = (dpl & 1u) == 0u && ((pc.kc_off | pc.vc_off | pc.kv_dim) & 1u) == 0u;
     const uint base = uint(s) * pc.cap * pc.kv_dim + kvh * pc.hd;
 
     float q[G * MAXD], o[G * MAXD], m[G], l[G];
     [[unroll]] for (uint g = 0u; g < G; g++) {
         const uint qb = pc.q_off + t * pc.q_stride + (kvh * G + g) * pc.hd;
         [[unroll]] for (uint k = 0u; k < MAXD; k++) {
-            q[g * MAXD + k] = k < dpl ? qs[qb + lane + k * SG] : 0.0;
+            q[g * MAXD + k] = k < dpl ? qs[qb + lane * dpl + k] : 0.0;
             o[g * MAXD + k] = 0.0;
         }
         m[g] = -1.0e30;
@@ -83,12 +86,25 @@ void main() {
 
     for (uint j = j0 + sgi; j <= j1; j += NSG) {
         const uint slot = j % pc.cap;
-        const uint kb = pc.kc_off + base + slot * pc.kv_dim + lane;
-        const uint vb = pc.vc_off + base + slot * pc.kv_dim + lane;
+        // lane owns dims lane * dpl .. + dpl - 1 (contiguous: wide loads)
+        const uint kb = pc.kc_off + base + slot * pc.kv_dim + lane * dpl;
+        const uint vb = pc.vc_off + base + slot * pc.kv_dim + lane * dpl;
         float kv[MAXD], vv[MAXD];
-        [[unroll]] for (uint k = 0u; k < MAXD; k++) {
-            kv[k] = k < dpl ? KV_GET(kc, kb + k * SG) : 0.0;
-            vv[k] = k < dpl ? KV_GET(vc, vb + k * SG) : 0.0;
+#if defined(KV_F16)
+        if (pairs) {
+            [[unroll]] for (uint k = 0u; k < MAXD; k += 2u) {
+                vec2 a = k < dpl ? unpackHalf2x16(kc2[(kb + k) >> 1]) : vec2(0.0);
+                vec2 b = k < dpl ? unpackHalf2x16(vc2[(vb + k) >> 1]) : vec2(0.0);
+                kv[k] = a.x; kv[k + 1u] = a.y;
+                vv[k] = b.x; vv[k + 1u] = b.y;
+            }
+        } else
+#endif
+        {
+            [[unroll]] for (uint k = 0u; k < MAXD; k++) {
+                kv[k] = k < dpl ? KV_GET(kc, kb + k) : 0.0;
+                vv[k] = k < dpl ? KV_GET(vc, vb + k) : 0.0;
+            }
         }
         [[unroll]] for (uint g = 0u; g < G; g++) {
             float d = 0.0;
@@ -110,7 +126,7 @@ void main() {
             s_l[sgi * G + g] = l[g];
         }
         [[unroll]] for (uint k = 0u; k < MAXD; k++)
-            if (k < dpl) s_o[(sgi * G + g) * 256u + lane + k * SG] = o[g * MAXD + k];
+            if (k < dpl) s_o[(sgi * G + g) * 256u + lane * dpl + k] = o[g * MAXD + k];
     }
     barrier();
     for (uint i = tid; i < G * pc.hd; i += gl_WorkGroupSize.x) {
