@@ -453,7 +453,7 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
         const bool cpu = strcmp(d->info.type, "cpu") == 0;
         d->mv_wg = cpu ? 32 : 128;
         d->mv_nr1 = cpu ? 4 : 2;
-        d->mv_nrn = 2;
+        d->mv_nrn = 1; /* several tokens: registers go to the columns */
         const char *mv = getenv("IGNIS_VK_MV");
         if (mv && *mv) {
             unsigned a = 0, b = 0, c = 0;

@@ -11,6 +11,15 @@
 // and, once, MV_ITEMS(n_in): items per row. Layouts: vk_internal.h (Q8_0 and
 // Q6_K rows repacked, every row 16-byte aligned).
 
+#ifndef MV_U2F_DEFINED
+#define MV_U2F_DEFINED
+// Small unsigned integers (< 2^23) to float without a conversion instruction
+// (quarter rate or slower on GPUs): 2^23 + u as float bits, minus 2^23, exact.
+vec4 u2f(uvec4 u) { return uintBitsToFloat(u | 0x4B000000u) - 8388608.0; }
+// Bytes as int8 (two's complement) the same way: (u ^ 0x80) - 128.
+vec4 s8f(uvec4 u) { return uintBitsToFloat((u ^ 0x80u) | 0x4B000000u) - 8388736.0; }
+#endif
+
 #if defined(TYPE_Q4_K)
 // item = 1/8 of a block: 16 bytes of qs = 32 weights, two runs of 16
 // (sub-blocks 2j and 2j+1 of the block, j = l / 2, offset 16 (l & 1)).
@@ -44,8 +53,8 @@ float FN(dot)(ITEM w, uint it, uint xb) {
     [[unroll]] for (uint k = 0u; k < 4u; k++) {
         vec4 xl = xs4[xb + e + k], xh = xs4[xb + e + 8u + k];
         uint v = w.q[k];
-        slo += dot(vec4((uvec4(v) >> uvec4(0u, 8u, 16u, 24u)) & 0xFu), xl);
-        shi += dot(vec4((uvec4(v) >> uvec4(4u, 12u, 20u, 28u)) & 0xFu), xh);
+        slo += dot(u2f((uvec4(v) >> uvec4(0u, 8u, 16u, 24u)) & 0xFu), xl);
+        shi += dot(u2f((uvec4(v) >> uvec4(4u, 12u, 20u, 28u)) & 0xFu), xh);
         xlo += (xl.x + xl.y) + (xl.z + xl.w);
         xhi += (xh.x + xh.y) + (xh.z + xh.w);
     }
@@ -87,10 +96,10 @@ float FN(dot)(ITEM w, uint it, uint xb) {
         uvec4 qa = uvec4(w.a[k]) >> uvec4(0u, 8u, 16u, 24u);
         uvec4 qb = uvec4(w.b[k]) >> uvec4(0u, 8u, 16u, 24u);
         uvec4 qh = uvec4(w.h[k]) >> uvec4(0u, 8u, 16u, 24u);
-        s.x += dot(vec4((qa & 0xFu) | ((qh & 3u) << 4)), x0);
-        s.y += dot(vec4((qb & 0xFu) | (((qh >> 2) & 3u) << 4)), x1);
-        s.z += dot(vec4(((qa >> 4) & 0xFu) | (((qh >> 4) & 3u) << 4)), x2);
-        s.w += dot(vec4(((qb >> 4) & 0xFu) | (((qh >> 6) & 3u) << 4)), x3);
+        s.x += dot(u2f((qa & 0xFu) | ((qh & 3u) << 4)), x0);
+        s.y += dot(u2f((qb & 0xFu) | (((qh >> 2) & 3u) << 4)), x1);
+        s.z += dot(u2f(((qa >> 4) & 0xFu) | (((qh >> 4) & 3u) << 4)), x2);
+        s.w += dot(u2f(((qb >> 4) & 0xFu) | (((qh >> 6) & 3u) << 4)), x3);
         sx += vec4(dot(x0, vec4(1.0)), dot(x1, vec4(1.0)), dot(x2, vec4(1.0)), dot(x3, vec4(1.0)));
     }
     return dot(w.s, s - 32.0 * sx);
@@ -114,8 +123,8 @@ float FN(dot)(ITEM w, uint it, uint xb) {
     uint e = it * 8u;
     float s = 0.0;
     [[unroll]] for (uint k = 0u; k < 4u; k++) {
-        s += dot(vec4(ivec4(uvec4(w.a[k]) << uvec4(24u, 16u, 8u, 0u)) >> 24), xs4[xb + e + k]);
-        s += dot(vec4(ivec4(uvec4(w.b[k]) << uvec4(24u, 16u, 8u, 0u)) >> 24), xs4[xb + e + 4u + k]);
+        s += dot(s8f((uvec4(w.a[k]) >> uvec4(0u, 8u, 16u, 24u)) & 0xFFu), xs4[xb + e + k]);
+        s += dot(s8f((uvec4(w.b[k]) >> uvec4(0u, 8u, 16u, 24u)) & 0xFFu), xs4[xb + e + 4u + k]);
     }
     return w.d * s;
 }
@@ -152,7 +161,7 @@ float FN(dot)(ITEM w, uint it, uint xb) {
         lo |= ((uvec4(w.h) >> (uvec4(0u, 1u, 2u, 3u) + 4u * k)) & 1u) << 4;
         hi |= ((uvec4(w.h) >> (uvec4(16u, 17u, 18u, 19u) + 4u * k)) & 1u) << 4;
 #endif
-        s += dot(vec4(lo), xl) + dot(vec4(hi), xh);
+        s += dot(u2f(lo), xl) + dot(u2f(hi), xh);
         sx += dot(xl + xh, vec4(1.0));
     }
 #if defined(TYPE_Q4_0)
