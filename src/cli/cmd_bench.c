@@ -15,6 +15,9 @@
 #include "cli.h"
 
 #include "bench/bench.h"
+#ifdef IGNIS_HAVE_VULKAN
+#include "backend/vulkan/vk_backend.h"
+#endif
 
 #include <jansson.h>
 #include <math.h>
@@ -243,6 +246,46 @@ static void progress(const char *test, int threads, int rep, int reps) {
 }
 
 /* Runs one test (pp when n_seq == 0, else tg with n_seq sequences). */
+/* The limits of the GPU the model runs on (vk_probe.c). The flops limit is
+ * the f16 tensor-core rate, the unit the prefill matmul is made of; without
+ * tensor cores no fraction is quoted. */
+static int probe_vulkan(const bench_cfg *cfg, machine *mcs) {
+#ifdef IGNIS_HAVE_VULKAN
+    ig_vk_device_params p = ig_vk_device_default_params();
+    p.index = cfg->mp.device;
+    ig_vk_device *d;
+    ig_vk_probe_result pr;
+    ig_status st = ig_vk_device_create(&p, &d);
+    if (st == IG_OK) {
+        printf("device: %s\n", ig_vk_device_get_info(d)->name);
+        st = ig_vk_probe(d, &pr);
+        ig_vk_device_free(d);
+    }
+    if (st != IG_OK) {
+        fprintf(stderr, "ignis bench: device probe failed: %s\n", ig_last_error());
+        return 1;
+    }
+    printf("device memory read %.1f GB/s (best of 3 passes over %llu MiB)", pr.read_gbs,
+           (unsigned long long)(pr.read_bytes >> 20));
+    if (pr.mma_tflops > 0) printf(", f16 tensor-core products %.1f TFLOP/s\n", pr.mma_tflops);
+    else printf(", no tensor-core matmul (no flops limit quoted)\n");
+    for (int i = 0; i < cfg->n_threads; i++) {
+        mcs[i].n_threads = cfg->threads[i];
+        mcs[i].bw.gbs = pr.read_gbs;
+        mcs[i].bw.buffer_bytes = (size_t)pr.read_bytes;
+        mcs[i].bw.runs = 3;
+        mcs[i].fma.gflops = pr.mma_tflops * 1e3;
+        mcs[i].fma.isa = pr.mma_tflops > 0 ? "f16 tensor cores" : "none";
+    }
+    return 0;
+#else
+    (void)cfg;
+    (void)mcs;
+    fprintf(stderr, "ignis bench: built without the Vulkan backend\n");
+    return 1;
+#endif
+}
+
 static int run_test(ig_model *model, const bench_cfg *cfg, const machine *mc, int threads,
                     int n_seq, int batched, result *r) {
     const ig_hparams *hp = ig_model_hparams(model);
@@ -454,6 +497,10 @@ int cmd_bench(int argc, char **argv) {
     for (int i = 0; i < cfg.n_threads; i++)
         if (cfg.threads[i] > max_threads) max_threads = cfg.threads[i];
     cfg.mp.n_threads = max_threads;
+    /* The GPU's limits are probed before the model takes its memory. */
+    machine mcs[MAX_LIST];
+    memset(mcs, 0, sizeof mcs);
+    if (cfg.mp.backend == IG_BACKEND_VULKAN && probe_vulkan(&cfg, mcs)) return 1;
     ig_model *model = cli_load_model(cfg.path, &cfg.mp);
     if (!model) return 1;
     const char *path = cfg.path ? cfg.path : cli_default_model();
@@ -464,12 +511,10 @@ int cmd_bench(int argc, char **argv) {
     snprintf(model_label, sizeof model_label, "%s %s", hp->arch, info.type);
     const char *backend = cfg.mp.backend == IG_BACKEND_VULKAN ? "vulkan" : "cpu";
 
-    /* The machine's limits, per thread count (the CPU backend only: a GPU's
-     * limits are not what these probes measure). */
+    /* The CPU's limits, per thread count (on the Vulkan backend the GPU's
+     * were probed above). */
     char cpu[256];
     ig_bench_cpu_name(cpu, sizeof cpu);
-    machine mcs[MAX_LIST];
-    memset(mcs, 0, sizeof mcs);
     printf("cpu: %s, %d cores\n", cpu, ig_physical_cores());
     if (cfg.mp.backend == IG_BACKEND_CPU) {
         for (int i = 0; i < cfg.n_threads; i++) {
@@ -495,7 +540,7 @@ int cmd_bench(int argc, char **argv) {
     json_t *results = json_array();
     int rc = 0;
     for (int ti = 0; ti < cfg.n_threads && !rc; ti++) {
-        const machine *mc = cfg.mp.backend == IG_BACKEND_CPU ? &mcs[ti] : NULL;
+        const machine *mc = &mcs[ti];
         int th = cfg.threads[ti];
         /* pp, tg, then each batched tg */
         int n_tests = 2 + cfg.n_batches;
@@ -527,17 +572,15 @@ int cmd_bench(int argc, char **argv) {
         json_object_set_new(jm, "n_embd", json_integer(hp->n_embd));
         json_object_set_new(jm, "n_vocab", json_integer(hp->n_vocab));
         json_t *jmc = json_array();
-        if (cfg.mp.backend == IG_BACKEND_CPU)
-            for (int i = 0; i < cfg.n_threads; i++) {
-                json_t *o = json_object();
-                json_object_set_new(o, "threads", json_integer(mcs[i].n_threads));
-                json_object_set_new(o, "mem_read_gbs", json_real(mcs[i].bw.gbs));
-                json_object_set_new(o, "mem_buffer_bytes",
-                                    json_integer((json_int_t)mcs[i].bw.buffer_bytes));
-                json_object_set_new(o, "fma_peak_gflops", json_real(mcs[i].fma.gflops));
-                json_object_set_new(o, "fma_isa", json_string(mcs[i].fma.isa));
-                json_array_append_new(jmc, o);
-            }
+        for (int i = 0; i < cfg.n_threads; i++) {
+            json_t *o = json_object();
+            json_object_set_new(o, "threads", json_integer(mcs[i].n_threads));
+            json_object_set_new(o, "mem_read_gbs", json_real(mcs[i].bw.gbs));
+            json_object_set_new(o, "mem_buffer_bytes", json_integer((json_int_t)mcs[i].bw.buffer_bytes));
+            json_object_set_new(o, "fma_peak_gflops", json_real(mcs[i].fma.gflops));
+            json_object_set_new(o, "fma_isa", json_string(mcs[i].fma.isa));
+            json_array_append_new(jmc, o);
+        }
         json_t *jcfg = json_object();
         json_object_set_new(jcfg, "n_prompt", json_integer(cfg.n_prompt));
         json_object_set_new(jcfg, "n_gen", json_integer(cfg.n_gen));

@@ -49,6 +49,7 @@ static ig_vk_device *device_split(void) {
         ig_vk_device_params p = ig_vk_device_default_params();
         p.index = ig_vk_device_get_info(g_dev)->index;
         p.weight_part_bytes = 4096;
+        p.coopmat_wide_groups = 1; /* 128-token tiles whenever a batch has 128 */
         if (ig_vk_device_create(&p, &g_dev_split) != IG_OK) g_dev_split = NULL;
     }
     return g_dev_split;
@@ -398,7 +399,12 @@ static void run_matmul(ig_vk_device *d, ig_dtype type, int64_t n_in, int rows, i
     memset(&wb, 0, sizeof wb);
     REQUIRE(weight_make(d, type, n_in, rows, &wa));
     if (geglu) REQUIRE(weight_make(d, type, n_in, rows, &wb));
-    const int xs = path == IG_VK_MATMUL_FAST ? (int)n_in + 4 : (int)n_in + 2, ys = rows + 3;
+    /* the mat-vec and tensor-core paths read x as vec4; even token counts on
+       the tensor-core path get an output stride of whole vec4s, so whole
+       fragments are stored directly (odd ones go through staging) */
+    const bool vec4_x = path == IG_VK_MATMUL_FAST || path == IG_VK_MATMUL_COOPMAT;
+    const int xs = vec4_x ? (int)n_in + 4 : (int)n_in + 2;
+    const int ys = rows + (path == IG_VK_MATMUL_COOPMAT && n_tok % 2 == 0 ? 4 : 3);
     size_t nx = (size_t)xs * n_tok, ny = (size_t)ys * n_tok;
     float *x = malloc(nx * 4), *want = calloc(ny, 4), *got = malloc(ny * 4);
     REQUIRE(x && want && got);
@@ -421,7 +427,8 @@ static void run_matmul(ig_vk_device *d, ig_dtype type, int64_t n_in, int rows, i
     }
     ig_vk_step *s;
     REQUIRE_OK(ig_vk_step_create(d, n_tok, &s));
-    int32_t pos[128], out[128];
+    int32_t pos[256], out[256];
+    REQUIRE(n_tok <= 256);
     for (int t = 0; t < n_tok; t++) pos[t] = t, out[t] = t;
     if (rsel == IG_VK_ROWS_HEAD) REQUIRE_OK(ig_vk_step_set_head_cap(s, 2));
     REQUIRE_OK(ig_vk_step_set(s, n_tok, NULL, pos, NULL, rsel != IG_VK_ROWS_TOKENS ? n_out : 0, out));
@@ -957,8 +964,8 @@ IG_TEST(vulkan_op_errors) {
 
 /* ---- the fast mat-vec (mv.comp) ------------------------------------------------ */
 
-static const ig_dtype k_fast_types[] = {IG_TYPE_F32,  IG_TYPE_F16,  IG_TYPE_BF16, IG_TYPE_Q4_0,
-                                        IG_TYPE_Q5_0, IG_TYPE_Q8_0, IG_TYPE_Q4_K, IG_TYPE_Q6_K};
+static const ig_dtype k_fast_types[] = {IG_TYPE_F32,  IG_TYPE_F16,  IG_TYPE_BF16, IG_TYPE_Q4_0, IG_TYPE_Q5_0,
+                                        IG_TYPE_Q8_0, IG_TYPE_Q4_K, IG_TYPE_Q5_K, IG_TYPE_Q6_K};
 
 static int64_t fast_in(ig_dtype t) {
     int64_t be = (int64_t)ig_dtype_block_elems(t);
@@ -1003,25 +1010,36 @@ IG_TEST(vulkan_matmul_coopmat) {
     }
     const ig_dtype types[] = {IG_TYPE_F16, IG_TYPE_Q8_0, IG_TYPE_Q4_0, IG_TYPE_Q5_0,
                               IG_TYPE_Q4_K, IG_TYPE_Q5_K, IG_TYPE_Q6_K};
+    /* tiles of 32..128 rows x 64 tokens, steps of 64 or 128 row elements:
+       partial tiles, a half step at the row end (11 blocks of 32), and
+       whole tiles stored straight from the fragments */
     const int toks[] = {9, 64, 100};
     for (size_t i = 0; i < IG_ARRAY_LEN(types); i++) {
         for (size_t k = 0; k < IG_ARRAY_LEN(toks); k++)
-            run_matmul(d, types[i], awkward_in(types[i]), 200, toks[k], IG_VK_MATMUL_COOPMAT, false,
+            run_matmul(d, types[i], fast_in(types[i]), 200, toks[k], IG_VK_MATMUL_COOPMAT, false,
                        IG_VK_ROWS_TOKENS);
-        run_matmul(d, types[i], awkward_in(types[i]), 67, 17, IG_VK_MATMUL_COOPMAT, true, IG_VK_ROWS_TOKENS);
+        run_matmul(d, types[i], fast_in(types[i]), 67, 17, IG_VK_MATMUL_COOPMAT, true, IG_VK_ROWS_TOKENS);
+        run_matmul(d, types[i], fast_in(types[i]) * 2, 256, 128, IG_VK_MATMUL_COOPMAT, true, IG_VK_ROWS_TOKENS);
+        run_matmul(d, types[i], fast_in(types[i]), 160, 200, IG_VK_MATMUL_COOPMAT, false, IG_VK_ROWS_TOKENS);
     }
     run_matmul(d, IG_TYPE_Q4_K, 256 * 21, 300, 40, IG_VK_MATMUL_AUTO, false, IG_VK_ROWS_TOKENS);
     run_matmul(d, IG_TYPE_Q6_K, 512, 40, 30, IG_VK_MATMUL_COOPMAT, false, IG_VK_ROWS_OUTPUTS);
     ig_vk_device *ds = device_split();
     REQUIRE(ds != NULL);
     run_matmul(ds, IG_TYPE_Q8_0, 256, 50, 20, IG_VK_MATMUL_COOPMAT, true, IG_VK_ROWS_TOKENS);
+    /* 128-token tiles (the split device takes them at any size) */
+    for (size_t i = 0; i < IG_ARRAY_LEN(types); i++) {
+        if (types[i] == IG_TYPE_Q6_K) continue; /* none for Q6_K */
+        run_matmul(ds, types[i], fast_in(types[i]), 150, 200, IG_VK_MATMUL_COOPMAT, false, IG_VK_ROWS_TOKENS);
+        run_matmul(ds, types[i], fast_in(types[i]), 70, 131, IG_VK_MATMUL_COOPMAT, true, IG_VK_ROWS_TOKENS);
+    }
 }
 
 IG_TEST(vulkan_matmul_fast_rejects) {
     ig_vk_device *d = device();
     if (!d) return;
     weight w;
-    REQUIRE(weight_make(d, IG_TYPE_Q5_K, 256, 8, &w)); /* no fast path for Q5_K */
+    REQUIRE(weight_make(d, IG_TYPE_F16, 203, 8, &w)); /* rows of whole 8-element items only */
     ig_vk_step *s;
     REQUIRE_OK(ig_vk_step_create(d, 1, &s));
     ig_vk_buffer *b;

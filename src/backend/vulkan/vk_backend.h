@@ -99,6 +99,9 @@ typedef struct ig_vk_device_params {
                                    as on a discrete GPU (tests) */
     bool no_coopmat;            /* never use cooperative matrices
                                    ($IGNIS_VK_COOPMAT=0 does the same) */
+    uint32_t coopmat_wide_groups; /* workgroups from which the tensor-core
+                                     matmul takes 128-token tiles; 0 = 512
+                                     (tests use 1) */
 } ig_vk_device_params;
 
 ig_vk_device_params ig_vk_device_default_params(void);
@@ -109,6 +112,16 @@ const ig_vk_device_info *ig_vk_device_get_info(const ig_vk_device *dev);
 uint64_t ig_vk_device_allocated(const ig_vk_device *dev);
 /* Whether the device runs the tensor-core matmul (IG_VK_MATMUL_COOPMAT). */
 bool ig_vk_device_coopmat(const ig_vk_device *dev);
+
+/* The device's limits as `ignis bench` quotes them (vk_probe.c): memory read
+ * bandwidth over a buffer of up to 1 GiB (one binding), and the rate of the
+ * f16 tensor-core products of the prefill matmul (0 without them). */
+typedef struct ig_vk_probe_result {
+    double read_gbs;     /* 1e9 bytes/s */
+    uint64_t read_bytes; /* size of the buffer read */
+    double mma_tflops;   /* 1e12 flops/s, a multiply-add counted as 2 */
+} ig_vk_probe_result;
+ig_status ig_vk_probe(ig_vk_device *dev, ig_vk_probe_result *out);
 
 /* ---- Buffers ----------------------------------------------------------- */
 

@@ -283,7 +283,8 @@ done:
 }
 
 ig_vk_device_params ig_vk_device_default_params(void) {
-    ig_vk_device_params p = {.index = -1, .weight_part_bytes = 0, .force_staging = false, .no_coopmat = false};
+    ig_vk_device_params p = {
+        .index = -1, .weight_part_bytes = 0, .force_staging = false, .no_coopmat = false, .coopmat_wide_groups = 0};
     return p;
 }
 
@@ -434,6 +435,7 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
             d->force_staging = true;
             d->info.uma = false;
         }
+        d->cm_wide_groups = p.coopmat_wide_groups ? p.coopmat_wide_groups : 512;
         uint64_t mb = d->info.max_storage_buffer_range;
         if (d->info.max_memory_allocation_size && d->info.max_memory_allocation_size < mb)
             mb = d->info.max_memory_allocation_size;

@@ -177,6 +177,7 @@ struct ig_vk_device {
     uint32_t norm_wg; /* workgroup of the row norms: wide on GPUs (few rows, latency-bound) */
     bool attn_legacy;
     bool force_staging; /* device memory is never mapped (tests) */
+    uint32_t cm_wide_groups; /* ig_vk_device_params.coopmat_wide_groups, 0 replaced */
     bool coopmat;       /* VK_NV_cooperative_matrix + shaderFloat16 enabled: mmcm.comp */
     ig_vk_buffer *dummy; /* bound to unused descriptor slots */
     float timestamp_period; /* ns per timestamp tick (profiling) */

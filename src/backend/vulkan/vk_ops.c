@@ -188,7 +188,7 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
     IG_TRY(ig_vk_rec_hazards(g, b, nb)); /* weights are read-only: never a hazard */
 
     const bool fast_ok = ig_vk_matmul_fast_ok(wa->type, (int64_t)n_in, xoff, xs);
-    const bool cm_ok = d->coopmat && wa->type != IG_TYPE_F32 && wa->type != IG_TYPE_BF16;
+    const bool cm_ok = d->coopmat && fast_ok && wa->type != IG_TYPE_F32 && wa->type != IG_TYPE_BF16;
     const bool cm_auto = cm_ok && wa->type != IG_TYPE_F16; /* f16 rounding of x only where weights are coarser */
     ig_vk_matmul_path path = ig_vk_graph_matmul_path(g);
     if (path == IG_VK_MATMUL_AUTO)
@@ -218,9 +218,17 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
             snprintf(name, sizeof name, "mv%s_%s", wb ? "_geglu" : "", type_suffix(wa->type));
         }
     } else if (path == IG_VK_MATMUL_COOPMAT) {
-        gy = ceil_div(T, 64);
-        rows_per_group = 128;
-        snprintf(name, sizeof name, "mmcm%s_%s", wb ? "_geglu" : "", type_suffix(wa->type));
+        /* mmcm.comp: 8192 weights per step (4096 per matrix for GEGLU), in
+           steps of 128 row elements for Q6_K and 64 for the others; tiles of
+           64 tokens, or 128 (WIDE) for large batches */
+        rows_per_group = (wb ? 4096u : 8192u) / (wa->type == IG_TYPE_Q6_K ? 128u : 64u);
+        /* wide tiles only while they still give every compute unit of a
+           large GPU several workgroups: small matrices (270M's) are short
+           of workgroups, not of tensor-core work */
+        const bool wide = wa->type != IG_TYPE_Q6_K && T >= 128 &&
+                          (uint64_t)ceil_div(n_out, rows_per_group) * ceil_div(T, 128) >= d->cm_wide_groups;
+        gy = ceil_div(T, wide ? 128 : 64);
+        snprintf(name, sizeof name, "mmcm%s%s_%s", wide ? "_wide" : "", wb ? "_geglu" : "", type_suffix(wa->type));
     } else {
         gy = ceil_div(T, MATMUL_TILE);
         snprintf(name, sizeof name, "matmul%s_%s", wb ? "_geglu" : "", type_suffix(wa->type));
@@ -254,6 +262,7 @@ bool ig_vk_matmul_fast_ok(ig_dtype type, int64_t n_in, uint32_t x_off, uint32_t 
     case IG_TYPE_Q5_0:
     case IG_TYPE_Q8_0:
     case IG_TYPE_Q4_K:
+    case IG_TYPE_Q5_K:
     case IG_TYPE_Q6_K: return true; /* whole blocks */
     default: return false;
     }

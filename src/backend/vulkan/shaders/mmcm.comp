@@ -1,12 +1,19 @@
 #version 450
 // Y[t, r] = sum_i W[r, i] X[t, i] on tensor cores (GL_NV_cooperative_matrix,
-// f16 inputs, f32 accumulation), for prefill and large batches of quantized
-// weights. A workgroup of 8 subgroups (of 32) computes 128 rows x 64 tokens,
-// stepping through the row 32 weights at a time: the weights are dequantized
-// (dequant.glsl) and the activations converted to f16 into shared memory,
-// then each subgroup multiplies its 32 x 32 block as 2 x 4 fragments of
-// 16 x 8 (k = 16 per product). Results go through a per-subgroup staging
-// area so that partial tiles are stored element by element.
+// f16 inputs, f32 accumulation): prefill and large batches of quantized or
+// f16 weights. A workgroup of 8 subgroups (of 32) computes BM rows x BN
+// tokens (64, or 128 with WIDE), CM_KSPAN row elements per step (cmq.glsl):
+//   - weights come as mvq.glsl items (128-bit loads), activations as vec4;
+//     the next step's loads are issued before this step's products, so
+//     memory latency hides behind the tensor cores (register prefetch);
+//   - both are stored to shared memory as f16, 8 halves per store;
+//   - each subgroup multiplies a 32 x (BN / (8 / (BM / 32))) block as
+//     fragments of 16 x 8 (k = 16 per product);
+//   - whole fragments are stored straight to Y, partial ones through a
+//     per-subgroup staging area.
+// BM x CM_KSPAN = 8192 weights per step (4096 per matrix for GEGLU), so
+// shared memory stays under 48 KiB. Needs (host): vk_ops.c's fast_ok (x
+// offset and stride multiples of 4, n_in whole items).
 // GEGLU: Y = gelu_tanh(A·X) * (B·X).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_NV_cooperative_matrix : require
@@ -16,8 +23,13 @@
 
 layout(local_size_x = 256) in;
 
-#include "weights.glsl"
-layout(set = 0, binding = 3) readonly buffer XB { float xs[]; };
+layout(set = 0, binding = 1) readonly buffer WA4 { uvec4 wa4[]; };
+layout(set = 0, binding = 1) readonly buffer WA16 { uint16_t wa16[]; };
+#ifdef GEGLU
+layout(set = 0, binding = 2) readonly buffer WB4 { uvec4 wb4[]; };
+layout(set = 0, binding = 2) readonly buffer WB16 { uint16_t wb16[]; };
+#endif
+layout(set = 0, binding = 3) readonly buffer XB { vec4 xs4[]; };
 layout(set = 0, binding = 4) writeonly buffer YB { float ys[]; };
 
 layout(push_constant) uniform PC {
@@ -25,111 +37,196 @@ layout(push_constant) uniform PC {
     uint x_off, x_stride, y_off, y_stride, y_row0;
 } pc;
 
-#define BM 128u
-#define BN 64u
-#define BK 32u
-#define LD (BK + 8u) // halves per row in shared memory (80 bytes: 16-byte aligned)
-
-shared float16_t sa[BM * LD];
+#define CAT_(a, b) a##b
+#define W4 wa4
+#define W16 wa16
+#define FN(x) CAT_(x, _a)
+#include "mvq.glsl"
+#undef W4
+#undef W16
+#undef FN
 #ifdef GEGLU
-shared float16_t sa2[BM * LD];
+#define W4 wb4
+#define W16 wb16
+#define FN(x) CAT_(x, _b)
+#include "mvq.glsl"
+#undef W4
+#undef W16
+#undef FN
 #endif
-shared float16_t sb[BN * LD];
-shared float stage[8u * 128u * 2u];
+#include "cmq.glsl"
+
+#ifdef GEGLU
+#define BM (4096u / CM_KSPAN)
+#else
+#define BM (8192u / CM_KSPAN)
+#endif
+#ifdef WIDE
+#define BN 128u               // large batches: half the dequantization per product
+#else
+#define BN 64u
+#endif
+#define WGM (BM / 32u)        // subgroups along the rows (32 rows each)
+#define WGN (8u / WGM)        // subgroups along the tokens
+#define WN (BN / WGN)         // tokens per subgroup
+#define FRN (WN / 8u)         // 16 x 8 fragments per subgroup along the tokens
+#define LD (CM_KSPAN + 8u)    // halves per shared row: 16-byte aligned, skewed banks
+#define LD8 (LD / 8u)
+
+shared uvec4 sa[BM * LD8];
+#ifdef GEGLU
+shared uvec4 sa2[BM * LD8];
+#endif
+shared uvec4 sb[BN * LD8];
+shared float stage[8u * 256u];
+
+// per-thread share of a step's loads
+#define W_ITEMS (BM * CM_IPS)                      // weight items per step
+#define W_PT ((W_ITEMS + 255u) / 256u)             // ... per thread
+#define X_OCT (BN * CM_KSPAN / 8u)                 // groups of 8 activations
+#define X_PT (X_OCT / 256u)
+
+uvec4 pack8(vec4 lo, vec4 hi) {
+    return uvec4(packHalf2x16(lo.xy), packHalf2x16(lo.zw), packHalf2x16(hi.xy), packHalf2x16(hi.zw));
+}
 
 void main() {
     const uint tid = gl_LocalInvocationID.x, warp = gl_SubgroupID, lane = gl_SubgroupInvocationID;
     const uint row0 = wg_linear() * BM;
     const uint n = step_rows(pc.rows_sel);
     const uint col0 = gl_WorkGroupID.y * BN;
-    if (row0 >= pc.n_rows || col0 >= n) return;
-    const uint ng = (pc.n_in + 7u) / 8u;
-    const uint wm = warp % 4u, wn = warp / 4u;
+    if (row0 >= pc.n_rows || col0 >= n) return; // uniform
+    const uint wm = warp % WGM, wn = warp / WGM;
+    const uint r4s = pc.row_u16 >> 3;
+    const uint ni = MV_ITEMS(pc.n_in);
+    const uint n_steps = (pc.n_in + CM_KSPAN - 1u) / CM_KSPAN;
 
-    fcoopmatNV<32, gl_ScopeSubgroup, 16, 8> acc[2][4];
+    fcoopmatNV<32, gl_ScopeSubgroup, 16, 8> acc[2][FRN];
 #ifdef GEGLU
-    fcoopmatNV<32, gl_ScopeSubgroup, 16, 8> acc2[2][4];
+    fcoopmatNV<32, gl_ScopeSubgroup, 16, 8> acc2[2][FRN];
 #endif
     [[unroll]] for (uint i = 0u; i < 2u; i++)
-        [[unroll]] for (uint j = 0u; j < 4u; j++) {
+        [[unroll]] for (uint j = 0u; j < FRN; j++) {
             acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>(0.0);
 #ifdef GEGLU
             acc2[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>(0.0);
 #endif
         }
 
-    for (uint k0 = 0u; k0 < pc.n_in; k0 += BK) {
-        // weights: 128 rows x 4 groups of 8
-        [[unroll]] for (uint h = 0u; h < 2u; h++) {
-            const uint idx = tid + h * 256u, r = idx / 4u, gq = idx % 4u, g = k0 / 8u + gq;
-            vec4 lo = vec4(0.0), hi = vec4(0.0);
+    ITEM wr[W_PT];
 #ifdef GEGLU
-            vec4 lo2 = vec4(0.0), hi2 = vec4(0.0);
+    ITEM wr2[W_PT];
 #endif
-            if (row0 + r < pc.n_rows && g < ng) {
-                dq8_a((row0 + r) * pc.row_u16, g, pc.n_in, lo, hi);
+    vec4 xr[X_PT][2];
+
+    // loads of step s into registers (rows past the end read the last row,
+    // items past the row end are skipped, tokens past n read as zero)
+#define LOAD_STEP(s)                                                                         \
+    [[unroll]] for (uint u = 0u; u < W_PT; u++) {                                            \
+        const uint idx = tid + u * 256u;                                                     \
+        const uint r = min(row0 + idx / CM_IPS, pc.n_rows - 1u);                             \
+        const uint it = (s) * CM_IPS + idx % CM_IPS;                                         \
+        if (idx < W_ITEMS && it < ni) {                                                      \
+            wr[u] = load_a(r * r4s, r * pc.row_u16, it, pc.n_in);                            \
+            LOAD_B(u, r, it)                                                                 \
+        }                                                                                    \
+    }                                                                                        \
+    [[unroll]] for (uint u = 0u; u < X_PT; u++) {                                            \
+        const uint o = tid + u * 256u, t = o / (CM_KSPAN / 8u), k = (s) * CM_KSPAN + (o % (CM_KSPAN / 8u)) * 8u; \
+        if (col0 + t < n && k < pc.n_in) {                                                   \
+            const uint xb = (pc.x_off + (col0 + t) * pc.x_stride + k) >> 2;                  \
+            xr[u][0] = xs4[xb];                                                              \
+            xr[u][1] = xs4[xb + 1u];                                                         \
+        } else {                                                                             \
+            xr[u][0] = vec4(0.0);                                                            \
+            xr[u][1] = vec4(0.0);                                                            \
+        }                                                                                    \
+    }
 #ifdef GEGLU
-                dq8_b((row0 + r) * pc.row_u16, g, pc.n_in, lo2, hi2);
+#define LOAD_B(u, r, it) wr2[u] = load_b(r * r4s, r * pc.row_u16, it, pc.n_in);
+#else
+#define LOAD_B(u, r, it)
 #endif
-            }
-            const uint o = r * LD + gq * 8u;
-            [[unroll]] for (uint k = 0u; k < 4u; k++) {
-                sa[o + k] = float16_t(lo[k]);
-                sa[o + 4u + k] = float16_t(hi[k]);
+
+    LOAD_STEP(0u)
+    for (uint s = 0u; s < n_steps; s++) {
+        // registers -> shared (f16)
+        [[unroll]] for (uint u = 0u; u < W_PT; u++) {
+            const uint idx = tid + u * 256u;
+            if (idx < W_ITEMS) {
+                const uint rl = idx / CM_IPS, it = s * CM_IPS + idx % CM_IPS;
+                const bool live = it < ni;
+                [[unroll]] for (uint run = 0u; run < CM_RUNS; run++) {
+                    const uint kl = cm_run_k(it, run) - s * CM_KSPAN; // also where a dead item's zeros go
+                    const uint o = rl * LD8 + kl / 8u;
+#if defined(TYPE_F16)
+                    sa[o] = live ? wr[u].a : uvec4(0u);
 #ifdef GEGLU
-                sa2[o + k] = float16_t(lo2[k]);
-                sa2[o + 4u + k] = float16_t(hi2[k]);
+                    sa2[o] = live ? wr2[u].a : uvec4(0u);
 #endif
+#else
+                    vec4 v[4];
+                    cm_run(wr[u], it, run, v);
+                    sa[o] = live ? pack8(v[0], v[1]) : uvec4(0u);
+                    sa[o + 1u] = live ? pack8(v[2], v[3]) : uvec4(0u);
+#ifdef GEGLU
+                    cm_run(wr2[u], it, run, v);
+                    sa2[o] = live ? pack8(v[0], v[1]) : uvec4(0u);
+                    sa2[o + 1u] = live ? pack8(v[2], v[3]) : uvec4(0u);
+#endif
+#endif
+                }
             }
         }
-        // activations: 64 tokens x 4 groups of 8
-        {
-            const uint t = tid / 4u, kk = (tid % 4u) * 8u;
-            const uint xb = pc.x_off + (col0 + t) * pc.x_stride + k0 + kk;
-            [[unroll]] for (uint k = 0u; k < 8u; k++) {
-                float v = 0.0;
-                if (col0 + t < n && k0 + kk + k < pc.n_in) v = xs[xb + k];
-                sb[t * LD + kk + k] = float16_t(v);
-            }
+        [[unroll]] for (uint u = 0u; u < X_PT; u++) {
+            const uint o = tid + u * 256u, t = o / (CM_KSPAN / 8u), k8 = o % (CM_KSPAN / 8u);
+            sb[t * LD8 + k8] = pack8(xr[u][0], xr[u][1]);
         }
         barrier();
-        [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
+        if (s + 1u < n_steps) {
+            LOAD_STEP(s + 1u)
+        }
+        [[unroll]] for (uint kk = 0u; kk < CM_KSPAN; kk += 16u) {
             fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[2];
-            fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> b[4];
-            [[unroll]] for (uint j = 0u; j < 4u; j++) coopMatLoadNV(b[j], sb, (wn * 32u + j * 8u) * LD + kk, LD, true);
+            fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> b[FRN];
+            [[unroll]] for (uint j = 0u; j < FRN; j++)
+                coopMatLoadNV(b[j], sb, ((wn * WN + j * 8u) * LD + kk) / 8u, LD8, true);
             [[unroll]] for (uint i = 0u; i < 2u; i++) {
-                coopMatLoadNV(a[i], sa, (wm * 32u + i * 16u) * LD + kk, LD, false);
-                [[unroll]] for (uint j = 0u; j < 4u; j++) acc[i][j] = coopMatMulAddNV(a[i], b[j], acc[i][j]);
+                coopMatLoadNV(a[i], sa, ((wm * 32u + i * 16u) * LD + kk) / 8u, LD8, false);
+                [[unroll]] for (uint j = 0u; j < FRN; j++) acc[i][j] = coopMatMulAddNV(a[i], b[j], acc[i][j]);
             }
 #ifdef GEGLU
             [[unroll]] for (uint i = 0u; i < 2u; i++) {
-                coopMatLoadNV(a[i], sa2, (wm * 32u + i * 16u) * LD + kk, LD, false);
-                [[unroll]] for (uint j = 0u; j < 4u; j++) acc2[i][j] = coopMatMulAddNV(a[i], b[j], acc2[i][j]);
+                coopMatLoadNV(a[i], sa2, ((wm * 32u + i * 16u) * LD + kk) / 8u, LD8, false);
+                [[unroll]] for (uint j = 0u; j < FRN; j++) acc2[i][j] = coopMatMulAddNV(a[i], b[j], acc2[i][j]);
             }
 #endif
         }
         barrier();
     }
 
-    // epilogue: fragment by fragment through this subgroup's staging area
+    // epilogue: whole fragments straight to Y (column-major: token t, row r at
+    // t * y_stride + r), partial ones through the staging area
+    const bool direct_ok = ((pc.y_off + pc.y_row0) & 3u) == 0u && (pc.y_stride & 3u) == 0u;
     const uint sbase = warp * 256u;
     [[unroll]] for (uint i = 0u; i < 2u; i++)
-        [[unroll]] for (uint j = 0u; j < 4u; j++) {
-            coopMatStoreNV(acc[i][j], stage, sbase, 16u, true); // (m, n) at n * 16 + m
+        [[unroll]] for (uint j = 0u; j < FRN; j++) {
 #ifdef GEGLU
-            coopMatStoreNV(acc2[i][j], stage, sbase + 128u, 16u, true);
+            for (int e = 0; e < acc[i][j].length(); e++) acc[i][j][e] = gelu_tanh(acc[i][j][e]) * acc2[i][j][e];
 #endif
-            subgroupMemoryBarrierShared();
-            subgroupBarrier();
-            for (uint e = lane; e < 128u; e += gl_SubgroupSize) {
-                const uint m = e % 16u, nn = e / 16u;
-                const uint r = row0 + wm * 32u + i * 16u + m, t = col0 + wn * 32u + j * 8u + nn;
-                float v = stage[sbase + e];
-#ifdef GEGLU
-                v = gelu_tanh(v) * stage[sbase + 128u + e];
-#endif
-                if (r < pc.n_rows && t < n) ys[pc.y_off + t * pc.y_stride + pc.y_row0 + r] = v;
+            const uint r = row0 + wm * 32u + i * 16u, t = col0 + wn * WN + j * 8u;
+            if (r >= pc.n_rows || t >= n) continue; // uniform per subgroup
+            if (direct_ok && r + 16u <= pc.n_rows && t + 8u <= n) {
+                coopMatStoreNV(acc[i][j], ys, pc.y_off + t * pc.y_stride + pc.y_row0 + r, pc.y_stride, true);
+            } else {
+                coopMatStoreNV(acc[i][j], stage, sbase, 16u, true); // (m, n) at n * 16 + m
+                subgroupMemoryBarrierShared();
+                subgroupBarrier();
+                for (uint e = lane; e < 128u; e += gl_SubgroupSize) {
+                    const uint m = e % 16u, nn = e / 16u;
+                    if (r + m < pc.n_rows && t + nn < n) ys[pc.y_off + (t + nn) * pc.y_stride + pc.y_row0 + r + m] = stage[sbase + e];
+                }
+                subgroupBarrier();
             }
-            subgroupBarrier();
         }
 }

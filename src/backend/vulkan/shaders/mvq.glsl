@@ -61,6 +61,47 @@ float FN(dot)(ITEM w, uint it, uint xb) {
     return (w.dm.x * slo - w.dm.y * xlo) + (w.dm.z * shi - w.dm.w * xhi);
 }
 
+#elif defined(TYPE_Q5_K)
+// Block of 176 bytes (11 uvec4): header as Q4_K, qh[32], qs[128]. Item as
+// Q4_K (16 bytes of qs, sub-blocks 2j and 2j+1), plus the 16 qh bytes of its
+// elements: bit 2j (low run) and 2j+1 (high run) are the fifth bits.
+#ifndef MV_ITEM_DEFINED
+#define MV_ITEM_DEFINED
+#define MV_ITEMS(n) ((n) >> 5)
+struct ITEM { uvec4 q; uvec4 qh; vec4 dm; };
+uvec2 q4k_scale_min(uvec4 h, uint s) {
+    const uint sh = (s & 3u) * 8u;
+    const uint a = (h.y >> sh) & 0xFFu, b = (h.z >> sh) & 0xFFu, c = (h.w >> sh) & 0xFFu;
+    return s < 4u ? uvec2(a & 63u, b & 63u) : uvec2((c & 0xFu) | ((a >> 6) << 4), (c >> 4) | ((b >> 6) << 4));
+}
+#endif
+ITEM FN(load)(uint r4, uint r16, uint it, uint n_in) {
+    uint b = it >> 3, l = it & 7u, j = l >> 1;
+    uvec4 h = W4[r4 + b * 11u];
+    ITEM w;
+    w.qh = W4[r4 + b * 11u + 1u + (l & 1u)];
+    w.q = W4[r4 + b * 11u + 3u + l];
+    vec2 dd = unpackHalf2x16(h.x);
+    uvec2 a = q4k_scale_min(h, 2u * j), c = q4k_scale_min(h, 2u * j + 1u);
+    w.dm = vec4(dd.x * float(a.x), dd.y * float(a.y), dd.x * float(c.x), dd.y * float(c.y));
+    return w;
+}
+float FN(dot)(ITEM w, uint it, uint xb) {
+    uint b = it >> 3, l = it & 7u, j = l >> 1;
+    uint e = b * 64u + j * 16u + (l & 1u) * 4u; // in vec4 units
+    float slo = 0.0, shi = 0.0, xlo = 0.0, xhi = 0.0;
+    [[unroll]] for (uint k = 0u; k < 4u; k++) {
+        vec4 xl = xs4[xb + e + k], xh = xs4[xb + e + 8u + k];
+        uvec4 v = uvec4(w.q[k]) >> uvec4(0u, 8u, 16u, 24u);
+        uvec4 hb = uvec4(w.qh[k]) >> uvec4(0u, 8u, 16u, 24u);
+        slo += dot(u2f((v & 0xFu) | (((hb >> (2u * j)) & 1u) << 4)), xl);
+        shi += dot(u2f(((v >> 4) & 0xFu) | (((hb >> (2u * j + 1u)) & 1u) << 4)), xh);
+        xlo += (xl.x + xl.y) + (xl.z + xl.w);
+        xhi += (xh.x + xh.y) + (xh.z + xh.w);
+    }
+    return (w.dm.x * slo - w.dm.y * xlo) + (w.dm.z * shi - w.dm.w * xhi);
+}
+
 #elif defined(TYPE_Q6_K)
 // item = 1/4 of a block: half n, lanes l = 16h .. 16h+15 of each of the 4
 // quarter rows q: 64 weights at 128n + 32q + 16h + k.
