@@ -133,7 +133,7 @@ void ig_q4_K_scale_min(const uint8_t scales[IG_K_SCALE_SIZE], int j, uint8_t *sc
 
 /* ---- Integer dot products (references for the SIMD kernels) --------------
  * The activation is quantized first (Q8_0 for Q4_0/Q5_0/Q8_0 rows with
- * ig_quantize_row(IG_TYPE_Q8_0, ...), Q8_K for the K-quants). Each block
+ * ig_quantize_row_q8_0_act, Q8_K for the K-quants with ig_quantize_row_q8_K). Each block
  * forms exact int32 sums and the blocks are accumulated in f32, in order:
  *   Q8_0/Q4_0/Q5_0: sum += (float)isum * (d_w * d_x), isum = sum of q_w*q_x
  *                   (q_w centred: q-8 for Q4_0, q-16 for Q5_0);
@@ -142,6 +142,16 @@ void ig_q4_K_scale_min(const uint8_t scales[IG_K_SCALE_SIZE], int j, uint8_t *sc
  *   Q6_K:           sum += (d_w*d_x) * (float)sum_j(sc[j] * sum (q-32)*q_x).
  * n must be a multiple of the block size (trailing elements are ignored). */
 void ig_quantize_row_q8_K(const float *x, ig_block_q8_K *y, int64_t n);
+/* Q8_0 blocks of an activation as llama.cpp's x86 CPU backend makes them
+ * (quantize_row_q8_0 with AVX/AVX2, and the same formula in its 4-row
+ * repack quantizer): d = amax/127 stored as f16, q = nearest-even(x *
+ * (127/amax)) clamped to [-127, 127] (NaN gives -127); an all-zero block
+ * gets d = 0, q = 0. Differs from ig_quantize_row(IG_TYPE_Q8_0, ...) (ggml's
+ * quantize_row_q8_0_ref, used for weights: q = roundf(x * (1/d))) at exact
+ * ties and where 127/amax and 1/(amax/127) differ in the last bit, i.e.
+ * rarely, but this model family turns such single-element differences into
+ * logit differences of several percent (tests/e2e/test_logits.py). */
+void ig_quantize_row_q8_0_act(const float *x, void *y, int64_t n);
 void ig_dequantize_row_q8_K(const ig_block_q8_K *x, float *y, int64_t n);
 float ig_vec_dot_q8_0_q8_0(const void *row, const void *xq, int64_t n);
 float ig_vec_dot_q4_0_q8_0(const void *row, const void *xq, int64_t n);

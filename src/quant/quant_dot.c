@@ -43,6 +43,23 @@ void ig_quantize_row_q8_K(const float *x, ig_block_q8_K *y, int64_t n) {
     }
 }
 
+void ig_quantize_row_q8_0_act(const float *x, void *y, int64_t n) {
+    uint8_t *dst = y;
+    for (int64_t i = 0; i < n / IG_QK; i++, x += IG_QK) {
+        ig_block_q8_0 b;
+        float amax = 0.0f;
+        for (int j = 0; j < IG_QK; j++) amax = fmaxf(amax, fabsf(x[j]));
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        b.d = ig_f32_to_f16(amax / 127.0f);
+        for (int j = 0; j < IG_QK; j++) {
+            const float v = x[j] * id;
+            /* NaN and v <= -127 give -127, v >= 127 gives 127 */
+            b.qs[j] = (int8_t)(!(v > -127.0f) ? -127 : v >= 127.0f ? 127 : nearest_even(v));
+        }
+        memcpy(dst + i * (int64_t)sizeof b, &b, sizeof b);
+    }
+}
+
 void ig_dequantize_row_q8_K(const ig_block_q8_K *x, float *y, int64_t n) {
     for (int64_t i = 0; i < n / IG_QK_K; i++, y += IG_QK_K)
         for (int j = 0; j < IG_QK_K; j++) y[j] = x[i].d * (float)x[i].qs[j];

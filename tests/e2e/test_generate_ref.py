@@ -13,7 +13,12 @@ prints the generated ids. Skipped while `ignis run` is the stub that says
   noise (see test_logits.py): llama.cpp itself with an f16 KV cache diverges
   from its f32-KV run on 5 of the 6 prompts, as early as the 5th token, at
   gaps up to 0.50; on the dequantized F32 weights on 4 of 6. So exact
-  continuations cannot be required. Each prompt must match llama.cpp up to
+  continuations cannot be required (the issue's "at most one prompt diverges,
+  after its 16th token, at a tie within 1e-3" fails llama.cpp itself). ignis
+  (2026-11-23, AVX-512) matches 2 of the 6 prompts exactly and diverges on 4,
+  at generated tokens 4, 11, 17 and 22 where llama.cpp's top two are 0.042,
+  0.072, 0.033 and 0.006 apart (before the Q8_0 activation rounding matched
+  llama.cpp's: 5 of 6, at gaps up to 0.45). Each prompt must match llama.cpp up to
   its first divergence, which must fall on a near-tie: ignis's token is one
   llama.cpp scores within GAP of its best; after it, the texts are
   different contexts and are not compared. (llama.cpp's variants also
@@ -84,4 +89,4 @@ def test_real_model_greedy_matches_llamacpp():
             f"{p['text']!r}: diverges at generated token {k} (ignis {got[k]}, llama.cpp top-5 "
             f"{p['top5'][k]})\n got {got}\nwant {want}")
         diverged.append((p["text"], k))
-    print(f"diverged at near-ties: {diverged}")
+    print(f"{len(diverged)} of {len(ref['prompts'])} prompts diverged, at near-ties: {diverged}")

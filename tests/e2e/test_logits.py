@@ -60,8 +60,26 @@ GGUF_BOUND = {"f32": 1e-4, "f16": 2e-3, "q8_0": 3e-2}
 # (incremental vs batch) and 9.1e-2 (KV f16 vs f32), and its Q4_K_M result
 # is 1.1e-1 (mean 6.7e-2) from the exact result for the same weights (its
 # 8-bit activation rounding; tests/data/llamacpp-gemma3-270m.json
-# "calibration"). ignis (which also rounds activations to 8 bits) measured
-# 1.9e-1 max / 8.7e-2 mean against llama.cpp (2026-11-22). A 2e-2 bound would
+# "calibration"). The amplifier is that rounding: an activation element that
+# lands on the other side of a rounding boundary moves by a whole 8-bit step,
+# and the later layers blow that up. Measured in ignis: multiplying the GEGLU
+# output by 1 + u, |u| <= 5e-8 (at most one ulp, most elements unchanged),
+# moves ignis's own logits of this sequence by up to 1.05e-1 (mean 3.5e-2;
+# positions 0-2 unchanged, the jumps start at position 3). So two
+# implementations that do not evaluate every float operation in the same
+# order differ by about that much, and the 2e-2 cannot be met at
+# every position without copying llama.cpp's summation orders (SIMD dots,
+# repacked Q4_K gemm, non-flash attention, its expf). What ignis does match
+# bit for bit is the activation quantization of llama.cpp's x86 CPU backend:
+# Q8_K as quantize_row_q8_K_ref, Q8_0 as its AVX quantize_row_q8_0 (127/amax,
+# round half to even; ig_quantize_row_q8_0_act). With that, the one remaining
+# systematic difference is llama.cpp's GELU, which goes through a table of
+# fp16 inputs and outputs: emulating it (an experiment, not in ignis: it costs
+# accuracy against float64) brings position 0 (BOS alone) to 2.0e-4, the fp16
+# storage floor of the reference, and the whole sequence to 9.4e-2 max /
+# 4.0e-2 mean; without it position 0 is 1.2e-2 and the sequence 1.6e-1 max /
+# 8.1e-2 mean (batch; 1.5e-1 / 7.7e-2 one token at a time), against 1.7e-1 /
+# 9.0e-2 with the reference Q8_0 rounding (2026-11-23). A 2e-2 bound would
 # fail llama.cpp itself, so this comparison is loose (it still catches a
 # broken model: a 4-token window gives 1.5, norms without the +1 1.6; a
 # wrong global RoPE base alone gives only 2.0e-1 max / 9.7e-2 mean), and the
@@ -70,6 +88,11 @@ GGUF_BOUND = {"f32": 1e-4, "f16": 2e-3, "q8_0": 3e-2}
 # float64 evaluation there since its GELU goes through an fp16 table; ignis
 # measured 1.2e-3 against llama.cpp and 3.4e-6 against float64).
 REAL_BOUND_MAX, REAL_BOUND_MEAN = 3e-1, 1.2e-1
+# Position 0 (BOS alone) has no attention mixing and moves by 0 under the
+# one-ulp perturbation above and between ignis's scalar/AVX2/AVX-512 kernels,
+# so the 2e-2 does apply there (measured 1.2e-2, all of it the GELU
+# table).
+REAL_BOUND_POS0 = 2e-2
 DEQUANT_BOUND = 5e-3
 # logits closer than this may swap order under such noise: llama.cpp's own
 # variants (KV f16, dequantized weights) change the argmax at top-two gaps
@@ -172,6 +195,7 @@ def test_real_model_logits_vs_llamacpp(llamacpp_ref: dict, incremental: bool, tm
     errs = R.rel_errs_per_position(got, want)
     msg = " ".join(f"{e:.2e}" for e in errs)
     assert max(errs) <= REAL_BOUND_MAX and np.mean(errs) <= REAL_BOUND_MEAN, msg
+    assert errs[0] <= REAL_BOUND_POS0, msg
     for p in range(len(want)):
         g = int(got[p].argmax())
         if g != lg["top1"][p]:

@@ -131,7 +131,7 @@ static void run_case(const ig_mm_isa *isa, ig_dtype t, int64_t k, int rows, int 
     for (int tok = 0; tok < n; tok++) {
         const float *xt = x + (size_t)tok * (size_t)k;
         if (kind == IG_ACT_Q8_0) {
-            ig_quantize_row(IG_TYPE_Q8_0, xt, xq, k);
+            ig_quantize_row_q8_0_act(xt, xq, k);
             ig_dequantize_row(IG_TYPE_Q8_0, xq, xd, k);
         } else if (kind == IG_ACT_Q8_K) {
             ig_quantize_row_q8_K(xt, xq, k);
@@ -241,6 +241,8 @@ IG_TEST(matmul_act_quant_bytes) {
             if (rep == 9) memset(x, 0, (size_t)k * sizeof(float));
             if (rep == 11) /* equal magnitudes of both signs: the first wins (Q8_K) */
                 for (int64_t j = 0; j < k; j++) x[j] = (j & 1) ? 3.0f : -3.0f;
+            if (rep == 13) /* scale exactly 1 (max 127): halves are ties, to even */
+                for (int64_t j = 0; j < k; j++) x[j] = (j % 32 == 31) ? 127.0f : (float)(j % 32) - 15.5f;
             ig_mm_isa_scalar.quant_row((ig_act_kind)kind, x, k, want);
             for (int i = 1; i < n_isa; i++) {
                 memset(got, 0xcd, rs);

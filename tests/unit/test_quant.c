@@ -542,6 +542,26 @@ IG_TEST(quant_reference_quantizer_values) {
     CHECK_EQ_INT((int8_t)q[3], -3);
     CHECK_EQ_INT((int8_t)q[4], 1);
     CHECK_EQ_INT((int8_t)q[5], -127);
+    /* Activations: llama.cpp's x86 formula, q = nearest-even(x * (127/amax)). */
+    ig_quantize_row_q8_0_act(x, q, 32);
+    CHECK_EQ_INT(get_u16(q), 0x3c00);
+    CHECK_EQ_INT((int8_t)q[2], 127);
+    CHECK_EQ_INT((int8_t)q[3], -2); /* the tie goes to even */
+    CHECK_EQ_INT((int8_t)q[4], 0);
+    CHECK_EQ_INT((int8_t)q[5], -127);
+    /* 127/1.3f (97.6923141) is not 1/(1.3f/127) (97.6923065): x * them is
+     * 13.500001 and 13.499999, so the two quantizers differ by a step. */
+    memset(x, 0, sizeof x);
+    x[0] = 1.3f;
+    x[1] = 0.13818897306919098f;
+    ig_quantize_row_q8_0_act(x, q, 32);
+    CHECK_EQ_INT((int8_t)q[3], 14);
+    ig_quantize_row(IG_TYPE_Q8_0, x, q, 32);
+    CHECK_EQ_INT((int8_t)q[3], 13);
+    memset(x, 0, sizeof x);
+    ig_quantize_row_q8_0_act(x, q, 32); /* all zero: d = 0, q = 0 */
+    CHECK_EQ_INT(get_u16(q), 0);
+    CHECK_EQ_INT((int8_t)q[2], 0);
     /* Q4_0 follows quantize_row_q4_0_ref: d = max / -8 (max = the signed
      * value of largest magnitude, the first on ties), q = trunc(x/d + 8.5)
      * clipped to 15. */
@@ -804,7 +824,7 @@ IG_TEST(quant_int_dots) {
                     ig_quantize_row_q8_K(x, xq, n);
                     ig_dequantize_row_q8_K(xq, xd, n);
                 } else {
-                    ig_quantize_row(IG_TYPE_Q8_0, x, xq, n);
+                    ig_quantize_row_q8_0_act(x, xq, n);
                     ig_dequantize_row(IG_TYPE_Q8_0, xq, xd, n);
                 }
                 const float got = int_dot(type, row, xq, n);

@@ -44,7 +44,7 @@ void ig_mm_quant_row_scalar(ig_act_kind kind, const float *x, int64_t k, uint8_t
         int32_t *s = (int32_t *)(void *)(dst + k + 4 * nb);
         for (int64_t b = 0; b < nb; b++) {
             ig_block_q8_0 blk;
-            ig_quantize_row(IG_TYPE_Q8_0, x + b * IG_QK, &blk, IG_QK);
+            ig_quantize_row_q8_0_act(x + b * IG_QK, &blk, IG_QK);
             memcpy(dst + b * IG_QK, blk.qs, IG_QK);
             d[b] = ig_f16_to_f32(blk.d);
             int32_t sum = 0;

@@ -45,13 +45,6 @@ static ALWAYS_INLINE __m256 abs256(__m256 v) {
 
 /* ---- Activation quantization ---------------------------------------------- */
 
-static ALWAYS_INLINE __m256 round_away(__m256 v) {
-    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    const __m256 up = _mm256_cmp_ps(abs256(_mm256_sub_ps(v, t)), _mm256_set1_ps(0.5f), _CMP_GE_OQ);
-    const __m256 one = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(v, _mm256_set1_ps(-0.0f)));
-    return _mm256_add_ps(t, _mm256_and_ps(up, one));
-}
-
 /* 32 int32 lanes (4 vectors) -> 32 int8 in order. */
 static ALWAYS_INLINE __m256i pack32(__m256i a, __m256i b, __m256i c, __m256i d) {
     const __m256i ab = _mm256_packs_epi32(a, b), cd = _mm256_packs_epi32(c, d);
@@ -69,15 +62,15 @@ static void quant_row_avx2(ig_act_kind kind, const float *x, int64_t k, uint8_t 
             for (int i = 0; i < 4; i++) v[i] = _mm256_loadu_ps(x + 32 * b + 8 * i);
             const float amax = hmax256(_mm256_max_ps(_mm256_max_ps(abs256(v[0]), abs256(v[1])),
                                                      _mm256_max_ps(abs256(v[2]), abs256(v[3]))));
-            const float db = amax / 127.0f;
-            const float id = db != 0.0f ? 1.0f / db : 0.0f;
-            d[b] = _cvtsh_ss(_cvtss_sh(db, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+            /* as ig_quantize_row_q8_0_act: 127/amax, nearest even */
+            const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+            d[b] = _cvtsh_ss(_cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
             __m256i q[4];
             for (int i = 0; i < 4; i++) {
-                /* max(NaN, lo) gives lo, as round_clamp */
+                /* max(NaN, lo) gives lo */
                 __m256 p = _mm256_max_ps(_mm256_mul_ps(v[i], _mm256_set1_ps(id)), _mm256_set1_ps(-127.0f));
                 p = _mm256_min_ps(p, _mm256_set1_ps(127.0f));
-                q[i] = _mm256_cvttps_epi32(round_away(p));
+                q[i] = _mm256_cvtps_epi32(_mm256_round_ps(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
             }
             _mm256_storeu_si256((__m256i *)(void *)(dst + 32 * b), pack32(q[0], q[1], q[2], q[3]));
             s[b] = hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));

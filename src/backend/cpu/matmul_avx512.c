@@ -48,17 +48,6 @@ static ALWAYS_INLINE int32_t hsum_epi32_512(__m512i v) {
 
 /* ---- Activation quantization ---------------------------------------------- */
 
-/* roundf() of each lane (half away from zero). */
-static ALWAYS_INLINE __m512 round_away(__m512 v) {
-    const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    const __m512 f = _mm512_sub_ps(v, t);
-    const __mmask16 up = _mm512_cmp_ps_mask(_mm512_abs_ps(f), _mm512_set1_ps(0.5f), _CMP_GE_OQ);
-    const __m512 one = _mm512_castsi512_ps(_mm512_or_si512(
-        _mm512_castps_si512(_mm512_set1_ps(1.0f)),
-        _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32((int)0x80000000u))));
-    return _mm512_mask_add_ps(t, up, t, one);
-}
-
 static void quant_row_avx512(ig_act_kind kind, const float *x, int64_t k, uint8_t *dst) {
     if (kind == IG_ACT_Q8_0) {
         const int64_t nb = k / IG_QK;
@@ -67,17 +56,17 @@ static void quant_row_avx512(ig_act_kind kind, const float *x, int64_t k, uint8_
         for (int64_t b = 0; b < nb; b++) {
             const __m512 v0 = _mm512_loadu_ps(x + 32 * b), v1 = _mm512_loadu_ps(x + 32 * b + 16);
             const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-            const float db = amax / 127.0f;
-            const float id = db != 0.0f ? 1.0f / db : 0.0f;
-            d[b] = _cvtsh_ss(_cvtss_sh(db, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+            /* as ig_quantize_row_q8_0_act: 127/amax, nearest even */
+            const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+            d[b] = _cvtsh_ss(_cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
             const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
             const __m512 ivd = _mm512_set1_ps(id);
-            /* As round_clamp: NaN and <= -127 give -127 (max returns its second
-             * operand for NaN), >= 127 gives 127. */
+            /* NaN and <= -127 give -127 (max returns its second operand for
+             * NaN), >= 127 gives 127. */
             __m512 p0 = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v0, ivd), lo), hi);
             __m512 p1 = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v1, ivd), lo), hi);
-            const __m512i q0 = _mm512_cvttps_epi32(round_away(p0));
-            const __m512i q1 = _mm512_cvttps_epi32(round_away(p1));
+            const __m512i q0 = _mm512_cvt_roundps_epi32(p0, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            const __m512i q1 = _mm512_cvt_roundps_epi32(p1, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
             _mm_storeu_si128((__m128i *)(void *)(dst + 32 * b), _mm512_cvtepi32_epi8(q0));
             _mm_storeu_si128((__m128i *)(void *)(dst + 32 * b + 16), _mm512_cvtepi32_epi8(q1));
             s[b] = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
