@@ -203,10 +203,24 @@ int cmd_run(int argc, char **argv) {
     }
     printf("\n");
     fflush(stdout);
-    fprintf(stderr, "\nprompt: %d tokens in %.2f s (%.1f tokens/s); generation: %d tokens in %.2f s (%.1f tokens/s)\n",
+    /* Why generation ended: the token that ended it, a stop string, -n (or a
+     * full context), or Ctrl-C. */
+    char why[96];
+    if (stats.finish == IG_FINISH_STOP && stats.stop_token >= 0) {
+        const ig_hparams *hp = ig_model_hparams(m);
+        snprintf(why, sizeof why, "stopped at %s (id %d)",
+                 stats.stop_token == hp->eot_id ? "<end_of_turn>" : "<eos>", (int)stats.stop_token);
+    } else if (stats.finish == IG_FINISH_STOP) {
+        snprintf(why, sizeof why, "stopped at a stop string");
+    } else if (stats.finish == IG_FINISH_INTERRUPT) {
+        snprintf(why, sizeof why, "interrupted");
+    } else {
+        snprintf(why, sizeof why, "stopped at the length limit");
+    }
+    fprintf(stderr, "\nprompt: %d tokens in %.2f s (%.1f tokens/s); generation: %d tokens in %.2f s (%.1f tokens/s); %s\n",
             stats.n_prompt, stats.t_prompt, stats.t_prompt > 0 ? stats.n_prompt / stats.t_prompt : 0.0,
             stats.n_generated, stats.t_generate,
-            stats.t_generate > 0 ? stats.n_generated / stats.t_generate : 0.0);
+            stats.t_generate > 0 ? stats.n_generated / stats.t_generate : 0.0, why);
     rc = 0;
 done:
     ig_context_free(ctx);

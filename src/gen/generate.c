@@ -82,6 +82,7 @@ ig_status ig_generate(ig_context *ctx, int seq, const ig_tokenizer *tok, const i
                       int n_prompt, const int32_t *history, int n_history,
                       const ig_gen_params *gp, const ig_gen_io *io, ig_gen_stats *stats) {
     memset(stats, 0, sizeof *stats);
+    stats->stop_token = -1;
     const ig_context_params *cp = ig_context_params_get(ctx);
     if (n_prompt < 1) return ig_fail(IG_ERR_INVALID_ARG, "empty prompt");
     if (n_prompt >= cp->n_ctx)
@@ -149,6 +150,7 @@ ig_status ig_generate(ig_context *ctx, int seq, const ig_tokenizer *tok, const i
         int32_t id = ig_sampler_sample(smp, ig_get_logits(ctx, 0));
         if (id == eot || id == eos) {
             stats->finish = IG_FINISH_STOP;
+            stats->stop_token = id;
             break;
         }
         ig_sampler_accept(smp, id);

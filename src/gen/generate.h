@@ -31,6 +31,7 @@ typedef struct ig_gen_stats {
     int n_generated;
     double t_prompt, t_generate; /* seconds */
     ig_finish finish;
+    int32_t stop_token;  /* the end-of-turn / eos id that ended generation, else -1 */
 } ig_gen_stats;
 
 /* Called with each new piece of text; return false to stop. */
