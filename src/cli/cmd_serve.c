@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,12 +60,12 @@ static char *read_key_file(const char *path) {
 typedef struct sig_watch {
     ig_server *srv;
     sigset_t set;
-    volatile int done;
+    atomic_int done;
 } sig_watch;
 
 static void *watch_second_signal(void *arg) {
     sig_watch *w = arg;
-    while (!__atomic_load_n(&w->done, __ATOMIC_SEQ_CST)) {
+    while (!atomic_load(&w->done)) {
         struct timespec ts = {0, 100 * 1000 * 1000};
         int sig = sigtimedwait(&w->set, NULL, &ts);
         if (sig == SIGINT || sig == SIGTERM) {
@@ -175,6 +176,9 @@ int cmd_serve(int argc, char **argv) {
     /* test hook: keep /health at 503 for a while before loading */
     const char *delay = getenv("IGNIS_SERVE_LOAD_DELAY_MS");
     if (delay && *delay) p.load_delay_ms = atoi(delay);
+    /* test hook: hold each generation between its checks and its submission */
+    const char *sdelay = getenv("IGNIS_SERVE_SUBMIT_DELAY_MS");
+    if (sdelay && *sdelay) p.submit_delay_ms = atoi(sdelay);
 
     /* Signals: block them in every thread and wait for them here. */
     sigset_t set;
@@ -211,12 +215,13 @@ int cmd_serve(int argc, char **argv) {
             break;
         }
     }
-    sig_watch w = {.srv = srv, .set = set, .done = 0};
+    sig_watch w = {.srv = srv, .set = set};
+    atomic_init(&w.done, 0);
     pthread_t watcher;
     bool watching = pthread_create(&watcher, NULL, watch_second_signal, &w) == 0;
     ig_server_shutdown(srv, rc ? 0 : grace);
     if (watching) {
-        __atomic_store_n(&w.done, 1, __ATOMIC_SEQ_CST);
+        atomic_store(&w.done, 1);
         pthread_join(watcher, NULL);
     }
     free(file_key);

@@ -99,6 +99,7 @@ struct srv_sched {
 
     pthread_t thread;
     bool thread_started;
+    bool thread_joined; /* under mu */
     pthread_mutex_t mu;
     pthread_cond_t cv;      /* wakes the engine */
     pthread_cond_t idle_cv; /* signalled when sequences finish */
@@ -645,14 +646,14 @@ ig_status srv_sched_start(ig_model *model, ig_context *ctx, const srv_sched_para
     return IG_OK;
 }
 
-void srv_sched_shutdown(srv_sched *s, double grace_s, const volatile int *abort) {
+void srv_sched_stop(srv_sched *s, double grace_s, const atomic_int *abort) {
     if (!s) return;
     pthread_mutex_lock(&s->mu);
-    s->accepting = false;
-    if (s->thread_started && grace_s > 0) {
+    s->accepting = false; /* submit checks this under s->mu */
+    if (s->thread_started && !s->thread_joined && grace_s > 0) {
         double deadline = ig_time_now() + grace_s;
         while ((s->n_running > 0 || s->wait_head) && ig_time_now() < deadline &&
-               !(abort && *abort)) {
+               !(abort && atomic_load(abort))) {
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             ts.tv_nsec += 100 * 1000 * 1000;
@@ -666,8 +667,15 @@ void srv_sched_shutdown(srv_sched *s, double grace_s, const volatile int *abort)
     s->cancel_all = true;
     s->stop = true;
     pthread_cond_signal(&s->cv);
+    bool join = s->thread_started && !s->thread_joined;
+    s->thread_joined = true;
     pthread_mutex_unlock(&s->mu);
-    if (s->thread_started) pthread_join(s->thread, NULL);
+    if (join) pthread_join(s->thread, NULL);
+}
+
+void srv_sched_free(srv_sched *s) {
+    if (!s) return;
+    srv_sched_stop(s, 0, NULL);
     /* nothing is left when the thread ran; free whatever never got one */
     while (s->wait_head) {
         task *t = s->wait_head;
@@ -686,4 +694,9 @@ void srv_sched_shutdown(srv_sched *s, double grace_s, const volatile int *abort)
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
     free(s);
+}
+
+void srv_sched_shutdown(srv_sched *s, double grace_s, const atomic_int *abort) {
+    srv_sched_stop(s, grace_s, abort);
+    srv_sched_free(s);
 }

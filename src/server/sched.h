@@ -14,6 +14,7 @@
 #include "server/request.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -81,10 +82,17 @@ ig_status srv_sched_start(ig_model *model, ig_context *ctx, const srv_sched_para
 /* Queues a job's sequences. Returns 0, or -1 when the queue is full, or -2
  * when the scheduler is shutting down. */
 int srv_sched_submit(srv_sched *s, srv_job *j);
-/* Stops admitting; waits until nothing runs, grace_s passes or *abort
- * becomes true (abort may be NULL); then cancels the rest, stops the engine
- * thread and frees the scheduler. */
-void srv_sched_shutdown(srv_sched *s, double grace_s, const volatile int *abort);
+/* Stops admitting (srv_sched_submit answers -2 from then on); waits until
+ * nothing runs, grace_s passes or *abort becomes nonzero (abort may be
+ * NULL); then cancels the rest and joins the engine thread. The scheduler
+ * stays allocated: srv_sched_submit and srv_sched_load remain safe to call
+ * from other threads until srv_sched_free. Idempotent. */
+void srv_sched_stop(srv_sched *s, double grace_s, const atomic_int *abort);
+/* Frees a scheduler (stopping it first when needed). No other thread may
+ * use it any more. */
+void srv_sched_free(srv_sched *s);
+/* srv_sched_stop + srv_sched_free. */
+void srv_sched_shutdown(srv_sched *s, double grace_s, const atomic_int *abort);
 /* Sequences running / waiting. */
 void srv_sched_load(srv_sched *s, int *running, int *waiting);
 

@@ -40,7 +40,7 @@ struct ig_server {
     atomic_bool stopping;   /* refuse new generation requests */
     atomic_bool hard_stop;  /* streams give up */
     atomic_int active_conns;
-    volatile int abort_grace;
+    atomic_int abort_grace; /* a second signal: stop waiting for running requests */
     atomic_ullong id_counter;
     long long created;
 
@@ -690,6 +690,7 @@ static enum MHD_Result handle_generate(ig_server *S, struct MHD_Connection *c, c
     }
     char model[256];
     snprintf(model, sizeof model, "%s", S->model_id);
+    if (S->p.submit_delay_ms > 0) usleep((useconds_t)S->p.submit_delay_ms * 1000u);
     int rc = srv_sched_submit(S->sched, j);
     if (rc != 0) {
         srv_job_unref(j);
@@ -721,6 +722,11 @@ static enum MHD_Result handle_generate(ig_server *S, struct MHD_Connection *c, c
         pthread_mutex_lock(&j->mu);
     }
     if (j->failed) {
+        pthread_mutex_unlock(&j->mu);
+        if (atomic_load(&S->stopping)) /* cancelled when the grace period ran out */
+            return reply_error(c, cn, 503, "unavailable_error", NULL, NULL,
+                               "The server is shutting down: the request was cancelled");
+        pthread_mutex_lock(&j->mu);
         srv_error_set(&e, 500, "server_error", NULL, NULL, "%s", j->fail_msg);
         pthread_mutex_unlock(&j->mu);
         return queue_error(c, cn, &e);
@@ -1075,7 +1081,7 @@ ig_status ig_server_start(const ig_server_params *p, ig_server **out) {
 }
 
 void ig_server_abort_grace(ig_server *s) {
-    if (s) __atomic_store_n(&s->abort_grace, 1, __ATOMIC_SEQ_CST);
+    if (s) atomic_store(&s->abort_grace, 1);
 }
 
 int ig_server_port(const ig_server *s) { return s ? s->port : 0; }
@@ -1091,22 +1097,29 @@ void ig_server_shutdown(ig_server *S, double grace_s) {
     atomic_store(&S->stopping, true);
     MHD_socket lsock = MHD_quiesce_daemon(S->d);
     if (S->loader_started) pthread_join(S->loader, NULL);
+    /* S->sched is only written by the loader (joined above). Connection
+     * threads may still be between their not_ready() check and
+     * srv_sched_submit: srv_sched_stop refuses their submissions (503) but
+     * keeps the scheduler allocated until MHD_stop_daemon has joined every
+     * connection thread. */
     if (S->sched) {
         int running, waiting;
         srv_sched_load(S->sched, &running, &waiting);
         if (running || waiting)
             fprintf(stderr, "ignis serve: shutting down, waiting up to %.0fs for %d running and "
                             "%d queued sequences\n", grace_s, running, waiting);
-        srv_sched_shutdown(S->sched, grace_s, &S->abort_grace);
-        S->sched = NULL;
+        srv_sched_stop(S->sched, grace_s, &S->abort_grace);
     }
     /* let finished streams deliver their last events */
     double deadline = now_s() + 2.0;
-    while (atomic_load(&S->active_conns) > 0 && now_s() < deadline && !S->abort_grace)
+    while (atomic_load(&S->active_conns) > 0 && now_s() < deadline &&
+           !atomic_load(&S->abort_grace))
         usleep(20 * 1000);
     atomic_store(&S->hard_stop, true);
-    MHD_stop_daemon(S->d);
+    MHD_stop_daemon(S->d); /* joins every connection thread */
     if (lsock != MHD_INVALID_SOCKET) close(lsock);
+    srv_sched_free(S->sched);
+    S->sched = NULL;
     ig_context_free(S->ctx);
     ig_model_free(S->model);
     server_free(S);

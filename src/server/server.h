@@ -29,6 +29,7 @@ typedef struct ig_server_params {
     ig_backend_kind backend;
     int device;
     int load_delay_ms;        /* testing: wait this long before loading */
+    int submit_delay_ms;      /* testing: wait this long before submitting a generation */
 } ig_server_params;
 
 ig_server_params ig_server_default_params(void);
