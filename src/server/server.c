@@ -90,6 +90,9 @@ typedef struct conn {
     route r;
     srv_buf body;
     bool too_large;
+    bool has_length; /* Content-Length given (else chunked: unbounded) */
+    bool http11;     /* HTTP/1.1 request: 1xx interim answers allowed */
+    bool probed;     /* a liveness probe went out (see client_gone) */
     bool counted;
     int status;
     srv_job *job; /* for the log line */
@@ -822,6 +825,70 @@ static enum MHD_Result dispatch(ig_server *S, struct MHD_Connection *c, conn *cn
     return MHD_NO;
 }
 
+/* Answers a body that outgrew --max-body while it is still arriving (chunked,
+ * so its size is unbounded) and ends the connection, instead of reading on
+ * until the client stops. libmicrohttpd 0.9.x cannot queue a response once
+ * the body is being received, so the answer is written to the socket here;
+ * returning MHD_NO afterwards makes MHD close the connection. The write side
+ * is shut first and the input drained briefly (a "lingering close") so the
+ * client can read the answer before the close resets the connection. */
+static enum MHD_Result refuse_body_now(ig_server *S, struct MHD_Connection *c, conn *cn,
+                                       const char *url) {
+    const char *allow;
+    route r = find_route(url, &allow);
+    srv_error e;
+    const char *reason;
+    if (r != R_HEALTH && r != R_NONE && !authorized(S, c)) {
+        srv_error_set(&e, 401, "authentication_error", NULL, "invalid_api_key",
+                      "Invalid or missing API key.");
+        reason = "Unauthorized";
+    } else {
+        srv_error_set(&e, 413, "invalid_request_error", NULL, "request_too_large",
+                      "The request body exceeds the limit of %zu bytes", S->p.max_body);
+        reason = "Payload Too Large";
+    }
+    cn->status = e.status;
+    int fd = conn_fd(c);
+    char *body = srv_error_json(&e);
+    if (fd < 0 || !body) {
+        free(body);
+        return MHD_NO;
+    }
+    srv_buf msg = {0};
+    char head[256];
+    snprintf(head, sizeof head,
+             "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+             "Connection: close\r\n%s\r\n",
+             e.status, reason, strlen(body),
+             e.status == 401 ? "WWW-Authenticate: Bearer\r\n" : "");
+    bool ok = srv_buf_puts(&msg, head) && srv_buf_puts(&msg, body);
+    free(body);
+    double deadline = now_s() + 2.0;
+    size_t off = 0;
+    while (ok && off < msg.len && now_s() < deadline) {
+        ssize_t n = send(fd, msg.data + off, msg.len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) off += (size_t)n;
+        else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+            struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+            poll(&pfd, 1, 50);
+        } else break;
+    }
+    srv_buf_free(&msg);
+    shutdown(fd, SHUT_WR);
+    /* drain for at most 0.5 s, until the client closes */
+    deadline = now_s() + 0.5;
+    char sink[16384];
+    for (double t = now_s(); t < deadline; t = now_s()) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        int pr = poll(&pfd, 1, (int)((deadline - t) * 1000) + 1);
+        if (pr < 0 && errno == EINTR) continue;
+        if (pr <= 0) break;
+        ssize_t n = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) break;
+    }
+    return MHD_NO;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_size, void **con_cls) {
@@ -841,6 +908,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *con_cls = cn;
         atomic_fetch_add(&S->active_conns, 1);
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+        cn->has_length = cl != NULL;
         if (cl) {
             char *end;
             errno = 0;
@@ -877,6 +945,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             }
         }
         *upload_size = 0;
+        /* A declared length over the limit (up to 8x) is read and dropped;
+         * a chunked body has no end in sight: answer now. */
+        if (cn->too_large && !cn->has_length) return refuse_body_now(S, c, cn, url);
         return MHD_YES;
     }
     return dispatch(S, c, cn, url, method);

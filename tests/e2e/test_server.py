@@ -638,6 +638,72 @@ def test_body_limit(server: Server):
     assert_error(r, 413)
 
 
+def send_chunked_until_answer(server: Server, headers: dict, limit: int, seconds: float):
+    """Streams an endless chunked body (16 KiB chunks) and reads the answer as
+    soon as one comes. Returns (raw answer, bytes sent, seconds taken)."""
+    host, port = server.base.rsplit("/", 1)[-1].split(":")
+    s = socket.create_connection((host, int(port)), timeout=30)
+    head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n" \
+           "Content-Type: application/json\r\n"
+    head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+    s.sendall(head.encode())
+    chunk = b"4000\r\n" + b" " * 0x4000 + b"\r\n"
+    sent, t0, answer, pending = 0, time.time(), b"", b""
+    try:
+        s.setblocking(False)
+        while sent < limit and time.time() - t0 < seconds:
+            try:
+                answer = s.recv(65536)
+                break  # an answer, or the server closed
+            except BlockingIOError:
+                pass
+            except OSError:
+                break
+            if not pending:
+                pending = chunk
+            try:
+                n = s.send(pending)
+                pending = pending[n:]
+                sent += n
+            except BlockingIOError:
+                time.sleep(0.001)
+            except OSError:
+                break  # the server closed: read what it answered
+        s.setblocking(True)
+        s.settimeout(10)
+        try:
+            while True:
+                data = s.recv(65536)
+                if not data:
+                    break
+                answer += data
+        except OSError:
+            pass
+        return answer, sent, time.time() - t0
+    finally:
+        s.close()
+
+
+@pytest.mark.asan
+def test_chunked_body_over_limit_answered_at_once(server: Server):
+    """A chunked upload (no Content-Length) that passes --max-body gets its
+    413 while the client is still sending, and the connection ends: the
+    server does not read on until the client gives up."""
+    answer, sent, took = send_chunked_until_answer(server, auth(), limit=256 << 20, seconds=60)
+    assert answer.startswith(b"HTTP/1.1 413 "), (answer[:200], sent, took)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert b"connection: close" in head.lower()
+    err = json.loads(body)["error"]
+    assert err["code"] == "request_too_large" and str(MAX_BODY) in err["message"]
+    # the answer came after little more than the limit (socket buffers aside),
+    # not after the client's 256 MiB
+    assert sent < 32 << 20, sent
+    # without the key it is a 401, not a 413
+    answer, _, _ = send_chunked_until_answer(server, {}, limit=256 << 20, seconds=60)
+    assert answer.startswith(b"HTTP/1.1 401 "), answer[:200]
+    assert request(server.base, "GET", "/health").status_code == 200
+
+
 @pytest.mark.asan
 def test_auth_routes_and_methods(server: Server):
     body = json.dumps({"prompt": "x", "max_tokens": 1}).encode()
