@@ -179,20 +179,44 @@ static int conn_fd(struct MHD_Connection *c) {
     return ci ? ci->connect_fd : -1;
 }
 
-/* True when the peer has closed its side (or the socket failed). */
-static bool peer_gone(int fd) {
-    if (fd < 0) return false;
+typedef enum peer_state { PEER_OK, PEER_EOF, PEER_GONE } peer_state;
+
+/* PEER_GONE: the socket failed or was reset (POLLERR/POLLHUP: unwritable).
+ * PEER_EOF: the client sent FIN. That is either a close() or a half-close
+ * (shutdown(SHUT_WR)) of a client still reading its answer: TCP cannot tell
+ * them apart without writing. */
+static peer_state peer_check(int fd) {
+    if (fd < 0) return PEER_OK;
     struct pollfd pfd = {.fd = fd, .events = POLLIN | POLLRDHUP};
     int r = poll(&pfd, 1, 0);
-    if (r <= 0) return false;
-    if (pfd.revents & (POLLERR | POLLHUP | POLLNVAL | POLLRDHUP)) return true;
+    if (r <= 0) return PEER_OK;
+    if (pfd.revents & (POLLERR | POLLHUP | POLLNVAL)) return PEER_GONE;
+    if (pfd.revents & POLLRDHUP) return PEER_EOF;
     if (pfd.revents & POLLIN) {
         char b;
         ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-        if (n == 0) return true;
-        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return true;
+        if (n == 0) return PEER_EOF;
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return PEER_GONE;
     }
-    return false;
+    return PEER_OK;
+}
+
+/* For a request still waiting for its answer: has the client hung up?
+ * After a FIN, an HTTP/1.1 client is sent one interim "100 Continue"
+ * (clients must skip unexpected 1xx answers): a closed socket answers it
+ * with a reset, which the next check sees as PEER_GONE, while a client that
+ * only half-closed reads on. HTTP/1.0 allows no interim answers, so there a
+ * FIN counts as a hang-up (what llama-server and uvicorn do for every
+ * client). */
+static bool client_gone(conn *cn, int fd) {
+    peer_state ps = peer_check(fd);
+    if (ps == PEER_GONE) return true;
+    if (ps != PEER_EOF || cn->probed) return false;
+    cn->probed = true;
+    if (!cn->http11) return true;
+    static const char probe[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    ssize_t n = send(fd, probe, sizeof probe - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
 }
 
 static void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, int ms) {
@@ -446,6 +470,7 @@ typedef struct stream {
     bool *sent_finish;
     bool started;
     bool eos;
+    bool pinged; /* an SSE comment went out after the client's FIN */
 } stream;
 
 static void stream_free(void *cls) {
@@ -523,6 +548,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     stream *st = cls;
     for (;;) {
+    flush:
         if (st->out_off < st->out.len) {
             size_t n = st->out.len - st->out_off;
             if (n > max) n = max;
@@ -549,9 +575,21 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             timed_wait(&j->cv, &j->mu, 200);
             if (has_news(st)) break;
             pthread_mutex_unlock(&j->mu);
-            if (atomic_load(&st->S->hard_stop) || peer_gone(st->fd)) {
+            peer_state ps = atomic_load(&st->S->hard_stop) ? PEER_GONE : peer_check(st->fd);
+            if (ps == PEER_GONE) {
                 srv_job_cancel(j);
                 return MHD_CONTENT_READER_END_WITH_ERROR;
+            }
+            if (ps == PEER_EOF && !st->pinged) {
+                /* FIN: a closed client resets on this write (then the
+                 * write fails or the next check sees PEER_GONE); a client
+                 * that only half-closed keeps reading. */
+                st->pinged = true;
+                if (!srv_buf_puts(&st->out, ": ping\n\n")) {
+                    srv_job_cancel(j);
+                    return MHD_CONTENT_READER_END_WITH_ERROR;
+                }
+                goto flush;
             }
             pthread_mutex_lock(&j->mu);
         }
@@ -717,7 +755,7 @@ static enum MHD_Result handle_generate(ig_server *S, struct MHD_Connection *c, c
         timed_wait(&j->cv, &j->mu, 200);
         if (j->n_done == j->n_choices) break;
         pthread_mutex_unlock(&j->mu);
-        if (peer_gone(fd)) {
+        if (client_gone(cn, fd)) {
             srv_job_cancel(j);
             cn->status = 499; /* client closed the request */
             return MHD_NO;
@@ -892,7 +930,6 @@ static enum MHD_Result refuse_body_now(ig_server *S, struct MHD_Connection *c, c
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_size, void **con_cls) {
-    (void)version;
     ig_server *S = cls;
     conn *cn = *con_cls;
     if (!cn) {
@@ -906,6 +943,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         for (char *q = cn->method; *q; q++)
             if ((unsigned char)*q < 0x20 || *q == 0x7f) *q = '?';
         *con_cls = cn;
+        cn->http11 = version && !strcmp(version, MHD_HTTP_VERSION_1_1);
         atomic_fetch_add(&S->active_conns, 1);
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         cn->has_length = cl != NULL;

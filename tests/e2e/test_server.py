@@ -463,6 +463,54 @@ def test_client_disconnect_non_stream(server: Server, model_id: str):
     assert m[cancelled] == before[cancelled] + 1
 
 
+def raw_post(server: Server, path: str, body: dict) -> bytes:
+    hdr = {"Content-Type": "application/json", **auth()}
+    data = json.dumps(body).encode()
+    head = f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(data)}\r\n"
+    head += "".join(f"{k}: {v}\r\n" for k, v in hdr.items()) + "\r\n"
+    return head.encode() + data
+
+
+def read_all(s: socket.socket) -> bytes:
+    out = b""
+    while True:
+        data = s.recv(65536)
+        if not data:
+            return out
+        out += data
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_half_closed_client_still_answered(server: Server, model_id: str, stream: bool):
+    """A client that shuts down its sending side (shutdown(SHUT_WR)) but keeps
+    reading is not a client that went away: it gets its whole answer."""
+    before = metrics(server)
+    cancelled = 'ignis_sequences_finished_total{reason="cancelled"}'
+    host, port = server.base.rsplit("/", 1)[-1].split(":")
+    # a long prompt: the FIN arrives while the server still waits for the
+    # first token (where a stream, too, checks on its client)
+    body = {"model": model_id, "prompt": "word " * 300 + "One, two, three, four,",
+            "max_tokens": 100, "temperature": 0, "stream": stream}
+    with socket.create_connection((host, int(port)), timeout=120) as s:
+        s.sendall(raw_post(server, "/v1/completions", body))
+        time.sleep(0.1)
+        s.shutdown(socket.SHUT_WR)
+        raw = read_all(s)
+    # an interim "100 Continue" may precede the answer (a liveness probe)
+    while raw.startswith(b"HTTP/1.1 100 "):
+        raw = raw.split(b"\r\n\r\n", 1)[1]
+    assert raw.startswith(b"HTTP/1.1 200 "), raw[:300]
+    if stream:
+        assert b"data: [DONE]" in raw
+        assert b'"finish_reason":"length"' in raw or b'"finish_reason":"stop"' in raw
+    else:
+        ans = json.loads(raw.split(b"\r\n\r\n", 1)[1])
+        assert ans["choices"][0]["finish_reason"] in ("length", "stop")
+        assert ans["usage"]["completion_tokens"] >= 1
+    m = metrics(server)
+    assert m[cancelled] == before[cancelled]
+
+
 def test_roles_merge_and_head(server: Server, client: openai.OpenAI, model_id: str):
     """Consecutive same-role messages become one turn; developer == system."""
     msgs = [{"role": "developer", "content": "Be brief."},
