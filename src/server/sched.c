@@ -78,6 +78,14 @@ typedef struct task {
     ig_sampler *smp;
     ig_detok_stream *detok;
     srv_buf pend;      /* text held back (stop strings) */
+    /* Logprob entries wait here until the text of their token is released,
+     * so the choice's logprobs never run ahead of its text. Offsets count
+     * bytes of the sequence's decoded text (released + pending). */
+    srv_token_lp *plp;
+    size_t *plp_start, *plp_end;
+    size_t n_plp, cap_plp;
+    size_t gen_bytes;  /* bytes decoded so far */
+    size_t rel_bytes;  /* bytes released to the job so far */
     double t_last;
     struct task *next;
 } task;
@@ -125,8 +133,57 @@ static void task_free(task *t) {
     ig_sampler_free(t->smp);
     ig_detok_stream_free(t->detok);
     srv_buf_free(&t->pend);
+    free(t->plp);
+    free(t->plp_start);
+    free(t->plp_end);
     srv_job_unref(t->job);
     free(t);
+}
+
+/* Queues a logprob entry for the token whose text spans [start, end). */
+static bool plp_push(task *t, const srv_token_lp *lp, size_t start, size_t end) {
+    if (t->n_plp == t->cap_plp) {
+        size_t cap = t->cap_plp ? t->cap_plp * 2 : 8;
+        srv_token_lp *a = realloc(t->plp, cap * sizeof *a);
+        if (!a) return false;
+        t->plp = a;
+        size_t *b = realloc(t->plp_start, cap * sizeof *b);
+        if (!b) return false;
+        t->plp_start = b;
+        size_t *c = realloc(t->plp_end, cap * sizeof *c);
+        if (!c) return false;
+        t->plp_end = c;
+        t->cap_plp = cap;
+    }
+    t->plp[t->n_plp] = *lp;
+    t->plp_start[t->n_plp] = start;
+    t->plp_end[t->n_plp] = end;
+    t->n_plp++;
+    return true;
+}
+
+/* How many queued entries go out once the text up to rel_bytes is released:
+ * while generating, the tokens whose text lies entirely within it; at the
+ * end (final), also the token a stop string cut through (it contributed
+ * released text); entries past the released text are then dropped. */
+static size_t plp_ready(const task *t, bool final) {
+    size_t k = 0;
+    while (k < t->n_plp && (final ? t->plp_start[k] < t->rel_bytes || t->plp_end[k] <= t->rel_bytes
+                                  : t->plp_end[k] <= t->rel_bytes))
+        k++;
+    return k;
+}
+
+static void plp_consume(task *t, size_t k, bool final) {
+    if (final) {
+        t->n_plp = 0;
+        return;
+    }
+    if (!k) return;
+    memmove(t->plp, t->plp + k, (t->n_plp - k) * sizeof *t->plp);
+    memmove(t->plp_start, t->plp_start + k, (t->n_plp - k) * sizeof *t->plp_start);
+    memmove(t->plp_end, t->plp_end + k, (t->n_plp - k) * sizeof *t->plp_end);
+    t->n_plp -= k;
 }
 
 static uint64_t random_seed(srv_sched *s) {
@@ -225,16 +282,20 @@ static bool job_cancelled(srv_job *j) {
     return c;
 }
 
-/* Appends released text (and optionally a logprob entry) to the choice. */
-static bool emit(task *t, const char *text, size_t n, const srv_token_lp *lp) {
+/* Releases n more bytes of text to the choice, with the logprob entries
+ * that this release covers (final: the sequence ends with this release). */
+static bool emit(task *t, const char *text, size_t n, bool final) {
     srv_job *j = t->job;
     srv_choice_out *o = &j->out[t->index];
     bool ok = true;
+    t->rel_bytes += n;
+    size_t k = plp_ready(t, final);
     pthread_mutex_lock(&j->mu);
     if (n) ok = srv_buf_append(&o->text, text, n);
-    if (ok && lp) {
-        if (o->n_lps == o->cap_lps) {
-            size_t cap = o->cap_lps ? o->cap_lps * 2 : 16;
+    if (ok && k) {
+        if (o->n_lps + k > o->cap_lps) {
+            size_t cap = o->cap_lps ? o->cap_lps : 16;
+            while (cap < o->n_lps + k) cap *= 2;
             srv_token_lp *p = realloc(o->lps, cap * sizeof *p);
             if (!p) ok = false;
             else {
@@ -242,11 +303,15 @@ static bool emit(task *t, const char *text, size_t n, const srv_token_lp *lp) {
                 o->cap_lps = cap;
             }
         }
-        if (ok) o->lps[o->n_lps++] = *lp;
+        if (ok) {
+            memcpy(o->lps + o->n_lps, t->plp, k * sizeof *t->plp);
+            o->n_lps += k;
+        }
     }
     o->n_gen = t->n_gen;
     pthread_mutex_unlock(&j->mu);
-    if (n || lp) pthread_cond_broadcast(&j->cv);
+    if (ok) plp_consume(t, k, final);
+    if (n || k) pthread_cond_broadcast(&j->cv);
     return ok;
 }
 
@@ -296,13 +361,14 @@ static bool drain_text(srv_sched *s, task *t, bool *oom) {
         *oom = true;
         return false;
     }
+    t->gen_bytes += n;
     bool matched = false;
     size_t len = t->pend.len;
     size_t rel = len ? srv_stop_scan(t->pend.data, len, t->job->req.stop, t->job->req.n_stop,
                                      &matched)
                      : 0;
     if (!matched) rel = len;
-    if (rel && !emit(t, t->pend.data, rel, NULL)) *oom = true;
+    if (!emit(t, t->pend.data, rel, true)) *oom = true;
     t->pend.len = 0;
     return matched;
 }
@@ -366,11 +432,14 @@ static void process_token(srv_sched *s, task *t, const float *logits) {
     }
     size_t n = ig_detok_stream_push(t->detok, tok, s->detok_buf, sizeof s->detok_buf);
     if (n && !srv_buf_append(&t->pend, s->detok_buf, n)) oom = true;
+    size_t tok_start = t->gen_bytes;
+    t->gen_bytes += n;
+    if (!oom && want_lp && !plp_push(t, &lpe, tok_start, t->gen_bytes)) oom = true;
     bool matched = false;
     size_t rel = 0;
     if (!oom && t->pend.len)
         rel = srv_stop_scan(t->pend.data, t->pend.len, j->req.stop, j->req.n_stop, &matched);
-    if (!oom && !emit(t, t->pend.data, rel, want_lp ? &lpe : NULL)) oom = true;
+    if (!oom && !emit(t, t->pend.data, rel, matched)) oom = true;
     if (oom) {
         finish(s, t, NULL, "out of memory");
         return;

@@ -346,6 +346,50 @@ def test_logprobs(client: openai.OpenAI, model_id: str):
     assert raw.decode("utf-8") == r.choices[0].message.content
 
 
+def test_logprobs_stop_at_released_text(client: openai.OpenAI, model_id: str):
+    """A stop string drops the logprob entries of the tokens it swallowed:
+    logprobs describe exactly the returned text (streamed or not)."""
+    kw = dict(model=model_id, messages=CHAT, max_tokens=8, temperature=0, logprobs=True,
+              top_logprobs=1)
+    free = client.chat.completions.create(**kw)
+    toks = [e.token for e in free.choices[0].logprobs.content]
+    text = free.choices[0].message.content
+    assert "".join(toks) == text
+    k = next((i for i in range(1, len(toks))
+              if toks[i].strip() and text.find(toks[i]) == len("".join(toks[:i]))), None)
+    assert k is not None, f"no token to stop on in {toks!r}"
+    stop = toks[k]
+    r = client.chat.completions.create(stop=stop, **kw)
+    c = r.choices[0]
+    assert c.finish_reason == "stop"
+    assert c.message.content == "".join(toks[:k])
+    assert [e.token for e in c.logprobs.content] == toks[:k]
+    assert b"".join(bytes(e.bytes) for e in c.logprobs.content).decode() == c.message.content
+    # streamed: the logprobs arrive with their text, never ahead of it
+    text_s, lps = "", []
+    for ch in client.chat.completions.create(stop=stop, stream=True, **kw):
+        if not ch.choices:
+            continue
+        d = ch.choices[0]
+        text_s += d.delta.content or ""
+        if d.logprobs and d.logprobs.content:
+            lps += [e.token for e in d.logprobs.content]
+        assert "".join(lps) == text_s
+    assert text_s == c.message.content and lps == toks[:k]
+    # legacy completions: the same cut
+    p = "The capital of France is"
+    full = client.completions.create(model=model_id, prompt=p, max_tokens=8, temperature=0,
+                                     logprobs=1).choices[0]
+    ltoks = full.logprobs.tokens
+    k = next((i for i in range(1, len(ltoks))
+              if ltoks[i].strip() and full.text.find(ltoks[i]) == len("".join(ltoks[:i]))), None)
+    assert k is not None, ltoks
+    cut = client.completions.create(model=model_id, prompt=p, max_tokens=8, temperature=0,
+                                    logprobs=1, stop=ltoks[k]).choices[0]
+    assert cut.text == "".join(ltoks[:k])
+    assert cut.logprobs.tokens == ltoks[:k] and len(cut.logprobs.token_logprobs) == k
+
+
 def test_completions_endpoint(client: openai.OpenAI, model_id: str):
     r = client.completions.create(model=model_id, prompt="Once upon a time", max_tokens=4,
                                   temperature=0, logprobs=2)
