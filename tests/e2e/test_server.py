@@ -390,6 +390,99 @@ def test_logprobs_stop_at_released_text(client: openai.OpenAI, model_id: str):
     assert cut.logprobs.tokens == ltoks[:k] and len(cut.logprobs.token_logprobs) == k
 
 
+def test_logit_bias_forces_token(server: Server, client: openai.OpenAI, model_id: str):
+    r = request(server.base, "POST", "/tokenize", {"content": " banana"}, auth())
+    tid = r.json()["tokens"][-1]
+    want = request(server.base, "POST", "/detokenize", {"tokens": [tid] * 3}, auth()).json()
+    kw = dict(model=model_id, prompt="Once upon a time", max_tokens=3, temperature=0)
+    plain = client.completions.create(**kw).choices[0].text
+    forced = client.completions.create(logit_bias={str(tid): 100}, **kw).choices[0]
+    assert forced.text == want["content"] != plain
+    # a -100 bias bans the greedy choice
+    first = client.completions.create(model=model_id, prompt="Once upon a time", max_tokens=1,
+                                      temperature=0, logprobs=1).choices[0]
+    top = request(server.base, "POST", "/tokenize", {"content": first.text}, auth()).json()
+    banned = top["tokens"][-1]
+    other = client.completions.create(model=model_id, prompt="Once upon a time", max_tokens=1,
+                                      temperature=0, logit_bias={str(banned): -100})
+    assert other.choices[0].text != first.text
+
+
+def test_top_k_1_is_greedy(client: openai.OpenAI, model_id: str):
+    kw = dict(model=model_id, messages=CHAT, max_tokens=6)
+    greedy = client.chat.completions.create(temperature=0, **kw).choices[0].message.content
+    for seed in (1, 2, 3):
+        r = client.chat.completions.create(temperature=1.0, top_p=1.0, seed=seed,
+                                           extra_body={"top_k": 1}, **kw)
+        assert r.choices[0].message.content == greedy
+
+
+def test_penalties_change_repetitive_text(client: openai.OpenAI, model_id: str):
+    kw = dict(model=model_id, prompt="The cat sat on the mat. The cat sat on the",
+              max_tokens=16, temperature=0)
+    base = client.completions.create(**kw).choices[0].text
+    assert base.count("cat sat") >= 2, base  # greedy just repeats the sentence
+    for field in ("presence_penalty", "frequency_penalty"):
+        pen = client.completions.create(**{field: 2.0}, **kw).choices[0].text
+        assert pen != base, field
+        assert pen.count("cat sat") < base.count("cat sat"), (field, pen)
+
+    def most_repeated(text):
+        words = text.replace(",", " ").split()
+        return max(words.count(w) for w in words)
+
+    # a negative penalty rewards repeating what was generated
+    kw["prompt"] = "Once upon a time"
+    base = client.completions.create(**kw).choices[0].text
+    neg = client.completions.create(presence_penalty=-2.0, **kw).choices[0].text
+    assert neg != base and most_repeated(neg) > most_repeated(base), (base, neg)
+
+
+def test_stream_n_choices(client: openai.OpenAI, model_id: str):
+    kw = dict(model=model_id, messages=CHAT, max_tokens=4, n=3, temperature=1.0, seed=11)
+    full = client.chat.completions.create(**kw)
+    texts, finish, roles = {}, {}, {}
+    for ch in client.chat.completions.create(stream=True, **kw):
+        for c in ch.choices:
+            texts[c.index] = texts.get(c.index, "") + (c.delta.content or "")
+            if c.delta.role:
+                roles[c.index] = c.delta.role
+            if c.finish_reason:
+                assert c.index not in finish
+                finish[c.index] = c.finish_reason
+    assert sorted(texts) == [0, 1, 2] and sorted(finish) == [0, 1, 2]
+    assert roles == {0: "assistant", 1: "assistant", 2: "assistant"}
+    assert [texts[i] for i in range(3)] == [c.message.content for c in full.choices]
+    assert [finish[i] for i in range(3)] == [c.finish_reason for c in full.choices]
+
+
+def test_stream_logprobs(client: openai.OpenAI, model_id: str):
+    kw = dict(model=model_id, messages=CHAT, max_tokens=5, temperature=0, logprobs=True,
+              top_logprobs=2)
+    full = client.chat.completions.create(**kw).choices[0]
+    text, entries = "", []
+    for ch in client.chat.completions.create(stream=True, **kw):
+        if ch.choices:
+            text += ch.choices[0].delta.content or ""
+            if ch.choices[0].logprobs and ch.choices[0].logprobs.content:
+                entries += ch.choices[0].logprobs.content
+    assert text == full.message.content
+    assert len(entries) == 5
+    assert [e.token for e in entries] == [e.token for e in full.logprobs.content]
+    for a, b in zip(entries, full.logprobs.content):
+        assert abs(a.logprob - b.logprob) < 1e-5
+        assert len(a.top_logprobs) == 2 and a.top_logprobs[0].token == a.token
+    assert b"".join(bytes(e.bytes) for e in entries).decode() == text
+    # legacy completions stream their logprobs too
+    parts = list(client.completions.create(model=model_id, prompt="Once upon a time",
+                                           max_tokens=4, temperature=0, logprobs=2,
+                                           stream=True))
+    toks = [t for p in parts if p.choices and p.choices[0].logprobs
+            for t in p.choices[0].logprobs.tokens]
+    assert "".join(toks) == "".join(p.choices[0].text for p in parts if p.choices)
+    assert len(toks) == 4
+
+
 def test_completions_endpoint(client: openai.OpenAI, model_id: str):
     r = client.completions.create(model=model_id, prompt="Once upon a time", max_tokens=4,
                                   temperature=0, logprobs=2)
@@ -555,6 +648,96 @@ def test_half_closed_client_still_answered(server: Server, model_id: str, stream
     assert m[cancelled] == before[cancelled]
 
 
+# ----------------------------------------------------------- continuous batching
+
+@pytest.fixture(scope="module")
+def batch_server(ignis_build: Path):
+    """8 slots and small prefill chunks (--batch 32), no key."""
+    srv = Server(ignis_build / "ignis", ["--parallel", "8", "--ctx", str(CTX), "--batch", "32",
+                                         "-t", "2", "--quiet"])
+    try:
+        srv.wait_ready()
+        yield srv
+    finally:
+        rc = srv.stop()
+        log = srv.log()
+        srv.close()
+        assert rc == 0, f"server exit status {rc}:\n{log[-4000:]}"
+
+
+def test_batching_shares_engine_steps(batch_server: Server):
+    """8 concurrent requests are decoded together: the engine runs far fewer
+    steps (ignis_decode_calls_total) than the tokens it generates."""
+    client = openai.OpenAI(base_url=batch_server.base + "/v1", api_key="x", max_retries=0,
+                           timeout=300)
+    prompts = [f"Write a short story about animal number {i}." for i in range(8)]
+    before = metrics(batch_server)
+
+    def one(p):
+        r = client.completions.create(model="gemma-3-270m-q4_k_m", prompt=p, max_tokens=16,
+                                      temperature=0)
+        return r.usage.completion_tokens
+
+    with ThreadPoolExecutor(8) as ex:
+        total = sum(ex.map(one, prompts))
+    after = metrics(batch_server)
+    steps = after["ignis_decode_calls_total"] - before["ignis_decode_calls_total"]
+    gen = after["ignis_generation_tokens_total"] - before["ignis_generation_tokens_total"]
+    assert gen == total >= 8 * 8
+    # one request alone needs one step per token; 8 at once share them
+    assert steps <= total / 2, (steps, total)
+
+
+def test_long_prompt_does_not_stall_streams(batch_server: Server):
+    """A ~420-token prompt arriving while 3 streams run is prefilled in
+    --batch sized chunks inside the streams' steps: each step still gives
+    every stream its next token, so the steps taken are about the streams'
+    token count, not that plus the prefill steps (>= 14 here)."""
+    n_tok = 40
+    before = metrics(batch_server)
+    arrivals: list[list[float]] = [[] for _ in range(3)]
+    done_at = [0.0] * 3
+    started = threading.Barrier(4)
+
+    def stream(i):
+        body = {"prompt": f"Count slowly, story {i}: one, two,", "max_tokens": n_tok,
+                "temperature": 0, "stream": True}
+        conn, resp = open_stream(batch_server.base, "/v1/completions", body)
+        told = False
+        for line in sse_lines(resp):
+            if line.startswith("data: {"):
+                arrivals[i].append(time.time())
+                if len(arrivals[i]) == 3 and not told:
+                    told = True
+                    started.wait(120)
+        done_at[i] = time.time()
+        conn.close()
+
+    threads = [threading.Thread(target=stream, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    started.wait(120)  # every stream has its first tokens
+    long_prompt = "word " * 420
+    r = request(batch_server.base, "POST", "/v1/completions",
+                {"prompt": long_prompt, "max_tokens": 1, "temperature": 0})
+    long_done = time.time()
+    assert r.status_code == 200, r.text
+    assert r.json()["usage"]["prompt_tokens"] > 400
+    for t in threads:
+        t.join(300)
+    after = metrics(batch_server)
+    # the long prompt was served while the streams were still running
+    assert long_done < min(done_at)
+    steps = after["ignis_decode_calls_total"] - before["ignis_decode_calls_total"]
+    # n_tok steps for the longest stream, plus a few for staggered admission;
+    # prefill steps that skipped the streams would add >= 420 / 32
+    assert steps <= n_tok + 6, steps
+    for a in arrivals:
+        assert len(a) >= n_tok // 2
+        gaps = [y - x for x, y in zip(a, a[1:])]
+        assert max(gaps) < 10.0, max(gaps)  # loose: no stream froze
+
+
 def test_roles_merge_and_head(server: Server, client: openai.OpenAI, model_id: str):
     """Consecutive same-role messages become one turn; developer == system."""
     msgs = [{"role": "developer", "content": "Be brief."},
@@ -698,12 +881,18 @@ def test_bad_types_and_ranges(server: Server):
 
 @pytest.mark.asan
 def test_context_length_exceeded(server: Server):
+    """Refused before any engine work: no decode step runs and no prompt
+    token is counted across these 400s."""
+    before = metrics(server)
     long_text = "word " * (CTX * 2)
     r = post_raw(server, "/v1/chat/completions",
                  json.dumps({"messages": [{"role": "user", "content": long_text}]}).encode())
     err = assert_error(r, 400, code="context_length_exceeded", param="messages")
     assert f"maximum context length is {CTX} tokens" in err["message"]
     r = post_raw(server, "/v1/completions", json.dumps({"prompt": long_text}).encode())
+    assert_error(r, 400, code="context_length_exceeded", param="prompt")
+    # token ids one past the context
+    r = post_raw(server, "/v1/completions", json.dumps({"prompt": [2] * CTX}).encode())
     assert_error(r, 400, code="context_length_exceeded", param="prompt")
     # far too long: refused from its byte length alone
     huge = "x" * (MAX_BODY - 1000)
@@ -712,7 +901,15 @@ def test_context_length_exceeded(server: Server):
     # prompt fits, but prompt + max_tokens does not
     r = post_raw(server, "/v1/completions",
                  json.dumps({"prompt": "hello", "max_tokens": CTX}).encode())
-    assert_error(r, 400, code="context_length_exceeded")
+    assert_error(r, 400, code="context_length_exceeded", param="max_tokens")
+    r = post_raw(server, "/v1/chat/completions",
+                 json.dumps({"messages": [{"role": "user", "content": "hi"}],
+                             "max_completion_tokens": CTX, "stream": True}).encode())
+    assert_error(r, 400, code="context_length_exceeded", param="max_tokens")
+    after = metrics(server)
+    for name in ("ignis_decode_calls_total", "ignis_prompt_tokens_total",
+                 "ignis_generation_tokens_total"):
+        assert after[name] == before[name], name
 
 
 @pytest.mark.asan
@@ -1032,3 +1229,100 @@ def test_sigint_drains_running_stream(ignis_build: Path):
         srv.close()
 
 
+@pytest.mark.asan
+def test_api_key_file(ignis_build: Path, tmp_path: Path):
+    """--api-key-file: the first line, blanks and CR/LF trimmed, is the key."""
+    kf = tmp_path / "key.txt"
+    kf.write_bytes(b"  \tsk-file-key-42 \r\nsecond line is ignored\n")
+    srv = Server(ignis_build / "ignis", ["--api-key-file", str(kf), "--ctx", "256", "-t", "2"])
+    try:
+        srv.wait_ready()
+        assert "API key required" in srv.log()
+        ok = request(srv.base, "GET", "/v1/models",
+                     headers={"Authorization": "Bearer sk-file-key-42"})
+        assert ok.status_code == 200
+        for bad in ["Bearer second line is ignored", "Bearer sk-file-key-4",
+                    "Bearer sk-file-key-42x", "Bearer sk-file-key-42\tsecond"]:
+            assert_error(request(srv.base, "GET", "/v1/models",
+                                 headers={"Authorization": bad}), 401)
+        assert request(srv.base, "GET", "/health").status_code == 200
+        check_clean_exit(srv, srv.stop())
+    finally:
+        srv.stop()
+        srv.close()
+
+
+@pytest.mark.asan
+def test_api_key_file_rejected(ignis_build: Path, tmp_path: Path):
+    """An empty or blank key file, a missing one, or both key options: the
+    server refuses to start with a clear message (never runs open)."""
+    binary = str(ignis_build / "ignis")
+    env = dict(os.environ)
+    if ASAN:
+        env["ASAN_OPTIONS"] = "detect_leaks=1"
+    cases = []
+    for name, content in [("empty", b""), ("blank", b" \t \r\n"), ("blank-first", b"\nkey\n")]:
+        f = tmp_path / name
+        f.write_bytes(content)
+        cases.append(([str(f)], 1, "is empty"))
+    cases.append(([str(tmp_path / "missing")], 1, "cannot read --api-key-file"))
+    for args, want_rc, msg in cases:
+        p = subprocess.run([binary, "serve", str(model_path()), "--port", str(free_port()),
+                            "--api-key-file", *args], capture_output=True, text=True,
+                           timeout=60, env=env)
+        assert p.returncode == want_rc, (args, p.returncode, p.stderr)
+        assert msg in p.stderr, p.stderr
+        assert "listening" not in p.stderr
+        assert "Sanitizer" not in p.stderr
+    kf = tmp_path / "k"
+    kf.write_text("abc\n")
+    p = subprocess.run([binary, "serve", str(model_path()), "--api-key", "x", "--api-key-file",
+                        str(kf)], capture_output=True, text=True, timeout=60, env=env)
+    assert p.returncode == 2 and "not both" in p.stderr
+
+
+@pytest.mark.asan
+def test_timeout_closes_idle_connections(ignis_build: Path):
+    """--timeout S: a connection that sends nothing, or idles after its
+    answer, is closed after about S seconds; the server keeps serving."""
+    srv = Server(ignis_build / "ignis", ["--timeout", "1", "--ctx", "256", "-t", "2"])
+    try:
+        srv.wait_ready()
+        host, port = srv.base.rsplit("/", 1)[-1].split(":")
+        with socket.create_connection((host, int(port)), timeout=30) as s:
+            t0 = time.time()
+            assert s.recv(1) == b""  # closed by the server
+            took = time.time() - t0
+        assert 0.5 < took < 15, took
+        # keep-alive connection idling after a full exchange
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        conn.request("GET", "/health")
+        r = conn.getresponse()
+        assert r.status == 200
+        r.read()
+        t0 = time.time()
+        assert conn.sock.recv(1) == b""
+        assert 0.5 < time.time() - t0 < 15
+        conn.close()
+        # a slow request that keeps sending stays open past the timeout
+        with socket.create_connection((host, int(port)), timeout=30) as s:
+            for b in [b"GET /hea", b"lth HTTP/1.1\r\n", b"Host: x\r\n"]:
+                s.sendall(b)
+                time.sleep(0.6)
+            s.sendall(b"\r\n")
+            assert read_until_status(s).startswith(b"HTTP/1.1 200")
+        assert request(srv.base, "GET", "/health").status_code == 200
+        check_clean_exit(srv, srv.stop())
+    finally:
+        srv.stop()
+        srv.close()
+
+
+def read_until_status(s: socket.socket) -> bytes:
+    data = b""
+    while b"\r\n" not in data:
+        got = s.recv(4096)
+        if not got:
+            break
+        data += got
+    return data
