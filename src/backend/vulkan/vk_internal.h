@@ -178,6 +178,9 @@ struct ig_vk_device {
     bool attn_legacy;
     bool force_staging; /* device memory is never mapped (tests) */
     uint32_t cm_wide_groups; /* ig_vk_device_params.coopmat_wide_groups, 0 replaced */
+    uint32_t cm_min_tokens;  /* batches from which large quantized matrices take
+                                the tensor cores instead of the mat-vec: the
+                                mat-vec's cost grows with every column */
     bool coopmat;       /* VK_NV_cooperative_matrix + shaderFloat16 enabled: mmcm.comp */
     ig_vk_buffer *dummy; /* bound to unused descriptor slots */
     float timestamp_period; /* ns per timestamp tick (profiling) */

@@ -198,8 +198,9 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
     const bool cm_auto = cm_ok && wa->type != IG_TYPE_F16 && n_in * n_out >= CM_MIN_WEIGHTS;
     ig_vk_matmul_path path = ig_vk_graph_matmul_path(g);
     if (path == IG_VK_MATMUL_AUTO)
-        path = T <= MATVEC_MAX_COLS ? (fast_ok ? IG_VK_MATMUL_FAST : IG_VK_MATMUL_VEC)
-                                    : (cm_auto ? IG_VK_MATMUL_COOPMAT : IG_VK_MATMUL_TILED);
+        path = T <= MATVEC_MAX_COLS && !(cm_auto && T >= d->cm_min_tokens)
+                   ? (fast_ok ? IG_VK_MATMUL_FAST : IG_VK_MATMUL_VEC)
+                   : (cm_auto ? IG_VK_MATMUL_COOPMAT : IG_VK_MATMUL_TILED);
     if (path == IG_VK_MATMUL_FAST && !fast_ok)
         return bad(g, "vulkan: %s: the fast mat-vec does not apply (type, row length or x alignment)", "matmul");
     if (path == IG_VK_MATMUL_COOPMAT && !cm_ok)
