@@ -320,6 +320,23 @@ static bool emit(task *t, const char *text, size_t n, bool final) {
 static void finish(srv_sched *s, task *t, const char *reason, const char *fail_msg) {
     srv_job *j = t->job;
     double now = ig_time_now();
+    /* Slot and metrics first: a client that has its last byte must find the
+     * sequence gone from /metrics. */
+    pthread_mutex_lock(&s->mu);
+    if (t->slot >= 0) {
+        s->slots[t->slot].t = NULL;
+        s->n_running--;
+    }
+    pthread_mutex_lock(&s->m->mu);
+    s->m->running = s->n_running;
+    if (reason && !strcmp(reason, "stop")) s->m->requests_finished_stop++;
+    else if (reason) s->m->requests_finished_length++;
+    else s->m->requests_cancelled++;
+    if (reason) srv_hist_observe(&s->m->e2e, now - j->t_submit);
+    pthread_mutex_unlock(&s->m->mu);
+    pthread_cond_broadcast(&s->idle_cv);
+    pthread_mutex_unlock(&s->mu);
+
     pthread_mutex_lock(&j->mu);
     srv_choice_out *o = &j->out[t->index];
     o->finish = reason;
@@ -332,24 +349,6 @@ static void finish(srv_sched *s, task *t, const char *reason, const char *fail_m
     }
     pthread_mutex_unlock(&j->mu);
     pthread_cond_broadcast(&j->cv);
-
-    pthread_mutex_lock(&s->m->mu);
-    if (reason && !strcmp(reason, "stop")) s->m->requests_finished_stop++;
-    else if (reason) s->m->requests_finished_length++;
-    else s->m->requests_cancelled++;
-    if (reason) srv_hist_observe(&s->m->e2e, now - j->t_submit);
-    pthread_mutex_unlock(&s->m->mu);
-
-    pthread_mutex_lock(&s->mu);
-    if (t->slot >= 0) {
-        s->slots[t->slot].t = NULL;
-        s->n_running--;
-    }
-    pthread_mutex_lock(&s->m->mu);
-    s->m->running = s->n_running;
-    pthread_mutex_unlock(&s->m->mu);
-    pthread_cond_broadcast(&s->idle_cv);
-    pthread_mutex_unlock(&s->mu);
     task_free(t);
 }
 
