@@ -197,17 +197,24 @@ static void check_type(ig_dtype t) {
     const ig_mm_isa *isas[8];
     const int n_isa = ig_mm_isa_available(isas, 8);
     const bool kq = ig_mm_act_kind(t) == IG_ACT_Q8_K;
+    const bool fl = ig_mm_act_kind(t) == IG_ACT_F32;
     const int64_t ks32[] = {32, 96, 640};
     const int64_t ksK[] = {256, 768};
-    const int64_t *ks = kq ? ksK : ks32;
-    const int n_k = kq ? 2 : 3;
-    const int rows_list[] = {1, 5, 13, 37};
-    const int n_list[] = {1, 3, 17, 64};
+    /* Float types also: rows with a tail of under 8 / 16 elements, and rows
+     * longer than the f32 panels' 1024-element blocks; token counts on both
+     * sides of where the panels start (16 AVX-512, 32 AVX2) and of the
+     * micro-kernels' 6 / 12 tokens; panels of 16 / 32 rows and a part. */
+    const int64_t ksF[] = {32, 37, 96, 640, 1100};
+    const int64_t *ks = kq ? ksK : fl ? ksF : ks32;
+    const int n_k = kq ? 2 : fl ? 5 : 3;
+    const int rows_list[] = {1, 5, 13, 37, 70};
+    const int n_list[] = {1, 3, 17, 64, 4, 8, 12, 15, 16, 31, 32};
+    const int n_rows = fl ? 5 : 4, n_n = fl ? 11 : 4;
     for (int i = 0; i < n_isa; i++) {
         case_stats st = {0};
         for (int a = 0; a < n_k; a++)
-            for (int b = 0; b < 4; b++)
-                for (int c = 0; c < 4; c++) run_case(isas[i], t, ks[a], rows_list[b], n_list[c], &st);
+            for (int b = 0; b < n_rows; b++)
+                for (int c = 0; c < n_n; c++) run_case(isas[i], t, ks[a], rows_list[b], n_list[c], &st);
         printf("    %-6s %-5s worst %.3f of bound, %d results not bit-equal to the reference\n",
                isas[i]->name, ig_dtype_name(t), st.worst, st.inexact);
     }

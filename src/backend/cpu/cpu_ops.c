@@ -156,12 +156,13 @@ static void split_rows(int n, bool grouped, int ith, int nth, int64_t *b, int64_
 
 /* Rows per chunk of the dot phase: small enough that both threads stay busy
  * to the end (chunks are claimed dynamically), large enough to amortize the
- * claim; a multiple of 16 (the row tiles of the kernels). */
+ * claim; a multiple of 16 (the row tiles of the kernels), of 32 when not
+ * grouped (the f32 panels of the AVX-512 float kernels). */
 static int64_t chunk_rows(int64_t rows, int nth, bool grouped) {
     if (grouped) return 16;
     int64_t c = rows / ((int64_t)nth * 8);
-    c = (c + 15) & ~(int64_t)15;
-    return IG_MAX(16, IG_MIN(c, 512));
+    c = (c + 31) & ~(int64_t)31;
+    return IG_MAX(32, IG_MIN(c, 512));
 }
 
 void ig_cpu_matmuls(const ig_cpu_exec *ex, const ig_op *pre, int n_pre, const ig_op *ops, int n_ops,

@@ -171,8 +171,131 @@ static ALWAYS_INLINE void float_row(const ig_mm *m, ig_dtype t, int64_t r, int t
         m->y[(int64_t)(tok + j) * m->ldy + r] = hsum256(_mm256_add_ps(acc[j][0], acc[j][1]));
 }
 
-/* 2 rows x 4 tokens from rows converted to f32 (wf: 2 rows of k floats). */
-static ALWAYS_INLINE void float_tile(const ig_mm *m, const float *wf, int vr, int64_t r, int tok, const int T) {
+/* Many tokens: as the AVX-512 kernel (see matmul_avx512.c), a panel of
+ * FP_R = 16 rows converted to f32 and stored transposed (wp[e][16], in 8 x 8
+ * blocks transposed in registers), and a micro-kernel that keeps
+ * y[t][r .. r+15] of FP_T = 6 tokens in 12 registers: per element, 2 panel
+ * loads and 6 broadcasts feed 12 FMAs. Rows in blocks of FP_KC elements. */
+#define FP_R 16
+#define FP_T 6
+#define FP_KC 1024
+#define FP_MIN_N 32 /* fewer tokens: float_rows_few */
+
+/* In-register transpose: o[c] lane i = r[i] lane c. */
+static ALWAYS_INLINE void transpose8(const __m256 r[8], __m256 o[8]) {
+    __m256 a[8], b[8];
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; p++) {
+        a[2 * p] = _mm256_unpacklo_ps(r[2 * p], r[2 * p + 1]);
+        a[2 * p + 1] = _mm256_unpackhi_ps(r[2 * p], r[2 * p + 1]);
+    }
+#pragma GCC unroll 2
+    for (int q = 0; q < 2; q++) {
+        b[4 * q] = _mm256_shuffle_ps(a[4 * q], a[4 * q + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        b[4 * q + 1] = _mm256_shuffle_ps(a[4 * q], a[4 * q + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        b[4 * q + 2] = _mm256_shuffle_ps(a[4 * q + 1], a[4 * q + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        b[4 * q + 3] = _mm256_shuffle_ps(a[4 * q + 1], a[4 * q + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        o[c] = _mm256_permute2f128_ps(b[c], b[4 + c], 0x20);
+        o[c + 4] = _mm256_permute2f128_ps(b[c], b[4 + c], 0x31);
+    }
+}
+
+/* Rows [r, r + vr) x elements [e0, e0 + kc) -> wp[kc][FP_R]: 8 rows at a
+ * time converted one after the other into st[8][kcp] (each row read in
+ * order, see matmul_avx512.c), then transposed in 8 x 8 blocks. */
+static ALWAYS_INLINE void float_pack(const ig_mm *m, ig_dtype t, int64_t r, int vr, int64_t e0, int64_t kc,
+                                     float *wp, float *st) {
+    const int64_t e1 = e0 + kc, kcp = (kc + 7) & ~(int64_t)7;
+    for (int h = 0; h * 8 < vr; h++) {
+        const int live = IG_MIN(8, vr - h * 8);
+        for (int i = 0; i < live; i++) {
+            const uint8_t *row = m->w + (size_t)(r + h * 8 + i) * m->row_bytes;
+            for (int64_t e = e0; e < e1; e += 8) _mm256_store_ps(st + i * kcp + (e - e0), load_w8(t, row, e, e1));
+        }
+        for (int64_t e = 0; e < kc; e += 8) {
+            __m256 v[8], o[8];
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++) v[i] = i < live ? _mm256_load_ps(st + i * kcp + e) : _mm256_setzero_ps();
+            transpose8(v, o);
+            const int nc = (int)IG_MIN(8, kc - e);
+            for (int c = 0; c < nc; c++) _mm256_store_ps(wp + (e + c) * FP_R + 8 * h, o[c]);
+        }
+    }
+}
+
+/* The next panel's rows, fetched while this one is used (as in
+ * matmul_avx512.c): row i's bytes [step j, step (j + 1)) at step 16 j + i. */
+typedef struct float_pf {
+    const uint8_t *p; /* NULL: none */
+    size_t row_bytes, step;
+} float_pf;
+
+/* y[tok + j][r .. r + vr) (+)= panel x token j, j < T, R vectors of rows. */
+static ALWAYS_INLINE void float_micro(const ig_mm *m, const float *wp, int64_t kc, int64_t e0, int64_t r, int vr,
+                                      int tok, float_pf pf, const int R, const int T) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(vr), lane);
+    const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(vr - 8), lane);
+    float *y = m->y + (int64_t)tok * m->ldy + r;
+    __m256 acc[FP_T][2];
+#pragma GCC unroll 6
+    for (int j = 0; j < T; j++) {
+        if (e0 == 0) {
+            acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+        } else {
+            acc[j][0] = _mm256_maskload_ps(y + j * m->ldy, m0);
+            if (R > 1) acc[j][1] = _mm256_maskload_ps(y + j * m->ldy + 8, m1);
+        }
+    }
+    const float *x = m->x + (int64_t)tok * m->ldx + e0;
+    const int64_t ldx = m->ldx;
+    for (int64_t e = 0; e < kc; e++) {
+        if (pf.p)
+            _mm_prefetch((const char *)pf.p + (size_t)(e & 15) * pf.row_bytes + (size_t)(e >> 4) * pf.step,
+                         _MM_HINT_T1);
+        const __m256 w0 = _mm256_load_ps(wp + e * FP_R);
+        const __m256 w1 = R > 1 ? _mm256_load_ps(wp + e * FP_R + 8) : w0;
+#pragma GCC unroll 6
+        for (int j = 0; j < T; j++) {
+            const __m256 xb = _mm256_broadcast_ss(x + j * ldx + e);
+            acc[j][0] = _mm256_fmadd_ps(w0, xb, acc[j][0]);
+            if (R > 1) acc[j][1] = _mm256_fmadd_ps(w1, xb, acc[j][1]);
+        }
+    }
+#pragma GCC unroll 6
+    for (int j = 0; j < T; j++) {
+        _mm256_maskstore_ps(y + j * m->ldy, m0, acc[j][0]);
+        if (R > 1) _mm256_maskstore_ps(y + j * m->ldy + 8, m1, acc[j][1]);
+    }
+}
+
+static ALWAYS_INLINE void float_micro_r(const ig_mm *m, const float *wp, int64_t kc, int64_t e0, int64_t r, int vr,
+                                        int tok, float_pf pf, const int T) {
+    if (vr > 8) float_micro(m, wp, kc, e0, r, vr, tok, pf, 2, T);
+    else float_micro(m, wp, kc, e0, r, vr, tok, pf, 1, T);
+}
+
+/* T tokens from tok, 1 <= T <= FP_T. */
+static void float_micro_n(const ig_mm *m, const float *wp, int64_t kc, int64_t e0, int64_t r, int vr, int tok,
+                          float_pf pf, int T) {
+    switch (T) {
+    case 1: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 1); break;
+    case 2: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 2); break;
+    case 3: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 3); break;
+    case 4: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 4); break;
+    case 5: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 5); break;
+    default: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, FP_T); break;
+    }
+}
+
+/* 2 rows x 4 tokens from rows converted to f32 (wf: 2 rows of k floats);
+ * pf (unless NULL): bytes to fetch meanwhile, pstep of them per 8 elements
+ * (the next tile's rows, so that reading them overlaps this arithmetic). */
+static ALWAYS_INLINE void float_tile(const ig_mm *m, const float *wf, int vr, int64_t r, int tok,
+                                     const uint8_t *pf, size_t pstep, const int T) {
     __m256 acc[2][4];
 #pragma GCC unroll 4
     for (int i = 0; i < 2; i++)
@@ -180,6 +303,7 @@ static ALWAYS_INLINE void float_tile(const ig_mm *m, const float *wf, int vr, in
         for (int j = 0; j < T; j++) acc[i][j] = _mm256_setzero_ps();
     const int64_t k = m->k;
     for (int64_t e = 0; e < k; e += 8) {
+        if (pf) _mm_prefetch((const char *)pf + (size_t)(e / 8) * pstep, _MM_HINT_T1);
         __m256 xv[4];
 #pragma GCC unroll 4
         for (int j = 0; j < T; j++) xv[j] = load_x8(m->x + (int64_t)(tok + j) * m->ldx, e, k);
@@ -199,15 +323,9 @@ static ALWAYS_INLINE void float_tile(const ig_mm *m, const float *wf, int vr, in
         for (int j = 0; j < T; j++) m->y[(int64_t)(tok + j) * m->ldy + r + i] = out[i][j];
 }
 
-static ALWAYS_INLINE void float_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, float *wf) {
-    if (m->n < 4) {
-        for (int64_t r = r0; r < r1; r++) {
-            if (m->n == 1) float_row(m, t, r, 0, 1);
-            else if (m->n == 2) float_row(m, t, r, 0, 2);
-            else float_row(m, t, r, 0, 3);
-        }
-        return;
-    }
+/* A few tokens (4 <= n < FP_MIN_N, where packing the panels costs more
+ * than it saves): rows converted to f32 one tile at a time, dot products. */
+static ALWAYS_INLINE void float_rows_few(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, float *wf) {
     const int64_t kp = (m->k + 7) & ~(int64_t)7;
     for (int64_t r = r0; r < r1; r += 2) {
         const int vr = (int)IG_MIN(2, r1 - r);
@@ -220,9 +338,56 @@ static ALWAYS_INLINE void float_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, i
                 memset(dst, 0, (size_t)kp * sizeof(float));
             }
         }
+        /* rows r + 2, r + 3: 2 k es bytes over k / 8 steps */
+        const uint8_t *pf = r + 2 < r1 ? m->w + (size_t)(r + 2) * m->row_bytes : NULL;
+        const size_t pstep = 16 * (t == IG_TYPE_F32 ? 4 : 2);
         int tok = 0;
-        for (; tok + 4 <= m->n; tok += 4) float_tile(m, wf, vr, r, tok, 4);
-        for (; tok < m->n; tok++) float_tile(m, wf, vr, r, tok, 1);
+        for (; tok + 4 <= m->n; tok += 4, pf = NULL) float_tile(m, wf, vr, r, tok, pf, pstep, 4);
+        for (; tok < m->n; tok++, pf = NULL) float_tile(m, wf, vr, r, tok, pf, pstep, 1);
+    }
+}
+
+/* Out of line, so that its loops are register-allocated on their own. */
+static __attribute__((noinline)) void float_rows_few_any(const ig_mm *m, int64_t r0, int64_t r1, float *wf) {
+    if (m->type == IG_TYPE_F32) float_rows_few(m, IG_TYPE_F32, r0, r1, wf);
+    else if (m->type == IG_TYPE_F16) float_rows_few(m, IG_TYPE_F16, r0, r1, wf);
+    else float_rows_few(m, IG_TYPE_BF16, r0, r1, wf);
+}
+
+static ALWAYS_INLINE void float_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, float *wp) {
+    if (m->n < 4) {
+        for (int64_t r = r0; r < r1; r++) {
+            if (m->n == 1) float_row(m, t, r, 0, 1);
+            else if (m->n == 2) float_row(m, t, r, 0, 2);
+            else float_row(m, t, r, 0, 3);
+        }
+        return;
+    }
+    if (m->n < FP_MIN_N) {
+        float_rows_few_any(m, r0, r1, wp);
+        return;
+    }
+    for (int64_t r = r0; r < r1; r += FP_R) {
+        const int vr = (int)IG_MIN(FP_R, r1 - r);
+        for (int64_t e0 = 0; e0 < m->k; e0 += FP_KC) {
+            const int64_t kc = IG_MIN(FP_KC, m->k - e0);
+            float_pack(m, t, r, vr, e0, kc, wp, wp + FP_R * FP_KC);
+            /* the next panel: the next block of these rows, or the next rows */
+            const int64_t rn = e0 + kc < m->k ? r : r + FP_R, en = e0 + kc < m->k ? e0 + kc : 0;
+            const size_t es = t == IG_TYPE_F32 ? 4 : 2;
+            float_pf pf = {.p = rn < r1 ? m->w + (size_t)rn * m->row_bytes + (size_t)en * es : NULL,
+                           .row_bytes = m->row_bytes,
+                           .step = 16 * es};
+            /* Blocks of at most FP_T tokens, as even as can be (8 = 4 + 4 rather
+             * than 6 + 2: a short block costs nearly as much as a full one). */
+            const int nblk = (m->n + FP_T - 1) / FP_T;
+            for (int b = 0, tok = 0; b < nblk; b++) {
+                const int T = m->n / nblk + (b < m->n % nblk);
+                float_micro_n(m, wp, kc, e0, r, vr, tok, pf, T);
+                pf.p = NULL;
+                tok += T;
+            }
+        }
     }
 }
 
@@ -474,28 +639,6 @@ static ALWAYS_INLINE __m256i bcast32(const int8_t *p) {
     int32_t v;
     memcpy(&v, p, sizeof v);
     return _mm256_set1_epi32(v);
-}
-
-/* In-register transpose: o[c] lane i = r[i] lane c. */
-static ALWAYS_INLINE void transpose8(const __m256 r[8], __m256 o[8]) {
-    __m256 a[8], b[8];
-#pragma GCC unroll 4
-    for (int p = 0; p < 4; p++) {
-        a[2 * p] = _mm256_unpacklo_ps(r[2 * p], r[2 * p + 1]);
-        a[2 * p + 1] = _mm256_unpackhi_ps(r[2 * p], r[2 * p + 1]);
-    }
-#pragma GCC unroll 2
-    for (int p = 0; p < 2; p++) {
-        b[4 * p + 0] = _mm256_shuffle_ps(a[4 * p], a[4 * p + 2], _MM_SHUFFLE(1, 0, 1, 0));
-        b[4 * p + 1] = _mm256_shuffle_ps(a[4 * p], a[4 * p + 2], _MM_SHUFFLE(3, 2, 3, 2));
-        b[4 * p + 2] = _mm256_shuffle_ps(a[4 * p + 1], a[4 * p + 3], _MM_SHUFFLE(1, 0, 1, 0));
-        b[4 * p + 3] = _mm256_shuffle_ps(a[4 * p + 1], a[4 * p + 3], _MM_SHUFFLE(3, 2, 3, 2));
-    }
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; c++) {
-        o[c] = _mm256_permute2f128_ps(b[c], b[4 + c], 0x20);
-        o[4 + c] = _mm256_permute2f128_ps(b[c], b[4 + c], 0x31);
-    }
 }
 
 /* acc[i] (rows r + i, i < 16) lane j = token 16g + 8h + j: per token, the
@@ -759,7 +902,10 @@ static void matmul_avx2(const ig_mm *m, int64_t r0, int64_t r1, void *scratch) {
 }
 
 static size_t scratch_avx2(int64_t k) {
-    const size_t fl = 2 * sizeof(float) * (size_t)((k + 7) & ~(int64_t)7);
+    const int64_t kp = (k + 7) & ~(int64_t)7;
+    /* float_rows_few: 2 rows of kp; the panels: FP_R rows of FP_KC, then 8
+     * rows of staging */
+    const size_t fl = sizeof(float) * (size_t)IG_MAX(2 * kp, FP_R * FP_KC + 8 * IG_MIN(FP_KC, kp));
     const size_t bias = 3 * 32 * (size_t)(k / IG_QK);
     size_t s = PASS * ig_mm_align64(tile_bytes(k));
     if (fl > s) s = fl;
