@@ -44,7 +44,7 @@ case "$backend" in
 esac
 bin="$build/bin"
 stamp="$build/.ignis-built"
-want="llama-cpp-python $LLAMA_CPP_PYTHON_VERSION $backend"
+want="llama-cpp-python $LLAMA_CPP_PYTHON_VERSION $backend no-amx"
 targets="llama llama-bench llama-server llama-cli llama-simple llama-completion llama-tokenize llama-batched-bench llama-perplexity llama-quantize"
 
 if [ "$force" = 0 ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] \
@@ -80,12 +80,19 @@ commit="$(sed -n "/^## \[$LLAMA_CPP_PYTHON_VERSION\]/,/^## \[/p" "$src/CHANGELOG
 gen=""
 command -v ninja >/dev/null 2>&1 && gen="-G Ninja"
 start=$(date +%s)
+# GGML_NATIVE turns on ggml's AMX kernels where the CPU lists AMX, but a VM
+# may not grant the tile state: llama-bench then dies on its first
+# `tilezero` (SIGILL, seen on this project's Xeon build machines). Explicit
+# -mno-amx-* win over -march=native in GCC, so the rest stays native.
+noamx=""
+if grep -q amx_tile /proc/cpuinfo 2>/dev/null; then noamx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"; fi
 # shellcheck disable=SC2086
 cmake -S "$lsrc" -B "$build" $gen \
     -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DGGML_NATIVE=ON \
     -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_SERVER=ON \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
-    -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_COMMIT="$commit" $extra >&2
+    -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_COMMIT="$commit" \
+    -DCMAKE_C_FLAGS="$noamx" -DCMAKE_CXX_FLAGS="$noamx" $extra >&2
 # shellcheck disable=SC2086
 nice -n 10 cmake --build "$build" -j "$jobs" --target $targets >&2
 echo "llama.cpp ($commit, $backend) built in $(( $(date +%s) - start )) s" >&2
