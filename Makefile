@@ -8,7 +8,7 @@ MODEL       ?= $(HOME)/.cache/ignis/gemma-3-270m-q4_k_m.gguf
 PROMPT      ?= Tell me a story about a magic unicorn.
 CMAKE_FLAGS ?=
 
-.PHONY: all build asan deps venv model run test test-unit test-e2e test-asan clean
+.PHONY: all build asan deps venv model run test test-unit test-e2e test-asan check-aarch64 clean
 
 all: build
 
@@ -49,5 +49,9 @@ test-asan: asan
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(BUILD_ASAN)/ignis_tests
 	@IGNIS_BUILD=$(BUILD_ASAN) IGNIS_ASAN=1 $(VENV)/bin/python -m pytest -q -m asan tests/e2e
 
+# The library cross-compiled for aarch64 (the NEON path), run by CI.
+check-aarch64:
+	@scripts/check-aarch64.sh
+
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN)
+	rm -rf $(BUILD) $(BUILD_ASAN) build-aarch64
