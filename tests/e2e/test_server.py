@@ -138,6 +138,27 @@ def open_stream(base: str, path: str, body: dict, headers: dict | None = None):
     return conn, conn.getresponse()
 
 
+def start_counting_stream(base: str, max_tokens: int) -> tuple[threading.Thread, list[str]]:
+    """Starts a streamed completion in a thread that collects its SSE lines;
+    returns once the first line has arrived."""
+    lines: list[str] = []
+    first = threading.Event()
+
+    def run():
+        body = {"prompt": "One, two, three,", "max_tokens": max_tokens, "temperature": 0,
+                "stream": True}
+        conn, resp = open_stream(base, "/v1/completions", body)
+        for line in sse_lines(resp):
+            lines.append(line)
+            first.set()
+        conn.close()
+
+    t = threading.Thread(target=run)
+    t.start()
+    assert first.wait(120)
+    return t, lines
+
+
 def sse_lines(resp):
     """Non-empty lines of an SSE response, as they arrive."""
     while True:
@@ -149,13 +170,9 @@ def sse_lines(resp):
             yield line
 
 
-@pytest.fixture(scope="module")
-def server(ignis_build: Path):
-    binary = ignis_build / "ignis"
-    if not binary.is_file():
-        pytest.fail(f"{binary} not found: build the ignis_cli target first")
-    srv = Server(binary, ["--api-key", API_KEY, "--parallel", "4", "--ctx", str(CTX),
-                          "--max-body", str(MAX_BODY), "--max-queue", "32", "-t", "2"])
+def serve_checked(srv: "Server"):
+    """Yields the server once ready; on teardown stops it and requires a clean
+    exit: status 0 and no sanitizer report in its log."""
     try:
         srv.wait_ready()
         yield srv
@@ -165,6 +182,16 @@ def server(ignis_build: Path):
         srv.close()
         assert rc == 0, f"server exit status {rc}:\n{log[-4000:]}"
         assert "Sanitizer" not in log and "runtime error" not in log, log[-8000:]
+
+
+@pytest.fixture(scope="module")
+def server(ignis_build: Path):
+    binary = ignis_build / "ignis"
+    if not binary.is_file():
+        pytest.fail(f"{binary} not found: build the ignis_cli target first")
+    args = ["--api-key", API_KEY, "--parallel", "4", "--ctx", str(CTX), "--max-body", str(MAX_BODY),
+            "--max-queue", "32", "-t", "2"]
+    yield from serve_checked(Server(binary, args))
 
 
 @pytest.fixture(scope="module")
@@ -653,16 +680,8 @@ def test_half_closed_client_still_answered(server: Server, model_id: str, stream
 @pytest.fixture(scope="module")
 def batch_server(ignis_build: Path):
     """8 slots and small prefill chunks (--batch 32), no key."""
-    srv = Server(ignis_build / "ignis", ["--parallel", "8", "--ctx", str(CTX), "--batch", "32",
-                                         "-t", "2", "--quiet"])
-    try:
-        srv.wait_ready()
-        yield srv
-    finally:
-        rc = srv.stop()
-        log = srv.log()
-        srv.close()
-        assert rc == 0, f"server exit status {rc}:\n{log[-4000:]}"
+    args = ["--parallel", "8", "--ctx", str(CTX), "--batch", "32", "-t", "2", "--quiet"]
+    yield from serve_checked(Server(ignis_build / "ignis", args))
 
 
 def test_batching_shares_engine_steps(batch_server: Server):
@@ -771,21 +790,7 @@ def test_lifecycle_loading_overload_and_drain(ignis_build: Path):
         assert r.status_code == 503 and "loading" in r.json()["error"]["message"]
         srv.wait_ready()
 
-        lines: list[str] = []
-        first = threading.Event()
-
-        def long_stream():
-            body = {"prompt": "One, two, three,", "max_tokens": 10, "temperature": 0,
-                    "stream": True}
-            conn, resp = open_stream(srv.base, "/v1/completions", body)
-            for line in sse_lines(resp):
-                lines.append(line)
-                first.set()
-            conn.close()
-
-        t = threading.Thread(target=long_stream)
-        t.start()
-        assert first.wait(120)
+        t, lines = start_counting_stream(srv.base, 10)
         r = request(srv.base, "POST", "/v1/completions", {"prompt": "y", "max_tokens": 1})
         assert r.status_code == 503
         assert r.headers["retry-after"] == "1"
@@ -1196,21 +1201,7 @@ def test_sigint_drains_running_stream(ignis_build: Path):
                                          "-t", "2"])
     try:
         srv.wait_ready()
-        lines: list[str] = []
-        first = threading.Event()
-
-        def long_stream():
-            body = {"prompt": "One, two, three,", "max_tokens": 12, "temperature": 0,
-                    "stream": True}
-            conn, resp = open_stream(srv.base, "/v1/completions", body)
-            for line in sse_lines(resp):
-                lines.append(line)
-                first.set()
-            conn.close()
-
-        t = threading.Thread(target=long_stream)
-        t.start()
-        assert first.wait(120)
+        t, lines = start_counting_stream(srv.base, 12)
         srv.proc.send_signal(signal.SIGINT)
         time.sleep(0.3)
         try:
