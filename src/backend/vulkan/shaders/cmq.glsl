@@ -49,34 +49,27 @@ void cm_run(ITEM w, uint it, uint run, out vec4 v[4]) {
     }
 }
 
-#elif defined(TYPE_Q8_0)
+#elif defined(TYPE_Q8_0) || defined(TYPE_Q4_0) || defined(TYPE_Q5_0)
 #define CM_KSPAN 64u
 #define CM_IPS 2u
 #define CM_RUNS 2u
 #define CM_RUNLEN 16u
+// item = one block of 32: run 0 its elements 0..15 (Q8_0: bytes 0..15;
+// Q4_0/Q5_0: the low nibbles), run 1 elements 16..31 (the high nibbles)
 uint cm_run_k(uint it, uint run) { return it * 32u + run * 16u; }
 void cm_run(ITEM w, uint it, uint run, out vec4 v[4]) {
     [[unroll]] for (uint k = 0u; k < 4u; k++) {
+#if defined(TYPE_Q8_0)
         const uint word = run == 0u ? w.a[k] : w.b[k];
         v[k] = w.d * s8f((uvec4(word) >> uvec4(0u, 8u, 16u, 24u)) & 0xFFu);
-    }
-}
-
-#elif defined(TYPE_Q4_0) || defined(TYPE_Q5_0)
-#define CM_KSPAN 64u
-#define CM_IPS 2u
-#define CM_RUNS 2u
-#define CM_RUNLEN 16u
-// run 0: low nibbles (elements 0..15), run 1: high nibbles (16..31)
-uint cm_run_k(uint it, uint run) { return it * 32u + run * 16u; }
-void cm_run(ITEM w, uint it, uint run, out vec4 v[4]) {
-    [[unroll]] for (uint k = 0u; k < 4u; k++) {
+#else
         uvec4 q = (uvec4(w.q[k]) >> (uvec4(0u, 8u, 16u, 24u) + run * 4u)) & 0xFu;
 #if defined(TYPE_Q5_0)
         q |= ((uvec4(w.h) >> (uvec4(0u, 1u, 2u, 3u) + 4u * k + run * 16u)) & 1u) << 4;
         v[k] = w.d * (u2f(q) - 16.0);
 #else
         v[k] = w.d * (u2f(q) - 8.0);
+#endif
 #endif
     }
 }
