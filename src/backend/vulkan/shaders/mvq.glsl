@@ -20,23 +20,13 @@ vec4 u2f(uvec4 u) { return uintBitsToFloat(u | 0x4B000000u) - 8388608.0; }
 vec4 s8f(uvec4 u) { return uintBitsToFloat((u ^ 0x80u) | 0x4B000000u) - 8388736.0; }
 #endif
 
-#if defined(TYPE_Q4_K) || defined(TYPE_Q5_K)
+#if defined(TYPE_Q4_K)
 // item = 1/8 of a block: 16 bytes of qs = 32 weights, two runs of 16
 // (sub-blocks 2j and 2j+1 of the block, j = l / 2, offset 16 (l & 1)).
-// Q5_K blocks (176 bytes, 11 uvec4: header, qh[32], qs[128]) add the 16 qh
-// bytes of the item's elements: bit 2j (low run) and 2j+1 (high run) are
-// the fifth bits. Q4_K blocks are 144 bytes (9 uvec4: header, qs[128]).
-#if defined(TYPE_Q5_K)
-#define QK_BLOCK_U4 11u
-#define QK_QS_U4 3u
-#else
-#define QK_BLOCK_U4 9u
-#define QK_QS_U4 1u
-#endif
 #ifndef MV_ITEM_DEFINED
 #define MV_ITEM_DEFINED
 #define MV_ITEMS(n) ((n) >> 5)
-struct ITEM { uvec4 q; uvec4 qh; vec4 dm; }; // dm = (d*sc0, dmin*m0, d*sc1, dmin*m1); qh: Q5_K only
+struct ITEM { uvec4 q; vec4 dm; }; // dm = (d*sc0, dmin*m0, d*sc1, dmin*m1)
 // 6-bit scale and min of sub-block s (byte u = s & 3 of each scale word):
 // scales[0..3] = h.y, [4..7] = h.z, [8..11] = h.w. No dynamic vector
 // indexing (it would put the header in local memory on some compilers).
@@ -48,14 +38,49 @@ uvec2 q4k_scale_min(uvec4 h, uint s) {
 #endif
 ITEM FN(load)(uint r4, uint r16, uint it, uint n_in) {
     uint b = it >> 3, l = it & 7u, j = l >> 1;
-    uvec4 h = W4[r4 + b * QK_BLOCK_U4];
+    uvec4 h = W4[r4 + b * 9u];
     ITEM w;
-    w.q = W4[r4 + b * QK_BLOCK_U4 + QK_QS_U4 + l];
-#if defined(TYPE_Q5_K)
-    w.qh = W4[r4 + b * QK_BLOCK_U4 + 1u + (l & 1u)];
-#else
-    w.qh = uvec4(0u);
+    w.q = W4[r4 + b * 9u + 1u + l];
+    vec2 dd = unpackHalf2x16(h.x);
+    uvec2 a = q4k_scale_min(h, 2u * j), c = q4k_scale_min(h, 2u * j + 1u);
+    w.dm = vec4(dd.x * float(a.x), dd.y * float(a.y), dd.x * float(c.x), dd.y * float(c.y));
+    return w;
+}
+float FN(dot)(ITEM w, uint it, uint xb) {
+    uint b = it >> 3, l = it & 7u;
+    uint e = b * 64u + (l >> 1) * 16u + (l & 1u) * 4u; // in vec4 units
+    float slo = 0.0, shi = 0.0, xlo = 0.0, xhi = 0.0;
+    [[unroll]] for (uint k = 0u; k < 4u; k++) {
+        vec4 xl = xs4[xb + e + k], xh = xs4[xb + e + 8u + k];
+        uint v = w.q[k];
+        slo += dot(u2f((uvec4(v) >> uvec4(0u, 8u, 16u, 24u)) & 0xFu), xl);
+        shi += dot(u2f((uvec4(v) >> uvec4(4u, 12u, 20u, 28u)) & 0xFu), xh);
+        xlo += (xl.x + xl.y) + (xl.z + xl.w);
+        xhi += (xh.x + xh.y) + (xh.z + xh.w);
+    }
+    return (w.dm.x * slo - w.dm.y * xlo) + (w.dm.z * shi - w.dm.w * xhi);
+}
+
+#elif defined(TYPE_Q5_K)
+// Block of 176 bytes (11 uvec4): header as Q4_K, qh[32], qs[128]. Item as
+// Q4_K (16 bytes of qs, sub-blocks 2j and 2j+1), plus the 16 qh bytes of its
+// elements: bit 2j (low run) and 2j+1 (high run) are the fifth bits.
+#ifndef MV_ITEM_DEFINED
+#define MV_ITEM_DEFINED
+#define MV_ITEMS(n) ((n) >> 5)
+struct ITEM { uvec4 q; uvec4 qh; vec4 dm; };
+uvec2 q4k_scale_min(uvec4 h, uint s) {
+    const uint sh = (s & 3u) * 8u;
+    const uint a = (h.y >> sh) & 0xFFu, b = (h.z >> sh) & 0xFFu, c = (h.w >> sh) & 0xFFu;
+    return s < 4u ? uvec2(a & 63u, b & 63u) : uvec2((c & 0xFu) | ((a >> 6) << 4), (c >> 4) | ((b >> 6) << 4));
+}
 #endif
+ITEM FN(load)(uint r4, uint r16, uint it, uint n_in) {
+    uint b = it >> 3, l = it & 7u, j = l >> 1;
+    uvec4 h = W4[r4 + b * 11u];
+    ITEM w;
+    w.qh = W4[r4 + b * 11u + 1u + (l & 1u)];
+    w.q = W4[r4 + b * 11u + 3u + l];
     vec2 dd = unpackHalf2x16(h.x);
     uvec2 a = q4k_scale_min(h, 2u * j), c = q4k_scale_min(h, 2u * j + 1u);
     w.dm = vec4(dd.x * float(a.x), dd.y * float(a.y), dd.x * float(c.x), dd.y * float(c.y));
@@ -68,14 +93,9 @@ float FN(dot)(ITEM w, uint it, uint xb) {
     [[unroll]] for (uint k = 0u; k < 4u; k++) {
         vec4 xl = xs4[xb + e + k], xh = xs4[xb + e + 8u + k];
         uvec4 v = uvec4(w.q[k]) >> uvec4(0u, 8u, 16u, 24u);
-        uvec4 lo = v & 0xFu, hi = (v >> 4) & 0xFu;
-#if defined(TYPE_Q5_K)
         uvec4 hb = uvec4(w.qh[k]) >> uvec4(0u, 8u, 16u, 24u);
-        lo |= ((hb >> (2u * j)) & 1u) << 4;
-        hi |= ((hb >> (2u * j + 1u)) & 1u) << 4;
-#endif
-        slo += dot(u2f(lo), xl);
-        shi += dot(u2f(hi), xh);
+        slo += dot(u2f((v & 0xFu) | (((hb >> (2u * j)) & 1u) << 4)), xl);
+        shi += dot(u2f(((v >> 4) & 0xFu) | (((hb >> (2u * j + 1u)) & 1u) << 4)), xh);
         xlo += (xl.x + xl.y) + (xl.z + xl.w);
         xhi += (xh.x + xh.y) + (xh.z + xh.w);
     }
