@@ -245,7 +245,6 @@ static void progress(const char *test, int threads, int rep, int reps) {
     fflush(stderr);
 }
 
-/* Runs one test (pp when n_seq == 0, else tg with n_seq sequences). */
 /* The limits of the GPU the model runs on (vk_probe.c). The flops limit is
  * the f16 tensor-core rate, the unit the prefill matmul is made of; without
  * tensor cores no fraction is quoted. */
@@ -265,7 +264,7 @@ static int probe_vulkan(const bench_cfg *cfg, machine *mcs) {
         fprintf(stderr, "ignis bench: device probe failed: %s\n", ig_last_error());
         return 1;
     }
-    printf("device memory read %.1f GB/s (best of 3 passes over %llu MiB)", pr.read_gbs,
+    printf("device memory read %.1f GB/s (best of %d passes over %llu MiB)", pr.read_gbs, pr.runs,
            (unsigned long long)(pr.read_bytes >> 20));
     if (pr.mma_tflops > 0) printf(", f16 tensor-core products %.1f TFLOP/s\n", pr.mma_tflops);
     else printf(", no tensor-core matmul (no flops limit quoted)\n");
@@ -273,7 +272,7 @@ static int probe_vulkan(const bench_cfg *cfg, machine *mcs) {
         mcs[i].n_threads = cfg->threads[i];
         mcs[i].bw.gbs = pr.read_gbs;
         mcs[i].bw.buffer_bytes = (size_t)pr.read_bytes;
-        mcs[i].bw.runs = 3;
+        mcs[i].bw.runs = pr.runs;
         mcs[i].fma.gflops = pr.mma_tflops * 1e3;
         mcs[i].fma.isa = pr.mma_tflops > 0 ? "f16 tensor cores" : "none";
     }
@@ -286,6 +285,7 @@ static int probe_vulkan(const bench_cfg *cfg, machine *mcs) {
 #endif
 }
 
+/* Runs one test (pp when n_seq == 0, else tg with n_seq sequences). */
 static int run_test(ig_model *model, const bench_cfg *cfg, const machine *mc, int threads,
                     int n_seq, int batched, result *r) {
     const ig_hparams *hp = ig_model_hparams(model);

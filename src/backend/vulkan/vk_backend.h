@@ -119,6 +119,7 @@ bool ig_vk_device_coopmat(const ig_vk_device *dev);
 typedef struct ig_vk_probe_result {
     double read_gbs;     /* 1e9 bytes/s */
     uint64_t read_bytes; /* size of the buffer read */
+    int runs;            /* timed passes of each probe (the best is kept) */
     double mma_tflops;   /* 1e12 flops/s, a multiply-add counted as 2 */
 } ig_vk_probe_result;
 ig_status ig_vk_probe(ig_vk_device *dev, ig_vk_probe_result *out);

@@ -24,10 +24,8 @@ static ig_status probe_graph(ig_vk_device *d, ig_vk_step *s, const char *shader,
     IG_TRY(ig_vk_graph_begin(d, s, 1, &g));
     const ig_vk_part *parts[4] = {src, NULL, NULL, dst};
     ig_status st = IG_OK;
-    for (int i = 0; i < reps && st == IG_OK; i++)
-        st = ig_vk_rec_dispatch(g, pipe, parts, 4, &pc, sizeof pc, groups, 1, 1);
-    if (st == IG_OK)
-        st = ig_vk_graph_end(g);
+    for (int i = 0; i < reps && st == IG_OK; i++) st = ig_vk_rec_dispatch(g, pipe, parts, 4, &pc, sizeof pc, groups, 1, 1);
+    if (st == IG_OK) st = ig_vk_graph_end(g);
     if (st != IG_OK) {
         ig_vk_graph_free(g);
         return st;
@@ -44,45 +42,37 @@ static ig_status probe_time(ig_vk_graph *g, double *best) {
         double t0 = ig_time_now();
         IG_TRY(ig_vk_graph_run(g));
         double t = ig_time_now() - t0;
-        if (*best == 0 || t < *best)
-            *best = t;
+        if (*best == 0 || t < *best) *best = t;
     }
     return IG_OK;
 }
 
 ig_status ig_vk_probe(ig_vk_device *d, ig_vk_probe_result *out) {
-    if (!d || !out)
-        return IG_ERR_INVALID_ARG;
+    if (!d || !out) return IG_ERR_INVALID_ARG;
     memset(out, 0, sizeof *out);
     const ig_vk_device_info *info = ig_vk_device_get_info(d);
     uint64_t bytes = PROBE_READ_BYTES;
-    if (bytes > info->max_storage_buffer_range)
-        bytes = info->max_storage_buffer_range & ~(uint64_t)15;
-    if (bytes > info->max_memory_allocation_size)
-        bytes = info->max_memory_allocation_size & ~(uint64_t)15;
+    if (bytes > info->max_storage_buffer_range) bytes = info->max_storage_buffer_range & ~(uint64_t)15;
+    if (bytes > info->max_memory_allocation_size) bytes = info->max_memory_allocation_size & ~(uint64_t)15;
     const uint32_t read_groups = 4096, mma_groups = PROBE_MMA_WGS;
     ig_vk_step *s = NULL;
     ig_vk_buffer *src = NULL, *dst = NULL;
     ig_vk_graph *g = NULL;
     ig_status st = ig_vk_step_create(d, 1, &s);
-    if (st == IG_OK)
-        st = ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, bytes, &src);
-    if (st == IG_OK)
-        st = ig_vk_buffer_zero(src);
+    if (st == IG_OK) st = ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, bytes, &src);
+    if (st == IG_OK) st = ig_vk_buffer_zero(src);
     /* read: one uint per invocation; mma: one 16x8 f32 tile per subgroup */
     uint64_t dst_bytes = (uint64_t)read_groups * PROBE_WG * 4;
-    if ((uint64_t)mma_groups * PROBE_WG * 4 * 4 > dst_bytes)
-        dst_bytes = (uint64_t)mma_groups * PROBE_WG * 4 * 4;
-    if (st == IG_OK)
-        st = ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, dst_bytes, &dst);
+    if ((uint64_t)mma_groups * PROBE_WG * 4 * 4 > dst_bytes) dst_bytes = (uint64_t)mma_groups * PROBE_WG * 4 * 4;
+    if (st == IG_OK) st = ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, dst_bytes, &dst);
     double t = 0;
     if (st == IG_OK)
         st = probe_graph(d, s, "probe_read", src->parts, dst->parts, (uint32_t)(bytes / 16), read_groups,
                          PROBE_READ_REPS, &g);
-    if (st == IG_OK)
-        st = probe_time(g, &t);
+    if (st == IG_OK) st = probe_time(g, &t);
     if (st == IG_OK && t > 0) {
         out->read_bytes = bytes;
+        out->runs = PROBE_RUNS;
         out->read_gbs = (double)bytes * PROBE_READ_REPS / t / 1e9;
     }
     ig_vk_graph_free(g);
@@ -90,8 +80,7 @@ ig_status ig_vk_probe(ig_vk_device *d, ig_vk_probe_result *out) {
 #if IG_VK_GLSL_COOPMAT_NV
     if (st == IG_OK && ig_vk_device_coopmat(d) && info->subgroup_size > 0) {
         st = probe_graph(d, s, "probe_mma", NULL, dst->parts, PROBE_MMA_ITERS, mma_groups, PROBE_MMA_REPS, &g);
-        if (st == IG_OK)
-            st = probe_time(g, &t);
+        if (st == IG_OK) st = probe_time(g, &t);
         if (st == IG_OK && t > 0) {
             const double subgroups = (double)mma_groups * (PROBE_WG / info->subgroup_size);
             /* four 16x8x16 products per iteration */
