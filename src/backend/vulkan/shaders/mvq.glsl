@@ -18,6 +18,17 @@
 vec4 u2f(uvec4 u) { return uintBitsToFloat(u | 0x4B000000u) - 8388608.0; }
 // Bytes as int8 (two's complement) the same way: (u ^ 0x80) - 128.
 vec4 s8f(uvec4 u) { return uintBitsToFloat((u ^ 0x80u) | 0x4B000000u) - 8388736.0; }
+#if defined(TYPE_Q4_K) || defined(TYPE_Q5_K)
+// Q4_K / Q5_K block headers: the 6-bit scale and min of sub-block s (byte
+// u = s & 3 of each scale word): scales[0..3] = h.y, [4..7] = h.z,
+// [8..11] = h.w. No dynamic vector indexing (it would put the header in
+// local memory on some compilers).
+uvec2 q4k_scale_min(uvec4 h, uint s) {
+    const uint sh = (s & 3u) * 8u;
+    const uint a = (h.y >> sh) & 0xFFu, b = (h.z >> sh) & 0xFFu, c = (h.w >> sh) & 0xFFu;
+    return s < 4u ? uvec2(a & 63u, b & 63u) : uvec2((c & 0xFu) | ((a >> 6) << 4), (c >> 4) | ((b >> 6) << 4));
+}
+#endif
 #endif
 
 #if defined(TYPE_Q4_K)
@@ -27,14 +38,6 @@ vec4 s8f(uvec4 u) { return uintBitsToFloat((u ^ 0x80u) | 0x4B000000u) - 8388736.
 #define MV_ITEM_DEFINED
 #define MV_ITEMS(n) ((n) >> 5)
 struct ITEM { uvec4 q; vec4 dm; }; // dm = (d*sc0, dmin*m0, d*sc1, dmin*m1)
-// 6-bit scale and min of sub-block s (byte u = s & 3 of each scale word):
-// scales[0..3] = h.y, [4..7] = h.z, [8..11] = h.w. No dynamic vector
-// indexing (it would put the header in local memory on some compilers).
-uvec2 q4k_scale_min(uvec4 h, uint s) {
-    const uint sh = (s & 3u) * 8u;
-    const uint a = (h.y >> sh) & 0xFFu, b = (h.z >> sh) & 0xFFu, c = (h.w >> sh) & 0xFFu;
-    return s < 4u ? uvec2(a & 63u, b & 63u) : uvec2((c & 0xFu) | ((a >> 6) << 4), (c >> 4) | ((b >> 6) << 4));
-}
 #endif
 ITEM FN(load)(uint r4, uint r16, uint it, uint n_in) {
     uint b = it >> 3, l = it & 7u, j = l >> 1;
@@ -69,11 +72,6 @@ float FN(dot)(ITEM w, uint it, uint xb) {
 #define MV_ITEM_DEFINED
 #define MV_ITEMS(n) ((n) >> 5)
 struct ITEM { uvec4 q; uvec4 qh; vec4 dm; };
-uvec2 q4k_scale_min(uvec4 h, uint s) {
-    const uint sh = (s & 3u) * 8u;
-    const uint a = (h.y >> sh) & 0xFFu, b = (h.z >> sh) & 0xFFu, c = (h.w >> sh) & 0xFFu;
-    return s < 4u ? uvec2(a & 63u, b & 63u) : uvec2((c & 0xFu) | ((a >> 6) << 4), (c >> 4) | ((b >> 6) << 4));
-}
 #endif
 ITEM FN(load)(uint r4, uint r16, uint it, uint n_in) {
     uint b = it >> 3, l = it & 7u, j = l >> 1;
