@@ -361,7 +361,25 @@ IG_TEST(vulkan_engine_real_270m) {
             run_real(md, prompt, np, 0, lc, gd);
             e = rel_err(lv, lc, V);
             if (getenv("IGNIS_TEST_VERBOSE")) fprintf(stderr, "    270M: rel err vs CPU f32 %.3g\n", e);
-            CHECK(e <= 1e-3);
+            /* with int8 activations the GPU rounds x as the CPU's quantized
+               kernels do (measured on lavapipe: 0.035 from the f32 sums,
+               0.095 from the CPU's); without, it sums in f32 */
+            const ig_vk_device *dv = ig_vk_engine_device(mv);
+            REQUIRE(dv);
+            const bool int8 = ig_vk_device_int8(dv);
+            CHECK(e <= (int8 ? 0.06 : 1e-3));
+            if (int8) {
+                setenv("IGNIS_VK_INT8", "0", 1);
+                ig_model *mf = load(path, IG_BACKEND_VULKAN);
+                REQUIRE(mf);
+                run_real(mf, prompt, np, 0, lv, gd); /* its device is made here */
+                unsetenv("IGNIS_VK_INT8");
+                CHECK(!ig_vk_device_int8(ig_vk_engine_device(mf)));
+                e = rel_err(lv, lc, V);
+                if (getenv("IGNIS_TEST_VERBOSE")) fprintf(stderr, "    270M f32 x: rel err vs CPU f32 %.3g\n", e);
+                CHECK(e <= 1e-3);
+                ig_model_free(mf);
+            }
             ig_model_free(md);
         }
     }

@@ -71,6 +71,7 @@ typedef struct ig_vk_device_info {
     bool storage16, storage8; /* 16/8-bit storage buffer access */
     bool fp16, int8;          /* shaderFloat16 / shaderInt8 */
     bool int_dot, int_dot_accel; /* integer dot product; 4x8 packed signed accelerated */
+    bool int_dot_ext;         /* it needs VK_KHR_shader_integer_dot_product (before 1.3) */
     bool coopmat_khr, coopmat_nv;  /* device extensions */
     char coopmat_shapes[256];      /* e.g. "f16 16x16x16->f32, ..." (KHR, else NV) */
     bool coopmat_nv_16x8x16;       /* NV: f16 16x8x16 -> f32 in subgroup scope */
@@ -99,6 +100,8 @@ typedef struct ig_vk_device_params {
                                    as on a discrete GPU (tests) */
     bool no_coopmat;            /* never use cooperative matrices
                                    ($IGNIS_VK_COOPMAT=0 does the same) */
+    bool no_int8;               /* never quantize activations to int8 for the
+                                   mat-vec ($IGNIS_VK_INT8=0 does the same) */
     uint32_t coopmat_wide_groups; /* workgroups from which the tensor-core
                                      matmul takes 128-token tiles; 0 = 512
                                      (tests use 1) */
@@ -112,6 +115,12 @@ const ig_vk_device_info *ig_vk_device_get_info(const ig_vk_device *dev);
 uint64_t ig_vk_device_allocated(const ig_vk_device *dev);
 /* Whether the device runs the tensor-core matmul (IG_VK_MATMUL_COOPMAT). */
 bool ig_vk_device_coopmat(const ig_vk_device *dev);
+/* Whether the device runs the int8 mat-vec (IG_VK_MATMUL_INT8). */
+bool ig_vk_device_int8(const ig_vk_device *dev);
+/* The device holding a model's weights, once a Vulkan context of the model
+ * exists (vk_engine.c); else NULL. */
+typedef struct ig_model ig_model;
+const ig_vk_device *ig_vk_engine_device(const ig_model *m);
 
 /* The device's limits as `ignis bench` quotes them (vk_probe.c): memory read
  * bandwidth over a buffer of up to 1 GiB (one binding), and the rate of the
@@ -195,6 +204,10 @@ typedef enum ig_vk_matmul_path {
     IG_VK_MATMUL_COOPMAT,  /* mmcm.comp: tensor cores (NV cooperative matrix), f16
                               inputs; F16 and quantized weights (AUTO uses it above 8
                               rows for quantized weights where the device has it) */
+    IG_VK_MATMUL_INT8,     /* mv.comp with X8: activations quantized to int8 blocks of
+                              32 (quant_x8.comp), packed integer dot products; quantized
+                              weights (AUTO uses it instead of FAST where the device
+                              has integer dot products) */
 } ig_vk_matmul_path;
 
 typedef struct ig_vk_graph_stats {

@@ -189,23 +189,28 @@ void ig_vk_query_device(VkPhysicalDevice pd, int index, uint32_t instance_api, i
     info->max_shared_memory = props.limits.maxComputeSharedMemorySize;
     info->max_wg_invocations = props.limits.maxComputeWorkGroupInvocations;
     for (int i = 0; i < 3; i++) info->max_wg_count[i] = props.limits.maxComputeWorkGroupCount[i];
-    info->int_dot = has_idot;
     info->int_dot_accel = has_idot && idot.integerDotProduct4x8BitPackedSignedAccelerated;
+    info->int_dot_ext = !v13; /* enabled through the extension before 1.3 */
 
     /* features */
     VkPhysicalDevice16BitStorageFeatures s16 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
     VkPhysicalDevice8BitStorageFeatures s8 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES};
     VkPhysicalDeviceShaderFloat16Int8Features f16 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
+    VkPhysicalDeviceShaderIntegerDotProductFeatures idf = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
     chain = &s16;
     if (has_8bit) { s8.pNext = chain; chain = &s8; }
     if (has_f16i8) { f16.pNext = chain; chain = &f16; }
+    if (has_idot) { idf.pNext = chain; chain = &idf; }
     VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = chain};
     ig_vk.vkGetPhysicalDeviceFeatures2(pd, &f2);
     info->storage16 = s16.storageBuffer16BitAccess;
     info->storage8 = has_8bit && s8.storageBuffer8BitAccess;
     info->fp16 = has_f16i8 && f16.shaderFloat16;
     info->int8 = has_f16i8 && f16.shaderInt8;
+    info->int_dot = has_idot && idf.shaderIntegerDotProduct;
+    info->int_dot_accel = info->int_dot && info->int_dot_accel;
 
     /* memory */
     VkPhysicalDeviceMemoryProperties mp;
@@ -291,6 +296,7 @@ ig_vk_device_params ig_vk_device_default_params(void) {
 const ig_vk_device_info *ig_vk_device_get_info(const ig_vk_device *dev) { return &dev->info; }
 uint64_t ig_vk_device_allocated(const ig_vk_device *dev) { return dev->allocated; }
 bool ig_vk_device_coopmat(const ig_vk_device *dev) { return dev->coopmat; }
+bool ig_vk_device_int8(const ig_vk_device *dev) { return dev->int8_mv; }
 
 static int type_rank(const char *t) {
     if (strcmp(t, "discrete") == 0) return 0;
@@ -387,14 +393,27 @@ static ig_status create_logical(ig_vk_device *d) {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV, .cooperativeMatrix = VK_TRUE};
     VkPhysicalDeviceShaderFloat16Int8Features f16 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES, .pNext = &cm, .shaderFloat16 = VK_TRUE};
-    const char *exts[1] = {"VK_NV_cooperative_matrix"};
-    if (d->coopmat) s16.pNext = &f16;
+    /* packed int8 dot products: the int8 mat-vec (mv8_*) */
+    VkPhysicalDeviceShaderIntegerDotProductFeatures idf = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES,
+        .shaderIntegerDotProduct = VK_TRUE};
+    const char *exts[2];
+    uint32_t n_exts = 0;
+    if (d->coopmat) {
+        s16.pNext = &f16;
+        exts[n_exts++] = "VK_NV_cooperative_matrix";
+    }
+    if (d->int8_mv) {
+        idf.pNext = s16.pNext;
+        s16.pNext = &idf;
+        if (d->info.int_dot_ext) exts[n_exts++] = "VK_KHR_shader_integer_dot_product";
+    }
     VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &s16};
     VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
                               .pNext = &f2,
                               .queueCreateInfoCount = 1,
                               .pQueueCreateInfos = &qci,
-                              .enabledExtensionCount = d->coopmat ? 1u : 0u,
+                              .enabledExtensionCount = n_exts,
                               .ppEnabledExtensionNames = exts};
     VkResult r = ig_vk.vkCreateDevice(d->phys, &dci, NULL, &d->dev);
     if (r != VK_SUCCESS) return ig_vk_fail(r, "vkCreateDevice");
@@ -481,6 +500,8 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
         d->coopmat = IG_VK_GLSL_COOPMAT_NV && !p.no_coopmat && !(cmv && strcmp(cmv, "0") == 0) &&
                      d->info.coopmat_nv_16x8x16 && d->info.fp16 && d->info.subgroup_size == 32 &&
                      d->info.max_shared_memory >= 40 * 1024;
+        const char *i8 = getenv("IGNIS_VK_INT8");
+        d->int8_mv = IG_VK_GLSL_INT_DOT && !p.no_int8 && !(i8 && strcmp(i8, "0") == 0) && d->info.int_dot;
         st = create_logical(d);
     }
     if (st == IG_OK) st = ig_vk_pipelines_init(d);

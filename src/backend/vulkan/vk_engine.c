@@ -138,6 +138,11 @@ static ig_status model_weights(ig_context *ctx, vk_model **out) {
     return IG_OK;
 }
 
+const ig_vk_device *ig_vk_engine_device(const ig_model *m) {
+    if (!m || m->backend_weights_free != vk_model_free) return NULL;
+    return ((const vk_model *)m->backend_weights)->dev;
+}
+
 /* ---- a context's backend ---- */
 
 typedef struct vk_backend {

@@ -38,6 +38,7 @@ struct ig_vk_graph {
     bool ended, in_flight;
     ig_vk_matmul_path path;
     ig_vk_graph_stats stats;
+    ig_vk_x8_cache x8;
     /* $IGNIS_VK_PROFILE: a timestamp after every dispatch, summed per shader
      * over the runs and printed (stderr) when the graph is freed */
     VkQueryPool qpool;
@@ -98,6 +99,7 @@ int ig_vk_graph_max_rows(const ig_vk_graph *g, ig_vk_rows rows) {
     return h < g->max_tokens ? h : g->max_tokens;
 }
 ig_vk_matmul_path ig_vk_graph_matmul_path(const ig_vk_graph *g) { return g->path; }
+ig_vk_x8_cache *ig_vk_graph_x8(ig_vk_graph *g) { return &g->x8; }
 ig_status ig_vk_graph_error(const ig_vk_graph *g) { return g->err; }
 ig_vk_graph_stats ig_vk_graph_get_stats(const ig_vk_graph *g) { return g->stats; }
 void ig_vk_graph_set_matmul_path(ig_vk_graph *g, ig_vk_matmul_path path) { g->path = path; }
@@ -323,6 +325,10 @@ ig_status ig_vk_rec_hazards(ig_vk_graph *g, const ig_vk_bind *b, int n) {
     }
     for (int i = 0; i < n; i++) {
         if (!b[i].part) continue;
+        const ig_vk_x8_cache *c = &g->x8;
+        if (b[i].write && c->valid && c->src->blk->buf == b[i].part->blk->buf &&
+            c->src->offset + c->lo < b[i].part->offset + b[i].hi && b[i].part->offset + b[i].lo < c->src->offset + c->hi)
+            g->x8.valid = false; /* its source is rewritten */
         if (g->n_pending == g->cap_pending) {
             int nc = g->cap_pending ? 2 * g->cap_pending : 64;
             access *np = ig_realloc_array(g->pending, (size_t)nc, sizeof *np);

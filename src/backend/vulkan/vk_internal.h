@@ -182,6 +182,7 @@ struct ig_vk_device {
                                 the tensor cores instead of the mat-vec: the
                                 mat-vec's cost grows with every column */
     bool coopmat;       /* VK_NV_cooperative_matrix + shaderFloat16 enabled: mmcm.comp */
+    bool int8_mv;       /* shaderIntegerDotProduct enabled: quant_x8.comp + mv8_* */
     ig_vk_buffer *dummy; /* bound to unused descriptor slots */
     float timestamp_period; /* ns per timestamp tick (profiling) */
 };
@@ -247,6 +248,20 @@ int ig_vk_graph_max_rows(const ig_vk_graph *g, ig_vk_rows rows);
 ig_vk_matmul_path ig_vk_graph_matmul_path(const ig_vk_graph *g);
 ig_status ig_vk_graph_error(const ig_vk_graph *g);
 ig_status ig_vk_graph_set_error(ig_vk_graph *g, ig_status st);
+/* The int8 copy of an activation view that the int8 mat-vec reads
+ * (vk_ops.c): a graph scratch buffer, and the view it holds until an op
+ * writes the view's bytes again (ig_vk_rec_hazards clears valid), so q, k
+ * and v quantize their common input once. */
+typedef struct ig_vk_x8_cache {
+    const ig_vk_buffer *buf; /* NULL before the first use */
+    bool valid;
+    const ig_vk_part *src;   /* the f32 view: part, byte range, layout */
+    uint64_t lo, hi;
+    uint32_t x_off, x_stride, n_in;
+    ig_vk_rows rows;
+} ig_vk_x8_cache;
+ig_vk_x8_cache *ig_vk_graph_x8(ig_vk_graph *g);
+
 /* A buffer owned by the graph (freed with it), e.g. a RoPE table. */
 ig_status ig_vk_graph_const(ig_vk_graph *g, const void *data, uint64_t size, const ig_vk_buffer **out);
 /* An uninitialized device buffer owned by the graph (scratch of an op). */

@@ -171,6 +171,46 @@ ig_status ig_vk_op_add_rmsnorm_norm(ig_vk_graph *g, ig_vk_rows rows, ig_vk_view 
 
 #define CM_MIN_WEIGHTS (4u << 20)
 
+static bool int8_type(ig_dtype t) {
+    return t == IG_TYPE_Q4_0 || t == IG_TYPE_Q5_0 || t == IG_TYPE_Q8_0 || t == IG_TYPE_Q4_K || t == IG_TYPE_Q5_K ||
+           t == IG_TYPE_Q6_K;
+}
+
+/* The int8 copy (quant_x8.comp's blocks) of the f32 view read through src:
+ * T rows of n_in elements at element offset xoff, stride xs. Quantized into
+ * the graph's scratch unless the scratch already holds this view and nothing
+ * wrote it since. Returns the scratch part and its row stride in uvec4. */
+static ig_status quant_x8(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_bind *src, uint32_t xoff, uint32_t xs,
+                          uint64_t n_in, uint64_t T, const ig_vk_part **out, uint32_t *q_stride) {
+    ig_vk_device *d = ig_vk_graph_device(g);
+    ig_vk_x8_cache *c = ig_vk_graph_x8(g);
+    const uint64_t qs = n_in / 32 * 3, need = T * qs * 16;
+    if (n_in % 32 || qs > UINT32_MAX || need > d->max_binding)
+        return bad(g, "vulkan: %s: activations too large for the int8 copy", "matmul");
+    *q_stride = (uint32_t)qs;
+    if (c->valid && c->src == src->part && c->lo == src->lo && c->hi == src->hi && c->x_off == xoff &&
+        c->x_stride == xs && c->n_in == n_in && c->rows == rows) {
+        *out = c->buf->parts;
+        return IG_OK;
+    }
+    if (!c->buf || ig_vk_buffer_size(c->buf) < need) {
+        c->valid = false;
+        IG_TRY(ig_vk_graph_scratch(g, need, &c->buf)); /* the old one stays with the graph */
+    }
+    ig_vk_bind b[2] = {*src, {c->buf->parts, 0, need, true}};
+    IG_TRY(ig_vk_rec_hazards(g, b, 2));
+    VkPipeline pipe;
+    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(d, "quant_x8", d->wg_size, 0, &pipe)));
+    struct {
+        uint32_t rows_sel, n_in, x_off, x_stride, q_stride;
+    } pc = {(uint32_t)rows, (uint32_t)n_in, xoff, xs, (uint32_t)qs};
+    const ig_vk_part *parts[2] = {src->part, c->buf->parts};
+    IG_TRY(ig_vk_rec_dispatch(g, pipe, parts, 2, &pc, sizeof pc, ceil_div(n_in / 32, d->wg_size), (uint32_t)T, 1));
+    *c = (ig_vk_x8_cache){c->buf, true, src->part, src->lo, src->hi, xoff, xs, (uint32_t)n_in, rows};
+    *out = c->buf->parts;
+    return IG_OK;
+}
+
 static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buffer *wa, const ig_vk_buffer *wb,
                                ig_vk_view src, ig_vk_view dst) {
     if (!g) return IG_ERR_INVALID_ARG;
@@ -187,9 +227,9 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
     int nb = 0;
     IG_TRY(view_bind(g, "matmul src", src.buf, src.offset, xs, T, n_in, 4, false, &b[nb++], &xoff));
     IG_TRY(view_bind(g, "matmul dst", dst.buf, dst.offset, ys, T, n_out, 4, true, &b[nb++], &yoff));
-    IG_TRY(ig_vk_rec_hazards(g, b, nb)); /* weights are read-only: never a hazard */
 
     const bool fast_ok = ig_vk_matmul_fast_ok(wa->type, (int64_t)n_in, xoff, xs);
+    const bool int8_ok = d->int8_mv && fast_ok && int8_type(wa->type);
     const bool cm_ok = d->coopmat && fast_ok && wa->type != IG_TYPE_F32 && wa->type != IG_TYPE_BF16;
     /* AUTO takes the tensor cores for quantized matrices of at least
        CM_MIN_WEIGHTS (f16 rounding of x only where weights are coarser); on
@@ -201,13 +241,25 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
         path = T <= MATVEC_MAX_COLS && !(cm_auto && T >= d->cm_min_tokens)
                    ? (fast_ok ? IG_VK_MATMUL_FAST : IG_VK_MATMUL_VEC)
                    : (cm_auto ? IG_VK_MATMUL_COOPMAT : IG_VK_MATMUL_TILED);
+    if (path == IG_VK_MATMUL_FAST && int8_ok && ig_vk_graph_matmul_path(g) == IG_VK_MATMUL_AUTO)
+        path = IG_VK_MATMUL_INT8;
     if (path == IG_VK_MATMUL_FAST && !fast_ok)
         return bad(g, "vulkan: %s: the fast mat-vec does not apply (type, row length or x alignment)", "matmul");
+    if (path == IG_VK_MATMUL_INT8 && !int8_ok)
+        return bad(g, "vulkan: %s: no int8 mat-vec for this device, type or x view", "matmul");
+    const ig_vk_part *xpart = src.buf->parts;
+    if (path == IG_VK_MATMUL_INT8) {
+        /* x is read as its int8 copy, from the scratch */
+        IG_TRY(quant_x8(g, rows, &b[0], xoff, xs, n_in, T, &xpart, &xs));
+        xoff = 0;
+        b[0] = (ig_vk_bind){xpart, 0, T * xs * 16, false};
+    }
+    IG_TRY(ig_vk_rec_hazards(g, b, nb)); /* weights are read-only: never a hazard */
     if (path == IG_VK_MATMUL_COOPMAT && !cm_ok)
         return bad(g, "vulkan: %s: no cooperative-matrix matmul for this device or type", "matmul");
     char name[40];
     uint32_t spec0 = 0, spec1 = 0, spec2 = 0, gy, rows_per_group = MATMUL_TILE;
-    if (path == IG_VK_MATMUL_VEC || path == IG_VK_MATMUL_FAST) {
+    if (path == IG_VK_MATMUL_VEC || path == IG_VK_MATMUL_FAST || path == IG_VK_MATMUL_INT8) {
         uint32_t nc = 1;
         while (nc < T && nc < MATVEC_MAX_COLS) nc *= 2;
         spec1 = nc;
@@ -222,7 +274,8 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
             if (d->info.subgroup_size < 32)
                 while (spec2 > 1 && spec2 * nc > 32) spec2--; /* mv.comp's scratch */
             rows_per_group = spec0 / 32 * spec2;
-            snprintf(name, sizeof name, "mv%s_%s", wb ? "_geglu" : "", type_suffix(wa->type));
+            snprintf(name, sizeof name, "mv%s%s_%s", path == IG_VK_MATMUL_INT8 ? "8" : "", wb ? "_geglu" : "",
+                     type_suffix(wa->type));
         }
     } else if (path == IG_VK_MATMUL_COOPMAT) {
         /* mmcm.comp: 8192 weights per step (4096 per matrix for GEGLU), in
@@ -253,7 +306,7 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
         uint32_t groups = ceil_div((uint64_t)pa->n_rows, rows_per_group);
         uint32_t gx, gz;
         fold(groups, &gx, &gz);
-        const ig_vk_part *parts[4] = {pa, pb, src.buf->parts, dst.buf->parts};
+        const ig_vk_part *parts[4] = {pa, pb, xpart, dst.buf->parts};
         IG_TRY(ig_vk_rec_dispatch(g, pipe, parts, 4, &pc, sizeof pc, gx, gy, gz));
     }
     return IG_OK;

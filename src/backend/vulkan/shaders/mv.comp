@@ -8,8 +8,20 @@
 // Requires: rows 16-byte aligned (vk_internal.h), x offset and stride
 // multiples of 4 elements, n_in a multiple of the item width.
 // GEGLU: Y[t, r] = gelu_tanh(A[r]·X[t]) * (B[r]·X[t]) (fused gate and up).
+// X8: X is int8 in blocks of 32 (quant_x8.comp; x offset and stride in
+// uvec4), dotted with packed 4 x 8-bit integer dot products: a quarter of
+// the activation bytes and of the arithmetic per weight of the f32 form.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#ifdef X8
+#extension GL_EXT_spirv_intrinsics : require
+// OpSDot (SPV_KHR_integer_dot_product), format 0 = PackedVectorFormat4x8Bit:
+// the sum of the four products of the signed bytes of a and b
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
+int sdot4x8(uint a, uint b, spirv_literal int fmt);
+#define DOT4(a, b) sdot4x8(a, b, 0)
+#define MV_X8
+#endif
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint NCOLS = 1;
@@ -22,7 +34,14 @@ layout(set = 0, binding = 1) readonly buffer WA16 { uint16_t wa16[]; };
 layout(set = 0, binding = 2) readonly buffer WB4 { uvec4 wb4[]; };
 layout(set = 0, binding = 2) readonly buffer WB16 { uint16_t wb16[]; };
 #endif
+#ifdef X8
+layout(set = 0, binding = 3) readonly buffer XQ { uvec4 xq4[]; };
+layout(set = 0, binding = 3) readonly buffer XM { vec4 xm4[]; };
+#define X_INDEX(e) (e)
+#else
 layout(set = 0, binding = 3) readonly buffer XB { vec4 xs4[]; };
+#define X_INDEX(e) ((e) >> 2)
+#endif
 layout(set = 0, binding = 4) writeonly buffer YB { float ys[]; };
 
 layout(push_constant) uniform PC {
@@ -85,7 +104,7 @@ void main() {
 #endif
     }
     uint xb[NCOLS];
-    [[unroll]] for (uint c = 0u; c < NCOLS; c++) xb[c] = (pc.x_off + (c0 + min(c, nc - 1u)) * pc.x_stride) >> 2;
+    [[unroll]] for (uint c = 0u; c < NCOLS; c++) xb[c] = X_INDEX(pc.x_off + (c0 + min(c, nc - 1u)) * pc.x_stride);
 
     // two items per lane per iteration: both rows' loads are in flight
     // before the first is used

@@ -7,7 +7,9 @@
 //   FN(load)(uint r4, uint r16, uint it, uint n_in) -> ITEM   item it of the row
 //       whose first byte is uvec4 r4 (= 16-bit word r16)
 //   FN(dot)(ITEM w, uint it, uint xb) -> float    item . x, x starting at
-//       vec4 xb of the activations (element 0 of the row)
+//       vec4 xb of the activations (element 0 of the row); with MV_X8, x is
+//       int8 blocks (quant_x8.comp) starting at uvec4 xb of xq4 / xm4, and
+//       DOT4(a, b) is the packed signed 4 x 8-bit dot product
 // and, once, MV_ITEMS(n_in): items per row. Layouts: vk_internal.h (Q8_0 and
 // Q6_K rows repacked, every row 16-byte aligned).
 
@@ -18,6 +20,13 @@
 vec4 u2f(uvec4 u) { return uintBitsToFloat(u | 0x4B000000u) - 8388608.0; }
 // Bytes as int8 (two's complement) the same way: (u ^ 0x80) - 128.
 vec4 s8f(uvec4 u) { return uintBitsToFloat((u ^ 0x80u) | 0x4B000000u) - 8388736.0; }
+#ifdef MV_X8
+// Bit i of v (i < 4) to bit 0 of byte i: the products v * 2^(7i) land on
+// distinct bits, so nothing carries.
+uint spread4(uint v) { return (v * 0x00204081u) & 0x01010101u; }
+// Sum of x over 16 elements of an int8 block: half h of its meta vector.
+float x8_half_sum(vec4 m, uint h) { return h == 0u ? m.y : m.z; }
+#endif
 #if defined(TYPE_Q4_K) || defined(TYPE_Q5_K)
 // Q4_K / Q5_K block headers: the 6-bit scale and min of sub-block s (byte
 // u = s & 3 of each scale word): scales[0..3] = h.y, [4..7] = h.z,
@@ -49,6 +58,22 @@ ITEM FN(load)(uint r4, uint r16, uint it, uint n_in) {
     w.dm = vec4(dd.x * float(a.x), dd.y * float(a.y), dd.x * float(c.x), dd.y * float(c.y));
     return w;
 }
+#ifdef MV_X8
+// low run: half l & 1 of x block 8b + 2j, high run: the same half of 8b + 2j + 1
+float FN(dot)(ITEM w, uint it, uint xb) {
+    uint b = it >> 3, l = it & 7u, h = l & 1u;
+    uint xl = xb + 3u * (b * 8u + (l >> 1) * 2u), xh = xl + 3u;
+    uvec4 ql = xq4[xl + h], qh = xq4[xh + h];
+    vec4 ml = xm4[xl + 2u], mh = xm4[xh + 2u];
+    int il = 0, ih = 0;
+    [[unroll]] for (uint k = 0u; k < 4u; k++) {
+        il += DOT4(w.q[k] & 0x0F0F0F0Fu, ql[k]);
+        ih += DOT4((w.q[k] >> 4) & 0x0F0F0F0Fu, qh[k]);
+    }
+    return (w.dm.x * ml.x * float(il) - w.dm.y * x8_half_sum(ml, h)) +
+           (w.dm.z * mh.x * float(ih) - w.dm.w * x8_half_sum(mh, h));
+}
+#else
 float FN(dot)(ITEM w, uint it, uint xb) {
     uint b = it >> 3, l = it & 7u;
     uint e = b * 64u + (l >> 1) * 16u + (l & 1u) * 4u; // in vec4 units
@@ -63,6 +88,7 @@ float FN(dot)(ITEM w, uint it, uint xb) {
     }
     return (w.dm.x * slo - w.dm.y * xlo) + (w.dm.z * shi - w.dm.w * xhi);
 }
+#endif
 
 #elif defined(TYPE_Q5_K)
 // Block of 176 bytes (11 uvec4): header as Q4_K, qh[32], qs[128]. Item as
@@ -84,6 +110,23 @@ ITEM FN(load)(uint r4, uint r16, uint it, uint n_in) {
     w.dm = vec4(dd.x * float(a.x), dd.y * float(a.y), dd.x * float(c.x), dd.y * float(c.y));
     return w;
 }
+#ifdef MV_X8
+float FN(dot)(ITEM w, uint it, uint xb) {
+    uint b = it >> 3, l = it & 7u, j = l >> 1, h = l & 1u;
+    uint xl = xb + 3u * (b * 8u + j * 2u), xh = xl + 3u;
+    uvec4 ql = xq4[xl + h], qh = xq4[xh + h];
+    vec4 ml = xm4[xl + 2u], mh = xm4[xh + 2u];
+    int il = 0, ih = 0;
+    [[unroll]] for (uint k = 0u; k < 4u; k++) {
+        uint lo = (w.q[k] & 0x0F0F0F0Fu) | (((w.qh[k] >> (2u * j)) & 0x01010101u) << 4);
+        uint hi = ((w.q[k] >> 4) & 0x0F0F0F0Fu) | (((w.qh[k] >> (2u * j + 1u)) & 0x01010101u) << 4);
+        il += DOT4(lo, ql[k]);
+        ih += DOT4(hi, qh[k]);
+    }
+    return (w.dm.x * ml.x * float(il) - w.dm.y * x8_half_sum(ml, h)) +
+           (w.dm.z * mh.x * float(ih) - w.dm.w * x8_half_sum(mh, h));
+}
+#else
 float FN(dot)(ITEM w, uint it, uint xb) {
     uint b = it >> 3, l = it & 7u, j = l >> 1;
     uint e = b * 64u + j * 16u + (l & 1u) * 4u; // in vec4 units
@@ -99,6 +142,7 @@ float FN(dot)(ITEM w, uint it, uint xb) {
     }
     return (w.dm.x * slo - w.dm.y * xlo) + (w.dm.z * shi - w.dm.w * xhi);
 }
+#endif
 
 #elif defined(TYPE_Q6_K)
 // item = 1/4 of a block: half n, lanes l = 16h .. 16h+15 of each of the 4
@@ -125,6 +169,25 @@ ITEM FN(load)(uint r4, uint r16, uint it, uint n_in) {
                    float(bitfieldExtract(int(w1), int(8u * (2u + hh)), 8)));
     return w;
 }
+#ifdef MV_X8
+// quarter q: half hh of x block 8bl + 4n + q
+float FN(dot)(ITEM w, uint it, uint xb) {
+    uint bl = it >> 2, n = (it >> 1) & 1u, hh = it & 1u;
+    uint x0 = xb + 3u * (bl * 8u + n * 4u);
+    uvec4 q0 = xq4[x0 + hh], q1 = xq4[x0 + 3u + hh], q2 = xq4[x0 + 6u + hh], q3 = xq4[x0 + 9u + hh];
+    vec4 m0 = xm4[x0 + 2u], m1 = xm4[x0 + 5u], m2 = xm4[x0 + 8u], m3 = xm4[x0 + 11u];
+    ivec4 s = ivec4(0);
+    [[unroll]] for (uint k = 0u; k < 4u; k++) {
+        s.x += DOT4((w.a[k] & 0x0F0F0F0Fu) | ((w.h[k] & 0x03030303u) << 4), q0[k]);
+        s.y += DOT4((w.b[k] & 0x0F0F0F0Fu) | (((w.h[k] >> 2) & 0x03030303u) << 4), q1[k]);
+        s.z += DOT4(((w.a[k] >> 4) & 0x0F0F0F0Fu) | (((w.h[k] >> 4) & 0x03030303u) << 4), q2[k]);
+        s.w += DOT4(((w.b[k] >> 4) & 0x0F0F0F0Fu) | (((w.h[k] >> 6) & 0x03030303u) << 4), q3[k]);
+    }
+    vec4 d = vec4(m0.x, m1.x, m2.x, m3.x);
+    vec4 sx = vec4(x8_half_sum(m0, hh), x8_half_sum(m1, hh), x8_half_sum(m2, hh), x8_half_sum(m3, hh));
+    return dot(w.s, d * vec4(s) - 32.0 * sx);
+}
+#else
 float FN(dot)(ITEM w, uint it, uint xb) {
     uint bl = it >> 2, n = (it >> 1) & 1u, hh = it & 1u;
     uint e = bl * 64u + n * 32u + hh * 4u; // vec4 units; quarter q adds 8q
@@ -143,6 +206,7 @@ float FN(dot)(ITEM w, uint it, uint xb) {
     }
     return dot(w.s, s - 32.0 * sx);
 }
+#endif
 
 #elif defined(TYPE_Q8_0)
 // item = one block: 32 int8 (two uvec4) and its f16 scale.
@@ -158,6 +222,15 @@ ITEM FN(load)(uint r4, uint r16, uint it, uint n_in) {
     w.d = unpackHalf2x16(uint(W16[r16 + (n_in >> 1) + it])).x;
     return w;
 }
+#ifdef MV_X8
+float FN(dot)(ITEM w, uint it, uint xb) {
+    uint x0 = xb + 3u * it;
+    uvec4 qa = xq4[x0], qb = xq4[x0 + 1u];
+    int s = 0;
+    [[unroll]] for (uint k = 0u; k < 4u; k++) s += DOT4(w.a[k], qa[k]) + DOT4(w.b[k], qb[k]);
+    return w.d * xm4[x0 + 2u].x * float(s);
+}
+#else
 float FN(dot)(ITEM w, uint it, uint xb) {
     uint e = it * 8u;
     float s = 0.0;
@@ -167,6 +240,7 @@ float FN(dot)(ITEM w, uint it, uint xb) {
     }
     return w.d * s;
 }
+#endif
 
 #elif defined(TYPE_Q4_0) || defined(TYPE_Q5_0)
 // item = one block: 16 bytes of nibbles (element j: low nibble of byte j,
@@ -189,6 +263,28 @@ ITEM FN(load)(uint r4, uint r16, uint it, uint n_in) {
 #endif
     return w;
 }
+#ifdef MV_X8
+// elements 0..15 (low nibbles): half 0 of x block it, 16..31: half 1
+float FN(dot)(ITEM w, uint it, uint xb) {
+    uint x0 = xb + 3u * it;
+    uvec4 ql = xq4[x0], qh = xq4[x0 + 1u];
+    vec4 m = xm4[x0 + 2u];
+    int s = 0;
+    [[unroll]] for (uint k = 0u; k < 4u; k++) {
+        uint lo = w.q[k] & 0x0F0F0F0Fu, hi = (w.q[k] >> 4) & 0x0F0F0F0Fu;
+#if defined(TYPE_Q5_0)
+        lo |= spread4((w.h >> (4u * k)) & 0xFu) << 4;
+        hi |= spread4((w.h >> (16u + 4u * k)) & 0xFu) << 4;
+#endif
+        s += DOT4(lo, ql[k]) + DOT4(hi, qh[k]);
+    }
+#if defined(TYPE_Q4_0)
+    return w.d * (m.x * float(s) - 8.0 * (m.y + m.z));
+#else
+    return w.d * (m.x * float(s) - 16.0 * (m.y + m.z));
+#endif
+}
+#else
 float FN(dot)(ITEM w, uint it, uint xb) {
     uint e = it * 8u;
     float s = 0.0, sx = 0.0;
@@ -209,6 +305,7 @@ float FN(dot)(ITEM w, uint it, uint xb) {
     return w.d * (s - 16.0 * sx);
 #endif
 }
+#endif
 
 #elif defined(TYPE_F16) || defined(TYPE_BF16)
 // item = 8 weights (one uvec4)
