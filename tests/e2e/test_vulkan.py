@@ -98,16 +98,23 @@ def test_bad_device(ignis_build: Path):
 
 @pytest.mark.skipif(not REAL.is_file(), reason="real model not present")
 def test_real_model_text(ignis_build: Path):
-    """Greedy text of the real 270M: the GPU writes what the CPU writes on the
-    F32-dequantized weights (the same sums), token for token."""
+    """Greedy text of the real 270M. With f32 activations (IGNIS_VK_INT8=0)
+    the GPU writes what the CPU writes on the F32-dequantized weights (the
+    same sums), token for token. The default int8 path rounds activations as
+    the CPU does on the quantized file; it may part from the CPU only at a
+    near tie, which the unit test vulkan_engine_real_270m checks token by
+    token; here it must answer."""
     args = ["-p", "The capital of France is", "-n", "16", "--temp", "0", "--raw"]
     gpu = ignis(ignis_build, "run", str(REAL), *args, "--backend", "vulkan")
     assert gpu.returncode == 0, gpu.stderr
-    assert len(gpu.stdout.strip()) > 10
+    assert "France" in gpu.stdout
     if REAL_F32.is_file():
+        f32 = ignis(ignis_build, "run", str(REAL), *args, "--backend", "vulkan",
+                    env={**os.environ, "IGNIS_VK_INT8": "0"})
+        assert f32.returncode == 0, f32.stderr
         cpu = ignis(ignis_build, "run", str(REAL_F32), *args)
         assert cpu.returncode == 0, cpu.stderr
-        assert gpu.stdout == cpu.stdout
+        assert f32.stdout == cpu.stdout
 
 
 def free_port() -> int:

@@ -298,7 +298,11 @@ IG_TEST(vulkan_engine_contexts) {
  * The CPU quantizes activations to 8 bits for its dot products, the GPU does
  * not, hence the looser bound; against the CPU on the F32-dequantized copy
  * (when present) the two compute the same sums. */
-static void run_real(ig_model *m, const int32_t *prompt, int n_prompt, int steps, float *last, int32_t *gen) {
+/* The prompt, then `steps` greedy steps: gen[s] is the argmax at step s and
+ * gap[s] (if not NULL) its lead over the runner-up; the token fed back is
+ * force[s] when force is given (teacher forcing), else gen[s]. */
+static void run_real(ig_model *m, const int32_t *prompt, int n_prompt, int steps, float *last, int32_t *gen,
+                     const int32_t *force, float *gap) {
     /* batches of up to 4 tokens: the mat-vec kernels (the tiled ones are
      * tested on the fixtures; on lavapipe they are slow at this size) */
     ig_context *ctx = make_ctx(m, 64, 1, 4, IG_KV_F16);
@@ -316,9 +320,13 @@ static void run_real(ig_model *m, const int32_t *prompt, int n_prompt, int steps
         int best = 0;
         for (int v = 1; v < V; v++)
             if (lg[v] > lg[best]) best = v;
+        float second = -INFINITY;
+        for (int v = 0; v < V; v++)
+            if (v != best && lg[v] > second) second = lg[v];
         gen[s] = best;
+        if (gap) gap[s] = lg[best] - second;
         int32_t p = n_prompt + s, sq = 0;
-        ig_batch bb = {1, &gen[s], &p, &sq, NULL};
+        ig_batch bb = {1, force ? &force[s] : &gen[s], &p, &sq, NULL};
         REQUIRE_OK(ig_decode(ctx, &bb));
     }
     ig_context_free(ctx);
@@ -338,13 +346,22 @@ IG_TEST(vulkan_engine_real_270m) {
     const int V = ig_model_hparams(mv)->n_vocab;
     float *lv = malloc((size_t)V * 4), *lc = malloc((size_t)V * 4);
     int32_t gv[16], gc[16];
+    float gap[16];
     REQUIRE(lv && lc);
-    run_real(mv, prompt, np, steps, lv, gv);
-    run_real(mc, prompt, np, steps, lc, gc);
+    run_real(mc, prompt, np, steps, lc, gc, NULL, gap);
+    run_real(mv, prompt, np, steps, lv, gv, gc, NULL); /* fed the CPU's tokens */
     double e = rel_err(lv, lc, V);
     if (getenv("IGNIS_TEST_VERBOSE")) fprintf(stderr, "    270M: rel err vs CPU %.3g\n", e);
     CHECK(e <= 0.15);
-    for (int s = 0; s < steps; s++) CHECK_EQ_INT(gv[s], gc[s]);
+    /* Both round activations to 8 bits, and this model turns a one-ulp
+       difference before a rounding (the GPU sums in another order) into
+       logit differences of several percent; so the GPU may pick another
+       token only where the CPU's own top two are close */
+    for (int s = 0; s < steps; s++) {
+        if (getenv("IGNIS_TEST_VERBOSE"))
+            fprintf(stderr, "    step %2d: cpu %6d gpu %6d cpu gap %.3f\n", s, gc[s], gv[s], gap[s]);
+        if (gv[s] != gc[s]) CHECK(gap[s] < 0.5f);
+    }
     ig_model_free(mc);
     /* the F32-dequantized copy on the CPU computes the GPU's sums */
     char f32[4096];
@@ -358,7 +375,7 @@ IG_TEST(vulkan_engine_real_270m) {
             ig_model *md = load(f32, IG_BACKEND_CPU);
             REQUIRE(md);
             int32_t gd[16];
-            run_real(md, prompt, np, 0, lc, gd);
+            run_real(md, prompt, np, steps, lc, gd, NULL, NULL);
             e = rel_err(lv, lc, V);
             if (getenv("IGNIS_TEST_VERBOSE")) fprintf(stderr, "    270M: rel err vs CPU f32 %.3g\n", e);
             /* with int8 activations the GPU rounds x as the CPU's quantized
@@ -369,12 +386,28 @@ IG_TEST(vulkan_engine_real_270m) {
             const bool int8 = ig_vk_device_int8(dv);
             CHECK(e <= (int8 ? 0.06 : 1e-3));
             if (int8) {
+                /* norms and attention write the int8 copies the mat-vecs
+                   read; quant_x8 makes the same bytes from their output */
+                float *lx = malloc((size_t)V * 4);
+                REQUIRE(lx);
+                setenv("IGNIS_VK_X8_FUSE", "0", 1);
+                ig_model *mx = load(path, IG_BACKEND_VULKAN);
+                REQUIRE(mx);
+                int32_t gx[16];
+                run_real(mx, prompt, np, 0, lx, gx, NULL, NULL);
+                unsetenv("IGNIS_VK_X8_FUSE");
+                CHECK(memcmp(lx, lv, (size_t)V * 4) == 0);
+                ig_model_free(mx);
+                free(lx);
                 setenv("IGNIS_VK_INT8", "0", 1);
                 ig_model *mf = load(path, IG_BACKEND_VULKAN);
                 REQUIRE(mf);
-                run_real(mf, prompt, np, 0, lv, gd); /* its device is made here */
+                int32_t gf[16];
+                run_real(mf, prompt, np, steps, lv, gf, NULL, NULL); /* its device is made here */
                 unsetenv("IGNIS_VK_INT8");
                 CHECK(!ig_vk_device_int8(ig_vk_engine_device(mf)));
+                /* the same sums: the same greedy text */
+                for (int s = 0; s < steps; s++) CHECK_EQ_INT(gf[s], gd[s]);
                 e = rel_err(lv, lc, V);
                 if (getenv("IGNIS_TEST_VERBOSE")) fprintf(stderr, "    270M f32 x: rel err vs CPU f32 %.3g\n", e);
                 CHECK(e <= 1e-3);

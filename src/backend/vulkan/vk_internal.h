@@ -183,6 +183,8 @@ struct ig_vk_device {
                                 mat-vec's cost grows with every column */
     bool coopmat;       /* VK_NV_cooperative_matrix + shaderFloat16 enabled: mmcm.comp */
     bool int8_mv;       /* shaderIntegerDotProduct enabled: quant_x8.comp + mv8_* */
+    bool x8_producers;  /* norms and attention write the int8 copy of their output
+                           themselves ($IGNIS_VK_X8_FUSE=0: quant_x8 does it) */
     ig_vk_buffer *dummy; /* bound to unused descriptor slots */
     float timestamp_period; /* ns per timestamp tick (profiling) */
 };
@@ -259,6 +261,10 @@ typedef struct ig_vk_x8_cache {
     uint64_t lo, hi;
     uint32_t x_off, x_stride, n_in;
     ig_vk_rows rows;
+    uint32_t kind;           /* x8.glsl: 0 = blocks of 32, 1 = of 256 */
+    /* the kind the last int8 mat-vec of each row length asked for: what a
+     * producer of that width writes (a miss costs a quant_x8 dispatch) */
+    uint32_t seen_n_in[4], seen_kind[4];
 } ig_vk_x8_cache;
 ig_vk_x8_cache *ig_vk_graph_x8(ig_vk_graph *g);
 

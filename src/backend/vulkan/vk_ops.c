@@ -99,6 +99,102 @@ ig_status ig_vk_op_embed(ig_vk_graph *g, const ig_vk_buffer *w, float scale, ig_
     return IG_OK;
 }
 
+/* ---- int8 copies of activations (the int8 mat-vec's input) ---- */
+
+static bool int8_type(ig_dtype t) {
+    return t == IG_TYPE_Q4_0 || t == IG_TYPE_Q5_0 || t == IG_TYPE_Q8_0 || t == IG_TYPE_Q4_K || t == IG_TYPE_Q5_K ||
+           t == IG_TYPE_Q6_K;
+}
+
+/* The activation blocks of the CPU backend for these weights (x8.glsl):
+ * 0 = Q8_0 (32), 1 = Q8_K (256, the K-quants). */
+static uint32_t x8_kind(ig_dtype t) { return t == IG_TYPE_Q4_K || t == IG_TYPE_Q5_K || t == IG_TYPE_Q6_K; }
+static uint32_t x8_unit(uint32_t kind) { return kind ? 256 : 32; }
+
+/* Whether an op producing an f32 view of n_in columns should also write its
+ * int8 copy (the graph's batches go to the int8 mat-vec), and of which
+ * kind: the one the last int8 mat-vec of that row length asked for, else
+ * blocks of 256 where they fit. */
+static bool x8_wanted(ig_vk_graph *g, uint64_t n_in, uint32_t off, uint32_t stride, uint32_t *kind) {
+    const ig_vk_device *d = ig_vk_graph_device(g);
+    const ig_vk_x8_cache *c = ig_vk_graph_x8(g);
+    const uint32_t T = (uint32_t)ig_vk_graph_max_tokens(g);
+    *kind = n_in % 256 == 0;
+    for (int i = 0; i < 4; i++)
+        if (c->seen_n_in[i] == n_in) *kind = c->seen_kind[i];
+    return d->int8_mv && d->x8_producers && ig_vk_graph_matmul_path(g) == IG_VK_MATMUL_AUTO && T <= MATVEC_MAX_COLS &&
+           (T < d->cm_min_tokens || !d->coopmat) && n_in % x8_unit(*kind) == 0 && off % 4 == 0 && stride % 4 == 0;
+}
+
+static void x8_seen(ig_vk_graph *g, uint64_t n_in, uint32_t kind) {
+    ig_vk_x8_cache *c = ig_vk_graph_x8(g);
+    int i = 0;
+    while (i < 3 && c->seen_n_in[i] != n_in && c->seen_n_in[i] != 0) i++;
+    c->seen_n_in[i] = (uint32_t)n_in;
+    c->seen_kind[i] = kind;
+}
+
+/* The graph's int8 scratch, large enough for T rows of n_in columns (a new
+ * one when it is not: the old one stays with the graph, still bound by the
+ * dispatches recorded with it); *q_stride: uvec4 per row. */
+static ig_status x8_scratch(ig_vk_graph *g, uint64_t n_in, uint64_t T, uint32_t *q_stride) {
+    ig_vk_device *d = ig_vk_graph_device(g);
+    ig_vk_x8_cache *c = ig_vk_graph_x8(g);
+    const uint64_t qs = n_in / 32 * 3, need = T * qs * 16;
+    if (n_in % 32 || qs > UINT32_MAX || need > d->max_binding)
+        return bad(g, "vulkan: %s: activations too large for the int8 copy", "matmul");
+    *q_stride = (uint32_t)qs;
+    if (!c->buf || ig_vk_buffer_size(c->buf) < need) {
+        c->valid = false;
+        IG_TRY(ig_vk_graph_scratch(g, need, &c->buf));
+    }
+    return IG_OK;
+}
+
+/* Records that the scratch now holds the int8 copy of the view read
+ * through src (call after the op's hazards: its write of src clears it). */
+static void x8_holds(ig_vk_graph *g, const ig_vk_bind *src, uint32_t xoff, uint32_t xs, uint64_t n_in,
+                     ig_vk_rows rows, uint32_t kind) {
+    ig_vk_x8_cache *c = ig_vk_graph_x8(g);
+    c->valid = true;
+    c->src = src->part;
+    c->lo = src->lo;
+    c->hi = src->hi;
+    c->x_off = xoff;
+    c->x_stride = xs;
+    c->n_in = (uint32_t)n_in;
+    c->rows = rows;
+    c->kind = kind;
+}
+
+/* The int8 copy of the f32 view read through src (T rows of n_in elements at
+ * element offset xoff, stride xs): quant_x8.comp into the scratch, unless
+ * the scratch holds this view already. Returns the scratch part and its row
+ * stride in uvec4. */
+static ig_status quant_x8(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_bind *src, uint32_t xoff, uint32_t xs,
+                          uint64_t n_in, uint64_t T, uint32_t kind, const ig_vk_part **out, uint32_t *q_stride) {
+    ig_vk_device *d = ig_vk_graph_device(g);
+    ig_vk_x8_cache *c = ig_vk_graph_x8(g);
+    IG_TRY(x8_scratch(g, n_in, T, q_stride));
+    *out = c->buf->parts;
+    x8_seen(g, n_in, kind);
+    if (c->valid && c->src == src->part && c->lo == src->lo && c->hi == src->hi && c->x_off == xoff &&
+        c->x_stride == xs && c->n_in == n_in && c->rows == rows && c->kind == kind)
+        return IG_OK;
+    ig_vk_bind b[2] = {*src, {c->buf->parts, 0, T * *q_stride * 16, true}};
+    IG_TRY(ig_vk_rec_hazards(g, b, 2));
+    VkPipeline pipe;
+    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(d, "quant_x8", d->wg_size, 0, &pipe)));
+    struct {
+        uint32_t rows_sel, n_in, x_off, x_stride, q_stride, kind;
+    } pc = {(uint32_t)rows, (uint32_t)n_in, xoff, xs, *q_stride, kind};
+    const ig_vk_part *parts[2] = {src->part, c->buf->parts};
+    IG_TRY(ig_vk_rec_dispatch(g, pipe, parts, 2, &pc, sizeof pc, ceil_div(n_in / x8_unit(kind), d->wg_size),
+                              (uint32_t)T, 1));
+    x8_holds(g, src, xoff, xs, n_in, rows, kind);
+    return IG_OK;
+}
+
 /* ---- norms ---- */
 
 static ig_status norm_common(ig_vk_graph *g, const char *shader, ig_vk_rows rows, ig_vk_view src, ig_vk_view dst,
@@ -148,68 +244,38 @@ ig_status ig_vk_op_add_rmsnorm_norm(ig_vk_graph *g, ig_vk_rows rows, ig_vk_view 
     const uint64_t T = (uint64_t)ig_vk_graph_max_rows(g, rows), w = (uint64_t)width;
     uint32_t ss = stride_or(src.stride, w), xs = stride_or(x.stride, w), zs = stride_or(xn.stride, w);
     uint32_t soff, xoff, zoff, woff, w2off;
-    ig_vk_bind b[5];
+    ig_vk_bind b[6];
     IG_TRY(view_bind(g, "norm src", src.buf, src.offset, ss, T, w, 4, false, &b[0], &soff));
     IG_TRY(view_bind(g, "norm weight", norm, 0, w, 1, w, 4, false, &b[1], &woff));
     IG_TRY(view_bind(g, "norm residual", x.buf, x.offset, xs, T, w, 4, true, &b[2], &xoff));
     IG_TRY(view_bind(g, "norm weight 2", norm2, 0, w, 1, w, 4, false, &b[3], &w2off));
     IG_TRY(view_bind(g, "norm dst", xn.buf, xn.offset, zs, T, w, 4, true, &b[4], &zoff));
-    IG_TRY(ig_vk_rec_hazards(g, b, 5));
+    /* the next matmuls' int8 input, written here rather than by quant_x8 */
+    uint32_t qs = 0, kind;
+    const bool x8 = x8_wanted(g, w, zoff, zs, &kind);
+    if (x8) {
+        IG_TRY(x8_scratch(g, w, T, &qs));
+        b[5] = (ig_vk_bind){ig_vk_graph_x8(g)->buf->parts, 0, T * qs * 16, true};
+    }
+    IG_TRY(ig_vk_rec_hazards(g, b, x8 ? 6 : 5));
     VkPipeline pipe;
-    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(ig_vk_graph_device(g), "add_rmsnorm_norm",
+    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(ig_vk_graph_device(g), x8 ? "add_rmsnorm_norm_x8" : "add_rmsnorm_norm",
                                                    ig_vk_graph_device(g)->norm_wg, 0, &pipe)));
     struct {
         uint32_t rows_sel, d, x_off, x_stride, y_off, y_stride, w_off;
         float eps;
-        uint32_t w2_off, z_off, z_stride;
-    } pc = {(uint32_t)rows, (uint32_t)w, soff, ss, xoff, xs, woff, eps, w2off, zoff, zs};
-    const ig_vk_part *parts[5] = {src.buf->parts, norm->parts, x.buf->parts, norm2->parts, xn.buf->parts};
-    return ig_vk_rec_dispatch(g, pipe, parts, 5, &pc, sizeof pc, 1, (uint32_t)T, 1);
+        uint32_t w2_off, z_off, z_stride, q_stride, kind;
+    } pc = {(uint32_t)rows, (uint32_t)w, soff, ss, xoff, xs, woff, eps, w2off, zoff, zs, qs, kind};
+    const ig_vk_part *parts[6] = {src.buf->parts, norm->parts, x.buf->parts, norm2->parts, xn.buf->parts,
+                                  x8 ? b[5].part : NULL};
+    IG_TRY(ig_vk_rec_dispatch(g, pipe, parts, x8 ? 6 : 5, &pc, sizeof pc, 1, (uint32_t)T, 1));
+    if (x8) x8_holds(g, &b[4], zoff, zs, w, rows, kind);
+    return IG_OK;
 }
 
 /* ---- matmul ---- */
 
 #define CM_MIN_WEIGHTS (4u << 20)
-
-static bool int8_type(ig_dtype t) {
-    return t == IG_TYPE_Q4_0 || t == IG_TYPE_Q5_0 || t == IG_TYPE_Q8_0 || t == IG_TYPE_Q4_K || t == IG_TYPE_Q5_K ||
-           t == IG_TYPE_Q6_K;
-}
-
-/* The int8 copy (quant_x8.comp's blocks) of the f32 view read through src:
- * T rows of n_in elements at element offset xoff, stride xs. Quantized into
- * the graph's scratch unless the scratch already holds this view and nothing
- * wrote it since. Returns the scratch part and its row stride in uvec4. */
-static ig_status quant_x8(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_bind *src, uint32_t xoff, uint32_t xs,
-                          uint64_t n_in, uint64_t T, const ig_vk_part **out, uint32_t *q_stride) {
-    ig_vk_device *d = ig_vk_graph_device(g);
-    ig_vk_x8_cache *c = ig_vk_graph_x8(g);
-    const uint64_t qs = n_in / 32 * 3, need = T * qs * 16;
-    if (n_in % 32 || qs > UINT32_MAX || need > d->max_binding)
-        return bad(g, "vulkan: %s: activations too large for the int8 copy", "matmul");
-    *q_stride = (uint32_t)qs;
-    if (c->valid && c->src == src->part && c->lo == src->lo && c->hi == src->hi && c->x_off == xoff &&
-        c->x_stride == xs && c->n_in == n_in && c->rows == rows) {
-        *out = c->buf->parts;
-        return IG_OK;
-    }
-    if (!c->buf || ig_vk_buffer_size(c->buf) < need) {
-        c->valid = false;
-        IG_TRY(ig_vk_graph_scratch(g, need, &c->buf)); /* the old one stays with the graph */
-    }
-    ig_vk_bind b[2] = {*src, {c->buf->parts, 0, need, true}};
-    IG_TRY(ig_vk_rec_hazards(g, b, 2));
-    VkPipeline pipe;
-    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(d, "quant_x8", d->wg_size, 0, &pipe)));
-    struct {
-        uint32_t rows_sel, n_in, x_off, x_stride, q_stride;
-    } pc = {(uint32_t)rows, (uint32_t)n_in, xoff, xs, (uint32_t)qs};
-    const ig_vk_part *parts[2] = {src->part, c->buf->parts};
-    IG_TRY(ig_vk_rec_dispatch(g, pipe, parts, 2, &pc, sizeof pc, ceil_div(n_in / 32, d->wg_size), (uint32_t)T, 1));
-    *c = (ig_vk_x8_cache){c->buf, true, src->part, src->lo, src->hi, xoff, xs, (uint32_t)n_in, rows};
-    *out = c->buf->parts;
-    return IG_OK;
-}
 
 static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buffer *wa, const ig_vk_buffer *wb,
                                ig_vk_view src, ig_vk_view dst) {
@@ -250,7 +316,7 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
     const ig_vk_part *xpart = src.buf->parts;
     if (path == IG_VK_MATMUL_INT8) {
         /* x is read as its int8 copy, from the scratch */
-        IG_TRY(quant_x8(g, rows, &b[0], xoff, xs, n_in, T, &xpart, &xs));
+        IG_TRY(quant_x8(g, rows, &b[0], xoff, xs, n_in, T, x8_kind(wa->type), &xpart, &xs));
         xoff = 0;
         b[0] = (ig_vk_bind){xpart, 0, T * xs * 16, false};
     }
@@ -484,10 +550,10 @@ ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, i
     struct {
         uint32_t n_head, n_head_kv, hd, q_off, q_stride, o_off, o_stride, kc_off, vc_off, cap, n_seq, kv_dim, window;
         float scale, softcap;
-        uint32_t chunk, n_chunks;
+        uint32_t chunk, n_chunks, x8_stride, kind;
     } pc = {(uint32_t)n_head, (uint32_t)kv->n_head_kv, (uint32_t)kv->head_dim, qoff, qs, ooff, os, kcoff, vcoff,
             (uint32_t)kv->cap, (uint32_t)kv->n_seq, (uint32_t)kv->n_head_kv * (uint32_t)kv->head_dim,
-            (uint32_t)kv->window, scale, softcap, 0, 1};
+            (uint32_t)kv->window, scale, softcap, 0, 1, 0, 0};
     /* attn.comp: a subgroup per key, G query heads per workgroup, split
      * over chunks of keys when tokens x kv heads leave the GPU idle */
     const uint32_t SG = d->info.subgroup_size, G = (uint32_t)(n_head / kv->n_head_kv), NSG = 4;
@@ -529,13 +595,21 @@ ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, i
     IG_TRY(ig_vk_rec_dispatch(g, pipe, parts, 5, &pc, sizeof pc, (uint32_t)kv->n_head_kv, (uint32_t)T,
                               (uint32_t)chunks));
     if (chunks == 1) return IG_OK;
-    ig_vk_bind rb[2] = {b[3], b[3]};
+    ig_vk_bind rb[3] = {b[3], b[3]};
     rb[0].write = false;
     IG_TRY(view_bind(g, "attention dst", dst.buf, dst.offset, os, T, width, 4, true, &rb[1], &ooff));
-    IG_TRY(ig_vk_rec_hazards(g, rb, 2));
-    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(d, "attn_reduce", 0, 0, &pipe)));
-    const ig_vk_part *rparts[5] = {NULL, NULL, NULL, dst.buf->parts, scratch->parts};
-    return ig_vk_rec_dispatch(g, pipe, rparts, 5, &pc, sizeof pc, (uint32_t)n_head, (uint32_t)T, 1);
+    /* the output projection's int8 input, written here rather than by quant_x8 */
+    const bool x8 = x8_wanted(g, width, ooff, os, &pc.kind) && kv->head_dim % x8_unit(pc.kind) == 0;
+    if (x8) {
+        IG_TRY(x8_scratch(g, width, T, &pc.x8_stride));
+        rb[2] = (ig_vk_bind){ig_vk_graph_x8(g)->buf->parts, 0, T * pc.x8_stride * 16, true};
+    }
+    IG_TRY(ig_vk_rec_hazards(g, rb, x8 ? 3 : 2));
+    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(d, x8 ? "attn_reduce_x8" : "attn_reduce", 0, 0, &pipe)));
+    const ig_vk_part *rparts[6] = {NULL, NULL, NULL, dst.buf->parts, scratch->parts, x8 ? rb[2].part : NULL};
+    IG_TRY(ig_vk_rec_dispatch(g, pipe, rparts, x8 ? 6 : 5, &pc, sizeof pc, (uint32_t)n_head, (uint32_t)T, 1));
+    if (x8) x8_holds(g, &rb[1], ooff, os, width, IG_VK_ROWS_TOKENS, pc.kind);
+    return IG_OK;
 }
 
 /* ---- element-wise ---- */

@@ -2,8 +2,16 @@
 // Merges the per-chunk states of attn.comp -DSPLIT: for token t and query
 // head h, out = sum_c o_c exp(m_c - M) / sum_c l_c exp(m_c - M) over the
 // chunks holding keys of the token (M = max_c m_c).
+// X8: out also as int8 blocks (x8.glsl) for the int8 mat-vec reading it
+// (head_dim a multiple of 32, out rows 4-element aligned).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#ifdef X8
+layout(set = 0, binding = 6) writeonly buffer QB { uvec4 q4[]; };
+layout(set = 0, binding = 6) writeonly buffer QM { vec4 qm4[]; };
+shared vec4 o_sh4[64];
+#define X8_SRC(i) o_sh4[i]
+#endif
 
 layout(local_size_x = 64) in;
 
@@ -17,7 +25,11 @@ layout(push_constant) uniform PC {
     uint window;
     float scale, softcap;
     uint chunk, n_chunks;
+    uint x8_stride, kind; // X8: uvec4 per token row of the int8 copy, its kind (x8.glsl)
 } pc;
+#ifdef X8
+#include "x8.glsl"
+#endif
 
 void main() {
     const uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y;
@@ -26,9 +38,16 @@ void main() {
     const uint ob = pc.o_off + t * pc.o_stride + h * pc.hd;
     const int p = step_pos(t), s = step_seq(t);
     if (p < 0 || s < 0 || uint(s) >= pc.n_seq) {
-        for (uint d = tid; d < pc.hd; d += 64u) os[ob + d] = 0.0;
+        for (uint d = tid; d < pc.hd; d += 64u) {
+            os[ob + d] = 0.0;
+#ifdef X8
+            o_sh4[d / 4u][d % 4u] = 0.0;
+#endif
+        }
+#ifndef X8
         return;
-    }
+#endif
+    } else {
     const uint lo = pc.window > 0u ? uint(max(0, p - int(pc.window) + 1)) : 0u;
     const uint nc = min(pc.n_chunks, (uint(p) - lo) / pc.chunk + 1u);
     const uint pb = (t * pc.n_head + h) * pc.n_chunks * (pc.hd + 2u);
@@ -42,5 +61,15 @@ void main() {
         for (uint c = 0u; c < nc; c++)
             O += ps[pb + c * (pc.hd + 2u) + d] * exp(ps[pb + c * (pc.hd + 2u) + pc.hd] - M);
         os[ob + d] = O * inv;
+#ifdef X8
+        o_sh4[d / 4u][d % 4u] = O * inv;
+#endif
     }
+    }
+#ifdef X8
+    barrier();
+    // the head holds whole units (the host's condition)
+    const uint unit = pc.kind == 0u ? 32u : 256u;
+    if (tid < pc.hd / unit) x8_quant(tid, pc.kind, t * pc.x8_stride + (h * pc.hd / unit + tid) * (unit / 32u) * 3u);
+#endif
 }

@@ -1,0 +1,72 @@
+// The int8 activations of the int8 mat-vec (mv.comp with X8), quantized as
+// the CPU backend quantizes them for the same weights, so both compute the
+// same integer sums:
+//   kind 0 (Q4_0, Q5_0, Q8_0 weights): blocks of 32, d = f16(amax / 127),
+//          q = nearest_even(x * (127 / amax)) (ig_quantize_row_q8_0_act);
+//   kind 1 (K-quants): blocks of 256, iscale = -127 / (the signed value of
+//          largest magnitude), q = nearest_even(x * iscale), d = 1 / iscale
+//          (ig_quantize_row_q8_K).
+// Stored per 32 elements as 48 bytes (3 uvec4): [0], [1] the 32 q as bytes,
+// [2] vec4(d, d * (q0 + .. + q15), d * (q16 + .. + q31), 0); the half sums
+// serve weights with an offset or a minimum (x . (s w - m) needs sum x).
+//
+// The including shader defines X8_SRC(i), vec4 i of the source row, and the
+// writeonly arrays q4 (uvec4) and qm4 (vec4) on the output binding.
+
+// a / b correctly rounded (GPU division may be off by an ulp or two, which
+// would move a q across a rounding tie now and then): one refinement step.
+float x8_div(float a, float b) {
+    const float y = 1.0 / b, q = a * y;
+    return fma(fma(-q, b, a), y, q);
+}
+
+uint x8_pack4(ivec4 v) {
+    return (uint(v.x) & 0xFFu) | ((uint(v.y) & 0xFFu) << 8) | ((uint(v.z) & 0xFFu) << 16) | (uint(v.w) << 24);
+}
+
+// 32 values at vec4 v0 of the source, scaled by s, to the three uvec4 at qb.
+void x8_store32(uint v0, float s, float d, bool kind0, uint qb) {
+    uint w[8];
+    ivec2 sum = ivec2(0);
+    [[unroll]] for (uint k = 0u; k < 8u; k++) {
+        const vec4 v = X8_SRC(v0 + k) * s;
+        ivec4 q;
+        if (kind0) q = ivec4(mix(mix(roundEven(v), vec4(127.0), greaterThanEqual(v, vec4(127.0))), vec4(-127.0),
+                                 not(greaterThan(v, vec4(-127.0)))));
+        else q = ivec4(roundEven(clamp(v, -128.0, 127.0)));
+        w[k] = x8_pack4(q);
+        if (k < 4u) sum.x += (q.x + q.y) + (q.z + q.w); else sum.y += (q.x + q.y) + (q.z + q.w);
+    }
+    q4[qb] = uvec4(w[0], w[1], w[2], w[3]);
+    q4[qb + 1u] = uvec4(w[4], w[5], w[6], w[7]);
+    qm4[qb + 2u] = vec4(d, d * float(sum.x), d * float(sum.y), 0.0);
+}
+
+// Unit u of a row (kind 0: block u of 32; kind 1: block u of 256, i.e. 8
+// blocks of 32) to the blocks at uvec4 qb (its first block's).
+void x8_quant(uint u, uint kind, uint qb) {
+    if (kind == 0u) {
+        float amax = 0.0;
+        [[unroll]] for (uint k = 0u; k < 8u; k++) {
+            vec4 a = abs(X8_SRC(8u * u + k));
+            amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
+        }
+        const float id = amax != 0.0 ? x8_div(127.0, amax) : 0.0;
+        const float d = unpackHalf2x16(f2h_rne(x8_div(amax, 127.0))).x;
+        x8_store32(8u * u, id, d, true, qb);
+    } else {
+        float amax = 0.0, mx = 0.0; // the first value of largest magnitude
+        for (uint k = 0u; k < 64u; k++) {
+            const vec4 v = X8_SRC(64u * u + k);
+            [[unroll]] for (uint c = 0u; c < 4u; c++) {
+                if (abs(v[c]) > amax) {
+                    amax = abs(v[c]);
+                    mx = v[c];
+                }
+            }
+        }
+        const bool zero = !(amax > 0.0) || isinf(amax);
+        const float is = zero ? 0.0 : x8_div(-127.0, mx), d = zero ? 0.0 : x8_div(1.0, is);
+        for (uint b = 0u; b < 8u; b++) x8_store32(64u * u + 8u * b, is, d, false, qb + 3u * b);
+    }
+}
