@@ -1192,6 +1192,7 @@ IG_TEST(vulkan_add_rmsnorm_norm) {
     run_add_norm(d, 640, 17, IG_VK_ROWS_TOKENS);
     run_add_norm(d, 5376, 3, IG_VK_ROWS_OUTPUTS);
     run_add_norm(d, 100, 5, IG_VK_ROWS_TOKENS);
+    run_add_norm(d, 99, 2, IG_VK_ROWS_TOKENS); /* not whole vec4s: rmsnorm.comp */
 }
 
 /* The int8 copy of a matmul input: written by add_rmsnorm_norm itself, read

@@ -138,7 +138,7 @@ struct ig_vk_buffer {
 
 typedef struct ig_vk_pipe {
     int shader;
-    uint32_t spec[3];
+    uint32_t spec[4];
     VkPipeline pipe;
 } ig_vk_pipe;
 
@@ -167,9 +167,9 @@ struct ig_vk_device {
     ig_vk_pipe *pipes;
     int n_pipes, cap_pipes;
     uint32_t wg_size; /* default local size for spec-constant shaders */
-    /* mat-vec tuning (mv.comp): workgroup size, rows per 32-invocation group
-     * for one token and for several ($IGNIS_VK_MV="wg,nr1,nrn") */
-    uint32_t mv_wg, mv_nr1, mv_nrn;
+    /* mat-vec tuning (mv.comp): workgroup size, rows per group for one token
+     * and for several, invocations per group ($IGNIS_VK_MV="wg,nr1,nrn,tpr") */
+    uint32_t mv_wg, mv_nr1, mv_nrn, mv_tpr;
     /* attention: workgroups to aim for when splitting keys into chunks
      * ($IGNIS_VK_ATTN_WGS); attn_legacy selects attention.comp
      * ($IGNIS_VK_ATTN=legacy) */
@@ -208,9 +208,11 @@ ig_status ig_vk_transfer(ig_vk_device *d, void (*record)(VkCommandBuffer cb, voi
 /* Pipeline for shader name with spec constants (created on first use). */
 ig_status ig_vk_pipeline(ig_vk_device *d, const char *name, uint32_t spec0, uint32_t spec1,
                          VkPipeline *out);
-/* The same with a third specialization constant (id 2). */
+/* The same with a third (id 2) and a fourth (id 3) specialization constant. */
 ig_status ig_vk_pipeline3(ig_vk_device *d, const char *name, uint32_t spec0, uint32_t spec1, uint32_t spec2,
                           VkPipeline *out);
+ig_status ig_vk_pipeline4(ig_vk_device *d, const char *name, uint32_t spec0, uint32_t spec1, uint32_t spec2,
+                          uint32_t spec3, VkPipeline *out);
 ig_status ig_vk_pipelines_init(ig_vk_device *d);
 /* The shader name of a pipeline made by ig_vk_pipeline (profiling). */
 const char *ig_vk_pipeline_name(const ig_vk_device *d, VkPipeline pipe);

@@ -189,7 +189,9 @@ static ig_status quant_x8(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_bind *src
         uint32_t rows_sel, n_in, x_off, x_stride, q_stride, kind;
     } pc = {(uint32_t)rows, (uint32_t)n_in, xoff, xs, *q_stride, kind};
     const ig_vk_part *parts[2] = {src->part, c->buf->parts};
-    IG_TRY(ig_vk_rec_dispatch(g, pipe, parts, 2, &pc, sizeof pc, ceil_div(n_in / x8_unit(kind), d->wg_size),
+    /* an invocation per block of 32, 32 invocations per block of 256 */
+    const uint32_t per_group = kind ? d->wg_size / 32 : d->wg_size;
+    IG_TRY(ig_vk_rec_dispatch(g, pipe, parts, 2, &pc, sizeof pc, ceil_div(n_in / x8_unit(kind), per_group),
                               (uint32_t)T, 1));
     x8_holds(g, src, xoff, xs, n_in, rows, kind);
     return IG_OK;
@@ -250,17 +252,24 @@ ig_status ig_vk_op_add_rmsnorm_norm(ig_vk_graph *g, ig_vk_rows rows, ig_vk_view 
     IG_TRY(view_bind(g, "norm residual", x.buf, x.offset, xs, T, w, 4, true, &b[2], &xoff));
     IG_TRY(view_bind(g, "norm weight 2", norm2, 0, w, 1, w, 4, false, &b[3], &w2off));
     IG_TRY(view_bind(g, "norm dst", xn.buf, xn.offset, zs, T, w, 4, true, &b[4], &zoff));
+    ig_vk_device *d = ig_vk_graph_device(g);
+    /* add_norm2.comp holds a row in registers: whole vec4s, at most 16 per
+       invocation; else rmsnorm.comp */
+    const uint32_t rv = ceil_div(w / 4, d->norm_wg);
+    const bool regs = w % 4 == 0 && soff % 4 == 0 && ss % 4 == 0 && xoff % 4 == 0 && xs % 4 == 0 && woff % 4 == 0 &&
+                      w2off % 4 == 0 && zoff % 4 == 0 && zs % 4 == 0 && rv <= 16;
     /* the next matmuls' int8 input, written here rather than by quant_x8 */
-    uint32_t qs = 0, kind;
-    const bool x8 = x8_wanted(g, w, zoff, zs, &kind);
+    uint32_t qs = 0, kind = 0;
+    const bool x8 = regs && x8_wanted(g, w, zoff, zs, &kind);
     if (x8) {
         IG_TRY(x8_scratch(g, w, T, &qs));
         b[5] = (ig_vk_bind){ig_vk_graph_x8(g)->buf->parts, 0, T * qs * 16, true};
     }
     IG_TRY(ig_vk_rec_hazards(g, b, x8 ? 6 : 5));
     VkPipeline pipe;
-    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(ig_vk_graph_device(g), x8 ? "add_rmsnorm_norm_x8" : "add_rmsnorm_norm",
-                                                   ig_vk_graph_device(g)->norm_wg, 0, &pipe)));
+    IG_TRY(ig_vk_graph_set_error(
+        g, ig_vk_pipeline(d, x8 ? "add_norm2_x8" : regs ? "add_norm2" : "add_rmsnorm_norm", d->norm_wg, regs ? rv : 0,
+                          &pipe)));
     struct {
         uint32_t rows_sel, d, x_off, x_stride, y_off, y_stride, w_off;
         float eps;
@@ -339,7 +348,7 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
             spec2 = nc == 1 ? d->mv_nr1 : d->mv_nrn;
             if (d->info.subgroup_size < 32)
                 while (spec2 > 1 && spec2 * nc > 32) spec2--; /* mv.comp's scratch */
-            rows_per_group = spec0 / 32 * spec2;
+            rows_per_group = spec0 / d->mv_tpr * spec2;
             snprintf(name, sizeof name, "mv%s%s_%s", path == IG_VK_MATMUL_INT8 ? "8" : "", wb ? "_geglu" : "",
                      type_suffix(wa->type));
         }
@@ -360,7 +369,8 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
         snprintf(name, sizeof name, "matmul%s_%s", wb ? "_geglu" : "", type_suffix(wa->type));
     }
     VkPipeline pipe;
-    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline3(d, name, spec0, spec1, spec2, &pipe)));
+    const bool mv = path == IG_VK_MATMUL_FAST || path == IG_VK_MATMUL_INT8;
+    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline4(d, name, spec0, spec1, spec2, mv ? d->mv_tpr : 0, &pipe)));
     for (int i = 0; i < wa->n_parts; i++) {
         const ig_vk_part *pa = &wa->parts[i], *pb = wb ? &wb->parts[i] : NULL;
         if (pb && (pb->row0 != pa->row0 || pb->n_rows != pa->n_rows))

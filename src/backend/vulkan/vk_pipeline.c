@@ -62,11 +62,17 @@ ig_status ig_vk_pipeline(ig_vk_device *d, const char *name, uint32_t spec0, uint
 
 ig_status ig_vk_pipeline3(ig_vk_device *d, const char *name, uint32_t spec0, uint32_t spec1, uint32_t spec2,
                           VkPipeline *out) {
+    return ig_vk_pipeline4(d, name, spec0, spec1, spec2, 0, out);
+}
+
+ig_status ig_vk_pipeline4(ig_vk_device *d, const char *name, uint32_t spec0, uint32_t spec1, uint32_t spec2,
+                          uint32_t spec3, VkPipeline *out) {
     int sh = find_shader(name);
     if (sh < 0) return ig_fail(IG_ERR_INTERNAL, "vulkan: no shader named %s", name);
     for (int i = 0; i < d->n_pipes; i++) {
         const ig_vk_pipe *p = &d->pipes[i];
-        if (p->shader == sh && p->spec[0] == spec0 && p->spec[1] == spec1 && p->spec[2] == spec2) {
+        if (p->shader == sh && p->spec[0] == spec0 && p->spec[1] == spec1 && p->spec[2] == spec2 &&
+            p->spec[3] == spec3) {
             *out = p->pipe;
             return IG_OK;
         }
@@ -85,9 +91,9 @@ ig_status ig_vk_pipeline3(ig_vk_device *d, const char *name, uint32_t spec0, uin
     VkShaderModule mod;
     VkResult r = ig_vk.vkCreateShaderModule(d->dev, &mci, NULL, &mod);
     if (r != VK_SUCCESS) return ig_vk_fail(r, "vkCreateShaderModule");
-    uint32_t spec[3] = {spec0, spec1, spec2};
-    VkSpecializationMapEntry me[3] = {{0, 0, 4}, {1, 4, 4}, {2, 8, 4}};
-    VkSpecializationInfo si = {.mapEntryCount = 3, .pMapEntries = me, .dataSize = sizeof spec, .pData = spec};
+    uint32_t spec[4] = {spec0, spec1, spec2, spec3};
+    VkSpecializationMapEntry me[4] = {{0, 0, 4}, {1, 4, 4}, {2, 8, 4}, {3, 12, 4}};
+    VkSpecializationInfo si = {.mapEntryCount = 4, .pMapEntries = me, .dataSize = sizeof spec, .pData = spec};
     VkComputePipelineCreateInfo ci = {
         .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
         .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
@@ -100,7 +106,7 @@ ig_status ig_vk_pipeline3(ig_vk_device *d, const char *name, uint32_t spec0, uin
     r = ig_vk.vkCreateComputePipelines(d->dev, VK_NULL_HANDLE, 1, &ci, NULL, &pipe);
     ig_vk.vkDestroyShaderModule(d->dev, mod, NULL);
     if (r != VK_SUCCESS) return ig_vk_fail(r, name);
-    d->pipes[d->n_pipes++] = (ig_vk_pipe){.shader = sh, .spec = {spec0, spec1, spec2}, .pipe = pipe};
+    d->pipes[d->n_pipes++] = (ig_vk_pipe){.shader = sh, .spec = {spec0, spec1, spec2, spec3}, .pipe = pipe};
     *out = pipe;
     return IG_OK;
 }

@@ -69,7 +69,6 @@ void main() {
 #ifdef X8
     barrier();
     // the head holds whole units (the host's condition)
-    const uint unit = pc.kind == 0u ? 32u : 256u;
-    if (tid < pc.hd / unit) x8_quant(tid, pc.kind, t * pc.x8_stride + (h * pc.hd / unit + tid) * (unit / 32u) * 3u);
+    x8_quant_row(pc.hd, pc.kind, t * pc.x8_stride + h * pc.hd / 32u * 3u);
 #endif
 }

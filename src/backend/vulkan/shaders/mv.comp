@@ -1,10 +1,10 @@
 #version 450
 // Y[t, r] = sum_i W[r, i] X[t, i] for a few tokens (NCOLS per workgroup):
-// the bandwidth-bound mat-vec of decoding. 32 invocations share a group of
-// NR rows: they stride over the row's items (mvq.glsl: 128-bit loads of
-// quantized bytes), reuse each x load for the NR rows, and reduce with
-// subgroupAdd (plus shared memory when a subgroup is not 32 wide). A
-// workgroup holds local_size / 32 row groups.
+// the bandwidth-bound mat-vec of decoding. TPR invocations (32, 64 or 128)
+// share a group of NR rows: they stride over the row's items (mvq.glsl:
+// 128-bit loads of quantized bytes), reuse each x load for the NR rows, and
+// reduce with subgroupAdd (plus shared memory when a subgroup is narrower
+// than TPR). A workgroup holds local_size / TPR row groups.
 // Requires: rows 16-byte aligned (vk_internal.h), x offset and stride
 // multiples of 4 elements, n_in a multiple of the item width.
 // GEGLU: Y[t, r] = gelu_tanh(A[r]·X[t]) * (B[r]·X[t]) (fused gate and up).
@@ -26,7 +26,8 @@ int sdot4x8(uint a, uint b, spirv_literal int fmt);
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint NCOLS = 1;
 layout(constant_id = 2) const uint NR = 2;
-#define TPR 32u
+// invocations per row group (a multiple of 32): they split the row's items
+layout(constant_id = 3) const uint TPR = 32;
 
 layout(set = 0, binding = 1) readonly buffer WA4 { uvec4 wa4[]; };
 layout(set = 0, binding = 1) readonly buffer WA16 { uint16_t wa16[]; };
@@ -158,7 +159,7 @@ void main() {
         }
     }
 
-    // Reduce the 32 partial sums of each (row, column).
+    // Reduce the TPR partial sums of each (row, column).
     const uint K = NR * NCOLS;
     const uint sg = gl_SubgroupSize;
     if (sg == TPR) {

@@ -1,6 +1,7 @@
 #version 450
-// Activations to the int8 blocks of the int8 mat-vec (x8.glsl), one
-// invocation per unit (32 elements for kind 0, 256 for kind 1). Ops that
+// Activations to the int8 blocks of the int8 mat-vec (x8.glsl): per
+// invocation a block of 32 (kind 0), per 32 invocations a block of 256
+// (kind 1). Ops that
 // produce the mat-vec's input write the same blocks themselves where they
 // can (rmsnorm.comp and attn_reduce.comp with X8).
 #extension GL_GOOGLE_include_directive : require
@@ -25,9 +26,14 @@ uint g_xb;
 #include "x8.glsl"
 
 void main() {
-    const uint u = gl_GlobalInvocationID.x, row = gl_WorkGroupID.y;
-    const uint unit = pc.kind == 0u ? 32u : 256u;
-    if (u >= pc.n_in / unit || row >= step_rows(pc.rows_sel)) return;
+    const uint row = gl_WorkGroupID.y;
+    if (row >= step_rows(pc.rows_sel)) return; // uniform: the workgroup's row
     g_xb = (pc.x_off + row * pc.x_stride) / 4u;
-    x8_quant(u, pc.kind, row * pc.q_stride + u * (unit / 32u) * 3u);
+    if (pc.kind == 0u) {
+        const uint u = gl_GlobalInvocationID.x;
+        if (u < pc.n_in / 32u) x8_quant32(u, row * pc.q_stride + 3u * u);
+    } else {
+        const uint u = gl_WorkGroupID.x * (gl_WorkGroupSize.x / 32u) + gl_LocalInvocationID.x / 32u;
+        x8_quant256(u, u < pc.n_in / 256u, row * pc.q_stride + 24u * u);
+    }
 }

@@ -5,9 +5,6 @@
 //   ADD:   y += x / sqrt(mean(x^2) + eps) * w   (post-norm + residual)
 //   ADD + NORM2: then z = y / sqrt(mean(y^2) + eps) * w2 (the next block's
 //          pre-norm, fused)
-// X8 (with ADD + NORM2, one row per token): z also as int8 blocks
-// (x8.glsl), the input of the int8 mat-vecs that read z, which then need no
-// quant_x8 dispatch of their own.
 // x and y may be the same buffer (in place).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -19,14 +16,7 @@ layout(set = 0, binding = 2) readonly buffer WB { float ws[]; };
 layout(set = 0, binding = 3) buffer YB { float ys[]; };
 #ifdef NORM2
 layout(set = 0, binding = 4) readonly buffer W2B { float w2s[]; };
-#ifdef X8
-layout(set = 0, binding = 5) coherent buffer ZB { float zs[]; };
-layout(set = 0, binding = 5) coherent readonly buffer ZB4 { vec4 zs4[]; };
-layout(set = 0, binding = 6) writeonly buffer QB { uvec4 q4[]; };
-layout(set = 0, binding = 6) writeonly buffer QM { vec4 qm4[]; };
-#else
 layout(set = 0, binding = 5) writeonly buffer ZB { float zs[]; };
-#endif
 #endif
 
 layout(push_constant) uniform PC {
@@ -34,14 +24,7 @@ layout(push_constant) uniform PC {
     uint x_off, x_stride, y_off, y_stride, w_off;
     float eps;
     uint w2_off, z_off, z_stride;
-    uint q_stride, kind; // X8: uvec4 per row of the int8 copy, its kind (x8.glsl)
 } pc;
-
-#ifdef X8
-uint g_zb4;
-#define X8_SRC(i) zs4[g_zb4 + (i)]
-#include "x8.glsl"
-#endif
 
 void main() {
     const uint t = gl_WorkGroupID.y, h = gl_WorkGroupID.x;
@@ -74,13 +57,5 @@ void main() {
     const float scale2 = 1.0 / sqrt(ss2 / float(pc.d) + pc.eps);
     const uint zb = pc.z_off + t * pc.z_stride + h * pc.d;
     for (uint i = tid; i < pc.d; i += nt) zs[zb + i] = ys[yb + i] * scale2 * w2s[pc.w2_off + i];
-#ifdef X8
-    memoryBarrierBuffer();
-    barrier();
-    // z_off and z_stride are multiples of 4 (the mat-vec's condition)
-    g_zb4 = zb / 4u;
-    const uint unit = pc.kind == 0u ? 32u : 256u;
-    for (uint u = tid; u < pc.d / unit; u += nt) x8_quant(u, pc.kind, t * pc.q_stride + u * (unit / 32u) * 3u);
-#endif
 #endif
 }

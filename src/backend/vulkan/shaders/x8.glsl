@@ -42,22 +42,31 @@ void x8_store32(uint v0, float s, float d, bool kind0, uint qb) {
     qm4[qb + 2u] = vec4(d, d * float(sum.x), d * float(sum.y), 0.0);
 }
 
-// Unit u of a row (kind 0: block u of 32; kind 1: block u of 256, i.e. 8
-// blocks of 32) to the blocks at uvec4 qb (its first block's).
-void x8_quant(uint u, uint kind, uint qb) {
-    if (kind == 0u) {
-        float amax = 0.0;
-        [[unroll]] for (uint k = 0u; k < 8u; k++) {
-            vec4 a = abs(X8_SRC(8u * u + k));
-            amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
-        }
-        const float id = amax != 0.0 ? x8_div(127.0, amax) : 0.0;
-        const float d = unpackHalf2x16(f2h_rne(x8_div(amax, 127.0))).x;
-        x8_store32(8u * u, id, d, true, qb);
-    } else {
-        float amax = 0.0, mx = 0.0; // the first value of largest magnitude
-        for (uint k = 0u; k < 64u; k++) {
-            const vec4 v = X8_SRC(64u * u + k);
+// Kind 0: block u of 32 of a row to the three uvec4 at qb.
+void x8_quant32(uint u, uint qb) {
+    float amax = 0.0;
+    [[unroll]] for (uint k = 0u; k < 8u; k++) {
+        vec4 a = abs(X8_SRC(8u * u + k));
+        amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
+    }
+    const float id = amax != 0.0 ? x8_div(127.0, amax) : 0.0;
+    const float d = unpackHalf2x16(f2h_rne(x8_div(amax, 127.0))).x;
+    x8_store32(8u * u, id, d, true, qb);
+}
+
+// Kind 1: block u of 256 of a row (8 blocks of 32, the first at uvec4 qb),
+// by the 32 invocations tid & ~31 .. tid | 31 of the workgroup together
+// (the local size a multiple of 32): each finds the largest magnitude of 8
+// values, then 8 of them quantize a block of 32 each. Every invocation of
+// the workgroup must call it (barriers); `live` false takes part without
+// a unit.
+shared float x8_sh_abs[1024], x8_sh_val[1024];
+void x8_quant256(uint u, bool live, uint qb) {
+    const uint tid = gl_LocalInvocationID.x, lane = tid % 32u, first = tid - lane;
+    float amax = 0.0, mx = 0.0; // the first value of largest magnitude, as the CPU scans
+    if (live) {
+        [[unroll]] for (uint k = 0u; k < 2u; k++) {
+            const vec4 v = X8_SRC(64u * u + 2u * lane + k);
             [[unroll]] for (uint c = 0u; c < 4u; c++) {
                 if (abs(v[c]) > amax) {
                     amax = abs(v[c]);
@@ -65,8 +74,36 @@ void x8_quant(uint u, uint kind, uint qb) {
                 }
             }
         }
+    }
+    x8_sh_abs[tid] = amax;
+    x8_sh_val[tid] = mx;
+    barrier();
+    if (live && lane < 8u) {
+        amax = 0.0;
+        for (uint l = 0u; l < 32u; l++) {
+            if (x8_sh_abs[first + l] > amax) {
+                amax = x8_sh_abs[first + l];
+                mx = x8_sh_val[first + l];
+            }
+        }
         const bool zero = !(amax > 0.0) || isinf(amax);
         const float is = zero ? 0.0 : x8_div(-127.0, mx), d = zero ? 0.0 : x8_div(1.0, is);
-        for (uint b = 0u; b < 8u; b++) x8_store32(64u * u + 8u * b, is, d, false, qb + 3u * b);
+        x8_store32(64u * u + 8u * lane, is, d, false, qb + 3u * lane);
+    }
+    barrier();
+}
+
+// Every unit of a row of n elements (kind 0: 32, kind 1: 256), the units
+// after qrow (uvec4) in the output, by the whole workgroup (every
+// invocation calls it: barriers).
+void x8_quant_row(uint n, uint kind, uint qrow) {
+    const uint tid = gl_LocalInvocationID.x, nt = gl_WorkGroupSize.x;
+    if (kind == 0u) {
+        for (uint u = tid; u < n / 32u; u += nt) x8_quant32(u, qrow + 3u * u);
+    } else {
+        for (uint u0 = 0u; u0 < n / 256u; u0 += nt / 32u) {
+            const uint u = u0 + tid / 32u;
+            x8_quant256(u, u < n / 256u, qrow + 24u * u);
+        }
     }
 }
