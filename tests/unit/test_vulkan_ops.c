@@ -1055,6 +1055,9 @@ IG_TEST(vulkan_matmul_int8) {
         run_matmul(d, t, fast_in(t), 45, 5, IG_VK_MATMUL_INT8, true, IG_VK_ROWS_OUTPUTS);
         run_matmul(d, t, 256 * 7, 9, 1, IG_VK_MATMUL_INT8, false, IG_VK_ROWS_TOKENS);
     }
+    /* batches past 8 columns (small matrices take the int8 mat-vec up to 32) */
+    run_matmul(d, IG_TYPE_Q4_K, 512, 37, 20, IG_VK_MATMUL_INT8, true, IG_VK_ROWS_TOKENS);
+    run_matmul(d, IG_TYPE_Q5_0, 320, 37, 32, IG_VK_MATMUL_INT8, false, IG_VK_ROWS_TOKENS);
     ig_vk_device *ds = device_split();
     REQUIRE(ds != NULL);
     run_matmul(ds, IG_TYPE_Q6_K, 512, 50, 3, IG_VK_MATMUL_INT8, true, IG_VK_ROWS_TOKENS);

@@ -311,9 +311,12 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
        smaller ones (270M's 640-wide rows) the H100 ran the f32 tiled kernel
        2.8x faster (pp512 49k against 17.5k tokens/s) */
     const bool cm_auto = cm_ok && wa->type != IG_TYPE_F16 && n_in * n_out >= CM_MIN_WEIGHTS;
+    /* the int8 mat-vec also takes larger batches (in workgroups of 8
+       columns) of matrices too small for the tensor cores */
+    const uint64_t mv_cols = int8_ok && !cm_auto ? d->mv_max_tokens : MATVEC_MAX_COLS;
     ig_vk_matmul_path path = ig_vk_graph_matmul_path(g);
     if (path == IG_VK_MATMUL_AUTO)
-        path = T <= MATVEC_MAX_COLS && !(cm_auto && T >= d->cm_min_tokens)
+        path = T <= mv_cols && !(cm_auto && T >= d->cm_min_tokens)
                    ? (fast_ok ? IG_VK_MATMUL_FAST : IG_VK_MATMUL_VEC)
                    : (cm_auto ? IG_VK_MATMUL_COOPMAT : IG_VK_MATMUL_TILED);
     if (path == IG_VK_MATMUL_FAST && int8_ok && ig_vk_graph_matmul_path(g) == IG_VK_MATMUL_AUTO)
