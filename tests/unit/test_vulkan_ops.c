@@ -1268,6 +1268,10 @@ IG_TEST(vulkan_int8_copy_reuse) {
     ig_vk_graph *g;
     REQUIRE_OK(ig_vk_graph_begin(d, s, n_tok, &g));
     const ig_vk_view vn = {bn, 0, (uint32_t)stride};
+    /* an earlier Q4_K mat-vec of this width: producers of the width write
+       its kind of blocks from then on (its output is overwritten below) */
+    REQUIRE_OK(ig_vk_op_matmul(g, IG_VK_ROWS_TOKENS, a.buf, (ig_vk_view){bs, 0, (uint32_t)stride},
+                               (ig_vk_view){by, 0, 3 * rows}));
     REQUIRE_OK(ig_vk_op_add_rmsnorm_norm(g, IG_VK_ROWS_TOKENS, (ig_vk_view){bs, 0, (uint32_t)stride},
                                          (ig_vk_view){bx, 0, (uint32_t)stride}, b1, vn, b2, width, eps));
     REQUIRE_OK(ig_vk_op_matmul(g, IG_VK_ROWS_TOKENS, a.buf, vn, (ig_vk_view){by, 0, 3 * rows}));
@@ -1275,9 +1279,10 @@ IG_TEST(vulkan_int8_copy_reuse) {
     REQUIRE_OK(ig_vk_op_rmsnorm(g, IG_VK_ROWS_TOKENS, vn, vn, b1, width, 1, eps));
     REQUIRE_OK(ig_vk_op_matmul(g, IG_VK_ROWS_TOKENS, a.buf, vn, (ig_vk_view){by, (uint64_t)rows * 8, 3 * rows}));
     REQUIRE_OK(ig_vk_graph_end(g));
-    /* norm (+ int8 blocks of 256), Q4_K mat-vec, quant_x8 (blocks of 32),
-       Q8_0 mat-vec, norm, quant_x8 (its input changed), Q4_K mat-vec */
-    CHECK_EQ_INT(ig_vk_graph_get_stats(g).n_dispatch, 7);
+    /* quant_x8 + Q4_K mat-vec (the earlier one), norm (+ int8 blocks of
+       256), Q4_K mat-vec, quant_x8 (blocks of 32), Q8_0 mat-vec, norm,
+       quant_x8 (its input changed), Q4_K mat-vec */
+    CHECK_EQ_INT(ig_vk_graph_get_stats(g).n_dispatch, 9);
     REQUIRE_OK(ig_vk_graph_run(g));
     REQUIRE_OK(ig_vk_buffer_read(by, 0, got, (size_t)3 * rows * n_tok * 4));
     /* x comes from GPU norms: an ulp there may move a value across a rounding

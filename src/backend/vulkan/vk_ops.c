@@ -112,17 +112,17 @@ static uint32_t x8_kind(ig_dtype t) { return t == IG_TYPE_Q4_K || t == IG_TYPE_Q
 static uint32_t x8_unit(uint32_t kind) { return kind ? 256 : 32; }
 
 /* Whether an op producing an f32 view of n_in columns should also write its
- * int8 copy (the graph's batches go to the int8 mat-vec), and of which
- * kind: the one the last int8 mat-vec of that row length asked for, else
- * blocks of 256 where they fit. */
+ * int8 copy (the graph's batches go to the int8 mat-vec, and an int8
+ * mat-vec of that row length was recorded before: none on float models),
+ * and of which kind: the one that mat-vec asked for. */
 static bool x8_wanted(ig_vk_graph *g, uint64_t n_in, uint32_t off, uint32_t stride, uint32_t *kind) {
     const ig_vk_device *d = ig_vk_graph_device(g);
     const ig_vk_x8_cache *c = ig_vk_graph_x8(g);
     const uint32_t T = (uint32_t)ig_vk_graph_max_tokens(g);
-    *kind = n_in % 256 == 0;
+    bool seen = false;
     for (int i = 0; i < 4; i++)
-        if (c->seen_n_in[i] == n_in) *kind = c->seen_kind[i];
-    return d->int8_mv && d->x8_producers && ig_vk_graph_matmul_path(g) == IG_VK_MATMUL_AUTO && T <= MATVEC_MAX_COLS &&
+        if (c->seen_n_in[i] == n_in) *kind = c->seen_kind[i], seen = true;
+    return seen && d->int8_mv && d->x8_producers && ig_vk_graph_matmul_path(g) == IG_VK_MATMUL_AUTO && T <= MATVEC_MAX_COLS &&
            (T < d->cm_min_tokens || !d->coopmat) && n_in % x8_unit(*kind) == 0 && off % 4 == 0 && stride % 4 == 0;
 }
 
