@@ -44,22 +44,11 @@ typedef struct wentry {
     ig_vk_buffer *buf;
 } wentry;
 
-/* q, k (and v, when of the same type) of a layer in one weight: one
- * mat-vec dispatch instead of three (the outputs are adjacent views of one
- * activation buffer, see setup) */
-typedef struct fused_qkv {
-    const ig_tensor *w[3];
-    int n;
-    ig_vk_buffer *buf;
-} fused_qkv;
-
 typedef struct vk_model {
     ig_vk_device *dev;
     int device;
     wentry *w;
     int n_w, cap_w;
-    fused_qkv *fq;
-    int n_fq;
 } vk_model;
 
 static void vk_model_free(void *p) {
@@ -67,8 +56,6 @@ static void vk_model_free(void *p) {
     if (!vm) return;
     for (int i = 0; i < vm->n_w; i++) ig_vk_buffer_free(vm->w[i].buf);
     free(vm->w);
-    for (int i = 0; i < vm->n_fq; i++) ig_vk_buffer_free(vm->fq[i].buf);
-    free(vm->fq);
     ig_vk_device_free(vm->dev);
     free(vm);
 }
@@ -119,54 +106,6 @@ static ig_status upload_norm(vk_model *vm, const float *p, int n) {
     return st;
 }
 
-/* How many of ops i, i+1, i+2 are the q, k, v projections of one input
- * that can share a weight (same type and row length, outputs whole vec4s):
- * 0, 2 or 3. */
-static int qkv_group(const ig_graph *G, int i) {
-    static const ig_buf_id dst[3] = {IG_BUF_Q, IG_BUF_K, IG_BUF_V};
-    int n = 0;
-    for (; n < 3 && i + n < G->n_ops; n++) {
-        const ig_op *op = &G->ops[i + n], *q = &G->ops[i];
-        if (op->kind != IG_OP_MATMUL || op->dst != dst[n] || op->src != q->src || op->on_outputs || !op->w ||
-            op->w->type != q->w->type || op->w->ne[0] != q->w->ne[0] || op->w->ne[1] != G->buf_width[dst[n]] ||
-            G->buf_width[dst[n]] % 4)
-            break;
-    }
-    return n >= 2 ? n : 0;
-}
-
-static const fused_qkv *find_fused(const vk_model *vm, const ig_tensor *wq) {
-    for (int i = 0; i < vm->n_fq; i++)
-        if (vm->fq[i].w[0] == wq) return &vm->fq[i];
-    return NULL;
-}
-
-/* The q, k (, v) rows of a group, one after the other, in one weight. */
-static ig_status upload_fused(vk_model *vm, const ig_graph *G, int i, int n) {
-    fused_qkv f = {.n = n};
-    int64_t rows = 0;
-    for (int k = 0; k < n; k++) {
-        f.w[k] = G->ops[i + k].w;
-        rows += f.w[k]->ne[1];
-    }
-    ig_status st = ig_vk_weight_create(vm->dev, f.w[0]->type, f.w[0]->ne[0], rows, &f.buf);
-    int64_t r0 = 0;
-    for (int k = 0; k < n && st == IG_OK; k++) {
-        st = ig_vk_buffer_write(f.buf, (uint64_t)r0 * f.buf->row_bytes, f.w[k]->data,
-                                (uint64_t)f.w[k]->ne[1] * f.buf->row_bytes);
-        r0 += f.w[k]->ne[1];
-    }
-    fused_qkv *nf = st == IG_OK ? ig_realloc_array(vm->fq, (size_t)vm->n_fq + 1, sizeof *nf) : NULL;
-    if (st == IG_OK && !nf) st = IG_ERR_NO_MEMORY;
-    if (st != IG_OK) {
-        ig_vk_buffer_free(f.buf);
-        return st;
-    }
-    vm->fq = nf;
-    vm->fq[vm->n_fq++] = f;
-    return IG_OK;
-}
-
 /* The model's device copies, created by its first context. */
 static ig_status model_weights(ig_context *ctx, vk_model **out) {
     ig_model *m = ctx->model;
@@ -184,18 +123,8 @@ static ig_status model_weights(ig_context *ctx, vk_model **out) {
     dp.index = device;
     ig_status st = ig_vk_device_create(&dp, &vm->dev);
     const ig_graph *G = &ctx->graph;
-    /* q, k, v share a weight unless fusions are off ($IGNIS_VK_FUSE=0 when
-       the model's first context is made) */
-    const char *fz = getenv("IGNIS_VK_FUSE");
-    const bool fuse = !(fz && strcmp(fz, "0") == 0);
     for (int i = 0; i < G->n_ops && st == IG_OK; i++) {
         const ig_op *op = &G->ops[i];
-        const int n = fuse ? qkv_group(G, i) : 0;
-        if (n) {
-            st = upload_fused(vm, G, i, n);
-            i += n - 1; /* the group's norms are on other ops */
-            continue;
-        }
         if (op->w) st = upload_tensor(vm, op->w);
         if (st == IG_OK && op->norm) st = upload_norm(vm, op->norm, op->width / (op->n_heads > 0 ? op->n_heads : 1));
     }
@@ -222,7 +151,6 @@ typedef struct vk_backend {
     ig_vk_step *step;
     ig_vk_buffer *act[IG_BUF_COUNT];
     uint32_t stride[IG_BUF_COUNT]; /* row stride of each activation buffer (elements) */
-    uint64_t offset[IG_BUF_COUNT]; /* bytes: Q, K and V share one buffer when q, k, v are fused */
     ig_vk_kv kv[IG_MAX_LAYERS];
     ig_vk_buffer *logits;    /* [head_cap, n_vocab] on the device */
     ig_vk_buffer *logits_rb; /* host copy (NULL when logits is host-visible) */
@@ -239,7 +167,7 @@ typedef struct vk_backend {
 
 static ig_vk_view view(const vk_backend *vb, ig_buf_id id) {
     if (id == IG_BUF_LOGITS) return (ig_vk_view){vb->logits, 0, 0};
-    return (ig_vk_view){vb->act[id], vb->offset[id], vb->stride[id]};
+    return (ig_vk_view){vb->act[id], 0, vb->stride[id]};
 }
 
 /* What an op reads and writes, as the CPU backend executes it. */
@@ -335,17 +263,6 @@ static ig_status emit(vk_backend *vb, const ig_context *ctx, ig_vk_graph *g, int
         return ig_vk_op_add_rmsnorm(g, rows, view(vb, op->src), view(vb, op->dst), wbuf(vb, op->norm), op->width,
                                     op->f0);
     case IG_OP_MATMUL: {
-        const fused_qkv *f = find_fused(vb->vm, op->w);
-        if (f) {
-            /* q, k (, v) in one dispatch into the adjacent Q, K, V views */
-            if (qkv_group(G, i) != f->n) return ig_fail(IG_ERR_INTERNAL, "vulkan: the q, k, v projections moved");
-            for (int k = 1; k < f->n; k++) {
-                if (done[i + k] || G->ops[i + k].w != f->w[k])
-                    return ig_fail(IG_ERR_INTERNAL, "vulkan: the q, k, v projections moved");
-                done[i + k] = true;
-            }
-            return ig_vk_op_matmul(g, rows, f->buf, view(vb, op->src), view(vb, IG_BUF_Q));
-        }
         const ig_op *gl = i + 2 < G->n_ops && !done[i + 2] ? &G->ops[i + 2] : NULL;
         if (vb->fuse && nx && gl && nx->kind == IG_OP_MATMUL && gl->kind == IG_OP_GEGLU && nx->src == op->src &&
             nx->on_outputs == op->on_outputs && gl->dst == op->dst && gl->src == nx->dst && gl->width == op->width &&
@@ -499,11 +416,7 @@ static void vk_destroy(ig_backend *be) {
         for (int i = 0; i < 5; i++) ig_vk_graph_free(vb->head[i]);
         for (int i = 0; i < vb->n_hgraph; i++) ig_vk_graph_free(vb->hgraph[i]);
         free(vb->hgraph);
-        for (int i = 0; i < IG_BUF_COUNT; i++) {
-            bool shared = false; /* Q, K and V may be views of one buffer */
-            for (int j = 0; j < i; j++) shared = shared || vb->act[j] == vb->act[i];
-            if (!shared) ig_vk_buffer_free(vb->act[i]);
-        }
+        for (int i = 0; i < IG_BUF_COUNT; i++) ig_vk_buffer_free(vb->act[i]);
         for (int l = 0; l < IG_MAX_LAYERS; l++) {
             ig_vk_buffer_free((ig_vk_buffer *)vb->kv[l].k);
             ig_vk_buffer_free((ig_vk_buffer *)vb->kv[l].v);
@@ -555,18 +468,9 @@ static ig_status setup(vk_backend *vb, ig_context *ctx) {
     const int out_rows = (nb + vb->head_cap - 1) / vb->head_cap * vb->head_cap;
     for (int i = 0; i < IG_BUF_COUNT; i++) {
         if (i == IG_BUF_LOGITS) continue;
-        if (vb->vm->n_fq && (i == IG_BUF_K || i == IG_BUF_V)) continue; /* views of Q's buffer */
         vb->stride[i] = ((uint32_t)G->buf_width[i] + 3u) & ~3u;
-        if (vb->vm->n_fq && i == IG_BUF_Q) /* one row holds q, k, v (whole vec4s each, qkv_group) */
-            vb->stride[i] = (uint32_t)(G->buf_width[IG_BUF_Q] + G->buf_width[IG_BUF_K] + G->buf_width[IG_BUF_V]);
         const uint64_t rows = i == IG_BUF_OUT_H ? (uint64_t)out_rows : (uint64_t)nb;
         IG_TRY(make_buffer(vb, rows * vb->stride[i] * 4, "activation buffer", IG_VK_MEM_DEVICE, &vb->act[i]));
-    }
-    if (vb->vm->n_fq) {
-        vb->act[IG_BUF_K] = vb->act[IG_BUF_V] = vb->act[IG_BUF_Q];
-        vb->stride[IG_BUF_K] = vb->stride[IG_BUF_V] = vb->stride[IG_BUF_Q];
-        vb->offset[IG_BUF_K] = (uint64_t)G->buf_width[IG_BUF_Q] * 4;
-        vb->offset[IG_BUF_V] = vb->offset[IG_BUF_K] + (uint64_t)G->buf_width[IG_BUF_K] * 4;
     }
     IG_TRY(make_buffer(vb, (uint64_t)vb->head_cap * row, "logits buffer", IG_VK_MEM_DEVICE, &vb->logits));
     if (!ig_vk_buffer_host_ptr(vb->logits))
