@@ -563,10 +563,10 @@ ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, i
     struct {
         uint32_t n_head, n_head_kv, hd, q_off, q_stride, o_off, o_stride, kc_off, vc_off, cap, n_seq, kv_dim, window;
         float scale, softcap;
-        uint32_t chunk, n_chunks, x8_stride, kind;
+        uint32_t chunk, n_chunks, x8_stride, kind, hpw;
     } pc = {(uint32_t)n_head, (uint32_t)kv->n_head_kv, (uint32_t)kv->head_dim, qoff, qs, ooff, os, kcoff, vcoff,
             (uint32_t)kv->cap, (uint32_t)kv->n_seq, (uint32_t)kv->n_head_kv * (uint32_t)kv->head_dim,
-            (uint32_t)kv->window, scale, softcap, 0, 1, 0, 0};
+            (uint32_t)kv->window, scale, softcap, 0, 1, 0, 0, 1};
     /* attn.comp: a subgroup per key, G query heads per workgroup, split
      * over chunks of keys when tokens x kv heads leave the GPU idle */
     const uint32_t SG = d->info.subgroup_size, G = (uint32_t)(n_head / kv->n_head_kv), NSG = 4;
@@ -612,7 +612,11 @@ ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, i
     rb[0].write = false;
     IG_TRY(view_bind(g, "attention dst", dst.buf, dst.offset, os, T, width, 4, true, &rb[1], &ooff));
     /* the output projection's int8 input, written here rather than by quant_x8 */
-    const bool x8 = x8_wanted(g, width, ooff, os, &pc.kind) && kv->head_dim % x8_unit(pc.kind) == 0;
+    bool x8 = x8_wanted(g, width, ooff, os, &pc.kind);
+    if (x8 && kv->head_dim < (int)x8_unit(pc.kind) && x8_unit(pc.kind) % kv->head_dim == 0)
+        pc.hpw = x8_unit(pc.kind) / (uint32_t)kv->head_dim; /* heads sharing a block */
+    x8 = x8 && (pc.hpw * (uint32_t)kv->head_dim) % x8_unit(pc.kind) == 0 && n_head % (int)pc.hpw == 0;
+    if (!x8) pc.hpw = 1;
     if (x8) {
         IG_TRY(x8_scratch(g, width, T, &pc.x8_stride));
         rb[2] = (ig_vk_bind){ig_vk_graph_x8(g)->buf->parts, 0, T * pc.x8_stride * 16, true};
@@ -620,7 +624,8 @@ ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, i
     IG_TRY(ig_vk_rec_hazards(g, rb, x8 ? 3 : 2));
     IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(d, x8 ? "attn_reduce_x8" : "attn_reduce", 0, 0, &pipe)));
     const ig_vk_part *rparts[6] = {NULL, NULL, NULL, dst.buf->parts, scratch->parts, x8 ? rb[2].part : NULL};
-    IG_TRY(ig_vk_rec_dispatch(g, pipe, rparts, x8 ? 6 : 5, &pc, sizeof pc, (uint32_t)n_head, (uint32_t)T, 1));
+    IG_TRY(ig_vk_rec_dispatch(g, pipe, rparts, x8 ? 6 : 5, &pc, sizeof pc, (uint32_t)n_head / pc.hpw, (uint32_t)T,
+                              1));
     if (x8) x8_holds(g, &rb[1], ooff, os, width, IG_VK_ROWS_TOKENS, pc.kind);
     return IG_OK;
 }

@@ -3,13 +3,14 @@
 // head h, out = sum_c o_c exp(m_c - M) / sum_c l_c exp(m_c - M) over the
 // chunks holding keys of the token (M = max_c m_c).
 // X8: out also as int8 blocks (x8.glsl) for the int8 mat-vec reading it
-// (head_dim a multiple of 32, out rows 4-element aligned).
+// (out rows 4-element aligned); a workgroup takes hpw heads (hpw x head_dim
+// <= 256) so that its heads hold whole blocks.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #ifdef X8
 layout(set = 0, binding = 6) writeonly buffer QB { uvec4 q4[]; };
 layout(set = 0, binding = 6) writeonly buffer QM { vec4 qm4[]; };
-shared vec4 o_sh4[64];
+shared vec4 o_sh4[64]; // the outputs of the workgroup's heads
 #define X8_SRC(i) o_sh4[i]
 #endif
 
@@ -26,49 +27,52 @@ layout(push_constant) uniform PC {
     float scale, softcap;
     uint chunk, n_chunks;
     uint x8_stride, kind; // X8: uvec4 per token row of the int8 copy, its kind (x8.glsl)
+    uint hpw;             // heads per workgroup: 1, more with X8 where a block of 256 spans heads
 } pc;
 #ifdef X8
 #include "x8.glsl"
 #endif
 
 void main() {
-    const uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y;
+    const uint t = gl_WorkGroupID.y;
     if (t >= step_rows(0u)) return;
-    const uint tid = gl_LocalInvocationID.x;
-    const uint ob = pc.o_off + t * pc.o_stride + h * pc.hd;
+    const uint tid = gl_LocalInvocationID.x, h0 = gl_WorkGroupID.x * pc.hpw;
     const int p = step_pos(t), s = step_seq(t);
-    if (p < 0 || s < 0 || uint(s) >= pc.n_seq) {
-        for (uint d = tid; d < pc.hd; d += 64u) {
-            os[ob + d] = 0.0;
+    const bool live = p >= 0 && s >= 0 && uint(s) < pc.n_seq; // uniform: the workgroup's token
+    for (uint hh = 0u; hh < pc.hpw; hh++) {
+        const uint h = h0 + hh;
+        const uint ob = pc.o_off + t * pc.o_stride + h * pc.hd;
+        if (!live) {
+            for (uint d = tid; d < pc.hd; d += 64u) {
+                os[ob + d] = 0.0;
 #ifdef X8
-            o_sh4[d / 4u][d % 4u] = 0.0;
+                o_sh4[(hh * pc.hd + d) / 4u][d % 4u] = 0.0;
+#endif
+            }
+            continue;
+        }
+        const uint lo = pc.window > 0u ? uint(max(0, p - int(pc.window) + 1)) : 0u;
+        const uint nc = min(pc.n_chunks, (uint(p) - lo) / pc.chunk + 1u);
+        const uint pb = (t * pc.n_head + h) * pc.n_chunks * (pc.hd + 2u);
+        float M = -1.0e30;
+        for (uint c = 0u; c < nc; c++) M = max(M, ps[pb + c * (pc.hd + 2u) + pc.hd]);
+        float L = 0.0;
+        for (uint c = 0u; c < nc; c++)
+            L += ps[pb + c * (pc.hd + 2u) + pc.hd + 1u] * exp(ps[pb + c * (pc.hd + 2u) + pc.hd] - M);
+        const float inv = 1.0 / L;
+        for (uint d = tid; d < pc.hd; d += 64u) {
+            float O = 0.0;
+            for (uint c = 0u; c < nc; c++)
+                O += ps[pb + c * (pc.hd + 2u) + d] * exp(ps[pb + c * (pc.hd + 2u) + pc.hd] - M);
+            os[ob + d] = O * inv;
+#ifdef X8
+            o_sh4[(hh * pc.hd + d) / 4u][d % 4u] = O * inv;
 #endif
         }
-#ifndef X8
-        return;
-#endif
-    } else {
-    const uint lo = pc.window > 0u ? uint(max(0, p - int(pc.window) + 1)) : 0u;
-    const uint nc = min(pc.n_chunks, (uint(p) - lo) / pc.chunk + 1u);
-    const uint pb = (t * pc.n_head + h) * pc.n_chunks * (pc.hd + 2u);
-    float M = -1.0e30;
-    for (uint c = 0u; c < nc; c++) M = max(M, ps[pb + c * (pc.hd + 2u) + pc.hd]);
-    float L = 0.0;
-    for (uint c = 0u; c < nc; c++) L += ps[pb + c * (pc.hd + 2u) + pc.hd + 1u] * exp(ps[pb + c * (pc.hd + 2u) + pc.hd] - M);
-    const float inv = 1.0 / L;
-    for (uint d = tid; d < pc.hd; d += 64u) {
-        float O = 0.0;
-        for (uint c = 0u; c < nc; c++)
-            O += ps[pb + c * (pc.hd + 2u) + d] * exp(ps[pb + c * (pc.hd + 2u) + pc.hd] - M);
-        os[ob + d] = O * inv;
-#ifdef X8
-        o_sh4[d / 4u][d % 4u] = O * inv;
-#endif
-    }
     }
 #ifdef X8
     barrier();
-    // the head holds whole units (the host's condition)
-    x8_quant_row(pc.hd, pc.kind, t * pc.x8_stride + h * pc.hd / 32u * 3u);
+    // the workgroup's heads hold whole units (the host's condition)
+    x8_quant_row(pc.hpw * pc.hd, pc.kind, t * pc.x8_stride + h0 * pc.hd / 32u * 3u);
 #endif
 }
