@@ -326,8 +326,9 @@ ig_status ig_vk_rec_hazards(ig_vk_graph *g, const ig_vk_bind *b, int n) {
     for (int i = 0; i < n; i++) {
         if (!b[i].part) continue;
         const ig_vk_x8_cache *c = &g->x8;
-        if (b[i].write && c->valid && c->src->blk->buf == b[i].part->blk->buf &&
-            c->src->offset + c->lo < b[i].part->offset + b[i].hi && b[i].part->offset + b[i].lo < c->src->offset + c->hi)
+        const uint64_t lo = b[i].part->offset + b[i].lo, hi = b[i].part->offset + b[i].hi;
+        if (b[i].write && c->valid && c->src->blk->buf == b[i].part->blk->buf && c->src->offset + c->lo < hi &&
+            lo < c->src->offset + c->hi)
             g->x8.valid = false; /* its source is rewritten */
         if (g->n_pending == g->cap_pending) {
             int nc = g->cap_pending ? 2 * g->cap_pending : 64;

@@ -122,8 +122,9 @@ static bool x8_wanted(ig_vk_graph *g, uint64_t n_in, uint32_t off, uint32_t stri
     bool seen = false;
     for (int i = 0; i < 4; i++)
         if (c->seen_n_in[i] == n_in) *kind = c->seen_kind[i], seen = true;
-    return seen && d->int8_mv && d->x8_producers && ig_vk_graph_matmul_path(g) == IG_VK_MATMUL_AUTO && T <= MATVEC_MAX_COLS &&
-           (T < d->cm_min_tokens || !d->coopmat) && n_in % x8_unit(*kind) == 0 && off % 4 == 0 && stride % 4 == 0;
+    return seen && d->int8_mv && d->x8_producers && ig_vk_graph_matmul_path(g) == IG_VK_MATMUL_AUTO &&
+           T <= MATVEC_MAX_COLS && (T < d->cm_min_tokens || !d->coopmat) && n_in % x8_unit(*kind) == 0 &&
+           off % 4 == 0 && stride % 4 == 0;
 }
 
 static void x8_seen(ig_vk_graph *g, uint64_t n_in, uint32_t kind) {
