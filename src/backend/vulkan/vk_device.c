@@ -507,9 +507,6 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
                      d->info.max_shared_memory >= 40 * 1024;
         const char *i8 = getenv("IGNIS_VK_INT8");
         d->int8_mv = IG_VK_GLSL_INT_DOT && !p.no_int8 && !(i8 && strcmp(i8, "0") == 0) && d->info.int_dot;
-        /* measured on the H100 (27B Q4_K_M): the f32 mat-vec loses to the
-           tensor cores from 5 streams (b8 62 against 107 tokens/s), the int8
-           one wins up to 8 (b8 219 against 106) */
         /* measured on the H100, synthetic Q4_K_M (tokens/s, 8 against 32):
            270M 16 streams 1814 / 3713, 32 streams 2845 / 3776; 1B 16
            streams 1227 / 1561, 32 streams 1969 / 2415 */
@@ -517,8 +514,12 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
         d->mv_max_tokens = mt && atoi(mt) >= 8 && atoi(mt) <= 256 ? (uint32_t)atoi(mt) : 32;
         const char *xf = getenv("IGNIS_VK_X8_FUSE");
         d->x8_producers = !(xf && strcmp(xf, "0") == 0);
+        /* measured on the H100 (27B Q4_K_M): the f32 mat-vec loses to the
+           tensor cores from 5 streams (b8 62 against 107 tokens/s), the int8
+           one wins up to 16 (b8 219 against 106; b12 243 against 157, b16
+           263 against 205) and loses at 32 (287 against 373) */
         const char *cmt = getenv("IGNIS_VK_CM_MIN_TOKENS");
-        d->cm_min_tokens = cmt && atoi(cmt) > 0 ? (uint32_t)atoi(cmt) : d->int8_mv ? 9 : 5;
+        d->cm_min_tokens = cmt && atoi(cmt) > 0 ? (uint32_t)atoi(cmt) : d->int8_mv ? 17 : 5;
         st = create_logical(d);
     }
     if (st == IG_OK) st = ig_vk_pipelines_init(d);

@@ -123,7 +123,7 @@ static bool x8_wanted(ig_vk_graph *g, uint64_t n_in, uint32_t off, uint32_t stri
     for (int i = 0; i < 4; i++)
         if (c->seen_n_in[i] == n_in) *kind = c->seen_kind[i], seen = true;
     return seen && d->int8_mv && d->x8_producers && ig_vk_graph_matmul_path(g) == IG_VK_MATMUL_AUTO &&
-           T <= MATVEC_MAX_COLS && (T < d->cm_min_tokens || !d->coopmat) && n_in % x8_unit(*kind) == 0 &&
+           T <= d->mv_max_tokens && (T < d->cm_min_tokens || !d->coopmat) && n_in % x8_unit(*kind) == 0 &&
            off % 4 == 0 && stride % 4 == 0;
 }
 
@@ -313,8 +313,9 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
        2.8x faster (pp512 49k against 17.5k tokens/s) */
     const bool cm_auto = cm_ok && wa->type != IG_TYPE_F16 && n_in * n_out >= CM_MIN_WEIGHTS;
     /* the int8 mat-vec also takes larger batches (in workgroups of 8
-       columns) of matrices too small for the tensor cores */
-    const uint64_t mv_cols = int8_ok && !cm_auto ? d->mv_max_tokens : MATVEC_MAX_COLS;
+       columns): of matrices too small for the tensor cores up to
+       mv_max_tokens, of larger ones below cm_min_tokens */
+    const uint64_t mv_cols = int8_ok ? d->mv_max_tokens : MATVEC_MAX_COLS;
     ig_vk_matmul_path path = ig_vk_graph_matmul_path(g);
     if (path == IG_VK_MATMUL_AUTO)
         path = T <= mv_cols && !(cm_auto && T >= d->cm_min_tokens)
