@@ -196,18 +196,20 @@ typedef enum ig_vk_rows {
 } ig_vk_rows;
 
 typedef enum ig_vk_matmul_path {
-    IG_VK_MATMUL_AUTO = 0, /* mat-vec for <= 8 rows (FAST where it applies), tiled above */
+    IG_VK_MATMUL_AUTO = 0, /* mat-vec for small batches (INT8, else FAST where they apply),
+                              tensor cores or tiled above (policy in vk_ops.c) */
     IG_VK_MATMUL_VEC,      /* generic mat-vec (matvec.comp), any type and view */
     IG_VK_MATMUL_TILED,
     IG_VK_MATMUL_FAST,     /* mv.comp: F32/F16/BF16/Q4_0/Q5_0/Q8_0/Q4_K/Q6_K, x offset and stride
                               multiples of 4, float rows a multiple of 8 */
     IG_VK_MATMUL_COOPMAT,  /* mmcm.comp: tensor cores (NV cooperative matrix), f16
-                              inputs; F16 and quantized weights (AUTO uses it above 8
-                              rows for quantized weights where the device has it) */
-    IG_VK_MATMUL_INT8,     /* mv.comp with X8: activations quantized to int8 blocks of
-                              32 (quant_x8.comp), packed integer dot products; quantized
-                              weights (AUTO uses it instead of FAST where the device
-                              has integer dot products) */
+                              inputs; F16 and quantized weights (AUTO uses it for
+                              batches of large quantized matrices from cm_min_tokens
+                              where the device has it) */
+    IG_VK_MATMUL_INT8,     /* mv.comp with X8: activations quantized to int8 blocks as
+                              the CPU quantizes them (x8.glsl), packed integer dot
+                              products; quantized weights (AUTO uses it instead of
+                              FAST where the device has integer dot products) */
 } ig_vk_matmul_path;
 
 typedef struct ig_vk_graph_stats {

@@ -455,7 +455,6 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
             d->info.uma = false;
         }
         d->cm_wide_groups = p.coopmat_wide_groups ? p.coopmat_wide_groups : 512;
-
         uint64_t mb = d->info.max_storage_buffer_range;
         if (d->info.max_memory_allocation_size && d->info.max_memory_allocation_size < mb)
             mb = d->info.max_memory_allocation_size;

@@ -170,8 +170,9 @@ struct ig_vk_device {
     /* mat-vec tuning (mv.comp): workgroup size, rows per group for one token
      * and for several, invocations per group ($IGNIS_VK_MV="wg,nr1,nrn,tpr") */
     uint32_t mv_wg, mv_nr1, mv_nrn, mv_tpr;
-    /* batches up to which the int8 mat-vec takes matrices below the
-       tensor-core size (else the tiled kernel; $IGNIS_VK_MV_MAX_TOKENS) */
+    /* batches up to which the int8 mat-vec runs (else the tiled kernel;
+       matrices large enough for the tensor cores leave it at cm_min_tokens;
+       $IGNIS_VK_MV_MAX_TOKENS) */
     uint32_t mv_max_tokens;
     /* attention: workgroups to aim for when splitting keys into chunks
      * ($IGNIS_VK_ATTN_WGS); attn_legacy selects attention.comp
