@@ -412,6 +412,28 @@ static void x8_round(ig_dtype w, const float *x, float *out, int64_t n) {
     }
 }
 
+/* run_matmul's x next to rounding ties of the int8 quantization (blocks of
+ * 32 and 256 alike): each block of 32 starts with its largest magnitude
+ * amax, and the others are (k + 1/2) amax / 127 moved by an ulp or two, so
+ * a scale off by an ulp gives another q now and then. (lavapipe's
+ * fma-refined 127 / amax was an ulp off on such values: its fma is not
+ * fused.) */
+static bool g_near_ties;
+static void fill_near_ties(float *x, size_t n) {
+    for (size_t b = 0; b + 32 <= n; b += 32) {
+        const float amax = 0.5f + 0.5f * fabsf(rnd());
+        x[b] = (b / 32) % 2 ? -amax : amax;
+        for (size_t j = 1; j < 32; j++) {
+            const int k = (int)(fabsf(rnd()) * 126.0f);
+            float v = ((float)k + 0.5f) * amax / 127.0f;
+            const int steps = (int)(rnd_u32() % 5) - 2;
+            for (int m = 0; m < (steps < 0 ? -steps : steps); m++) v = nextafterf(v, steps < 0 ? 0.0f : 1.0f);
+            x[b + j] = rnd() < 0 ? -v : v;
+        }
+    }
+    for (size_t i = n / 32 * 32; i < n; i++) x[i] = 0.0f;
+}
+
 static void run_matmul(ig_vk_device *d, ig_dtype type, int64_t n_in, int rows, int n_tok, ig_vk_matmul_path path,
                        bool geglu, ig_vk_rows rsel) {
     weight wa, wb;
@@ -427,7 +449,8 @@ static void run_matmul(ig_vk_device *d, ig_dtype type, int64_t n_in, int rows, i
     size_t nx = (size_t)xs * n_tok, ny = (size_t)ys * n_tok;
     float *x = malloc(nx * 4), *want = calloc(ny, 4), *got = malloc(ny * 4);
     REQUIRE(x && want && got);
-    fill(x, nx, 1.0f);
+    if (g_near_ties) fill_near_ties(x, nx);
+    else fill(x, nx, 1.0f);
     /* OUTPUTS rows: only n_out = max(1, n_tok - 1) rows are computed; HEAD
      * rows: min(n_out, 2) (the step's head cap) */
     int n_rows = rsel != IG_VK_ROWS_TOKENS ? (n_tok > 1 ? n_tok - 1 : 1) : n_tok;
@@ -1130,6 +1153,12 @@ IG_TEST(vulkan_matmul_int8) {
         run_matmul(d, t, fast_in(t), 45, 5, IG_VK_MATMUL_INT8, true, IG_VK_ROWS_OUTPUTS);
         run_matmul(d, t, 256 * 7, 9, 1, IG_VK_MATMUL_INT8, false, IG_VK_ROWS_TOKENS);
     }
+    /* x next to rounding ties: the GPU's scales must be the CPU's exactly */
+    g_near_ties = true;
+    for (size_t i = 0; i < IG_ARRAY_LEN(k_fast_types); i++)
+        if (ig_dtype_block_elems(k_fast_types[i]) > 1)
+            run_matmul(d, k_fast_types[i], 1024, 16, 8, IG_VK_MATMUL_INT8, false, IG_VK_ROWS_TOKENS);
+    g_near_ties = false;
     /* batches past 8 columns (small matrices take the int8 mat-vec up to 32) */
     run_matmul(d, IG_TYPE_Q4_K, 512, 37, 20, IG_VK_MATMUL_INT8, true, IG_VK_ROWS_TOKENS);
     run_matmul(d, IG_TYPE_Q5_0, 320, 37, 32, IG_VK_MATMUL_INT8, false, IG_VK_ROWS_TOKENS);

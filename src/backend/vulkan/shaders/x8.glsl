@@ -13,11 +13,40 @@
 // The including shader defines X8_SRC(i), vec4 i of the source row, and the
 // writeonly arrays q4 (uvec4) and qm4 (vec4) on the output binding.
 
-// a / b correctly rounded (GPU division may be off by an ulp or two, which
-// would move a q across a rounding tie now and then): one refinement step.
+// Sign of a - m * b, m the midpoint between the positive float of bits qb
+// and the next float up, a and b positive normal floats: exact, from
+// integer products (m's mantissa has 25 bits, m * b up to 50).
+int x8_cmp_mid(uint ab, uint bb, uint qb) {
+    const uint A = (ab & 0x7FFFFFu) | 0x800000u, B = (bb & 0x7FFFFFu) | 0x800000u;
+    const uint M = 2u * ((qb & 0x7FFFFFu) | 0x800000u) + 1u;
+    // a = A 2^(ea-150), b = B 2^(eb-150), m = M 2^(eq-151): compare A 2^s with M B
+    const int s = int(ab >> 23) - int(bb >> 23) - int(qb >> 23) + 151;
+    if (s < 1 || s > 39) return 0; // not near a / b: cannot happen for a quotient within a few ulps
+    uint hi, lo;
+    umulExtended(M, B, hi, lo);
+    const uint ahi = s >= 32 ? A << (s - 32) : A >> (32 - s), alo = s >= 32 ? 0u : A << s;
+    if (ahi != hi) return ahi > hi ? 1 : -1;
+    return alo == lo ? 0 : (alo > lo ? 1 : -1);
+}
+
+// a / b correctly rounded, as the CPU divides. GPU division may be off by an
+// ulp or two (which would move a q across a rounding tie now and then), and
+// an fma refinement is not exact where fma is not fused (lavapipe): the
+// hardware quotient is moved to the float whose rounding interval holds
+// a / b, decided by exact integer arithmetic (x8_cmp_mid).
 float x8_div(float a, float b) {
-    const float y = 1.0 / b, q = a * y;
-    return fma(fma(-q, b, a), y, q);
+    const float q = a / b;
+    const uint ab = floatBitsToUint(abs(a)), bb = floatBitsToUint(abs(b));
+    uint qb = floatBitsToUint(abs(q));
+    const uint ea = ab >> 23, eb = bb >> 23, eq = qb >> 23;
+    if (ea == 0u || ea == 255u || eb == 0u || eb == 255u || eq <= 1u || eq >= 254u) return q; // zeros, subnormals, inf, NaN
+    for (int k = 0; k < 4; k++) {
+        const int up = x8_cmp_mid(ab, bb, qb), dn = x8_cmp_mid(ab, bb, qb - 1u);
+        if (up > 0 || (up == 0 && (qb & 1u) != 0u)) qb++;      // past the upper midpoint (ties to even)
+        else if (dn < 0 || (dn == 0 && (qb & 1u) != 0u)) qb--; // below the lower one
+        else break;
+    }
+    return (a < 0.0) != (b < 0.0) ? -uintBitsToFloat(qb) : uintBitsToFloat(qb);
 }
 
 uint x8_pack4(ivec4 v) {
