@@ -140,6 +140,7 @@ ig_status ig_decode(ig_context *ctx, const ig_batch *b) {
         .out_idx = ctx->out_idx,
     };
     ctx->n_outputs = 0;
+    ctx->logits_out = ctx->logits;
     IG_TRY(ctx->backend->ops->compute(ctx->backend, ctx, &step));
     for (int s = 0; s < p->n_seq; s++) {
         ctx->kv.seq_len[s] = ctx->seq_next[s];
@@ -151,7 +152,7 @@ ig_status ig_decode(ig_context *ctx, const ig_batch *b) {
 
 const float *ig_get_logits(const ig_context *ctx, int i) {
     if (!ctx || i < 0 || i >= ctx->n_outputs) return NULL;
-    return ctx->logits + (size_t)i * (size_t)ctx->model->hp.n_vocab;
+    return ctx->logits_out + (size_t)i * (size_t)ctx->model->hp.n_vocab;
 }
 
 int ig_n_outputs(const ig_context *ctx) { return ctx ? ctx->n_outputs : 0; }

@@ -11,7 +11,9 @@ typedef struct ig_backend ig_backend;
 /* A compute backend runs the op list of a context. */
 typedef struct ig_backend_ops {
     const char *name;
-    /* Runs the whole graph for one step; leaves logits in ctx->logits. */
+    /* Runs the whole graph for one step; leaves logits in ctx->logits, or
+     * points ctx->logits_out at rows of its own that stay valid until the
+     * next step (a mapped readback buffer: no copy). */
     ig_status (*compute)(ig_backend *be, ig_context *ctx, const ig_step *step);
     void (*destroy)(ig_backend *be);
 } ig_backend_ops;
@@ -30,6 +32,7 @@ struct ig_context {
     ig_threadpool *pool;
     float *logits;     /* [logits_cap, n_vocab] */
     int logits_cap;
+    const float *logits_out; /* what ig_get_logits reads: logits or a backend's rows */
     int n_outputs;
     /* scratch for the batch (positions checked, output indices) */
     int32_t *out_idx;

@@ -159,6 +159,8 @@ ig_status ig_vk_buffer_read(const ig_vk_buffer *buf, uint64_t offset, void *dst,
 ig_status ig_vk_buffer_zero(ig_vk_buffer *buf);
 /* The mapped host address of a single-part host-visible buffer, else NULL. */
 void *ig_vk_buffer_host_ptr(const ig_vk_buffer *buf);
+/* The host pointer reads cached memory (not write-combined or uncached). */
+bool ig_vk_buffer_host_cached(const ig_vk_buffer *buf);
 
 /* A region of f32 rows: byte offset (multiple of 4), row stride in elements. */
 typedef struct ig_vk_view {

@@ -21,8 +21,11 @@
  *   (matmul_geglu).
  * - Logits: the output rows go through at most `head_cap` rows of a device
  *   buffer (a binding and a memory budget bound it); on discrete GPUs they
- *   are copied into host memory by the last dispatch. A step wanting more
- *   outputs than head_cap runs the output projection in further chunks. */
+ *   are copied into host memory by the last dispatch. ig_get_logits reads
+ *   that cached host memory in place (32 rows of a 262k vocabulary are
+ *   32 MiB: a memcpy of them took longer than the whole GPU step of 270M).
+ *   A step wanting more outputs than head_cap runs the output projection in
+ *   further chunks, copied into the context's own logits. */
 #include "backend/vulkan/vk_internal.h"
 #include "engine/context.h"
 
@@ -390,7 +393,11 @@ static ig_status vk_compute(ig_backend *be, ig_context *ctx, const ig_step *st) 
     }
     IG_TRY(ig_vk_step_set(vb->step, st->n_tokens, st->tokens, st->pos, st->seq, st->n_out, st->out_idx));
     IG_TRY(ig_vk_graphs_run(run, run[1] ? 2 : 1));
-    if (first > 0) IG_TRY(read_logits(vb, ctx->logits, first, V));
+    const ig_vk_buffer *out_rows = vb->logits_rb ? vb->logits_rb : vb->logits;
+    if (first > 0 && st->n_out == first && ig_vk_buffer_host_cached(out_rows))
+        ctx->logits_out = ig_vk_buffer_host_ptr(out_rows); /* one chunk: read in place */
+    else if (first > 0)
+        IG_TRY(read_logits(vb, ctx->logits, first, V));
     for (int c = 1; c * vb->head_cap < st->n_out; c++) {
         if (c > vb->n_hgraph) {
             ig_vk_graph **ng = ig_realloc_array(vb->hgraph, (size_t)c, sizeof *ng);

@@ -108,6 +108,7 @@ typedef struct ig_vk_block {
     uint64_t size, used;
     uint64_t alloc_size; /* bytes of device memory */
     uint8_t *map;      /* persistently mapped, or NULL */
+    bool host_cached;  /* map is cached host memory: fast to read from the CPU */
     int kind;          /* ig_vk_mem */
     int live;          /* sub-allocations not yet freed */
     bool dedicated;    /* never shared with other buffers */

@@ -102,6 +102,7 @@ static ig_status block_create(ig_vk_device *d, int kind, uint64_t size, bool ded
         void *p = NULL;
         r = ig_vk.vkMapMemory(d->dev, b->mem, 0, VK_WHOLE_SIZE, 0, &p);
         b->map = p;
+        b->host_cached = (d->memprops.memoryTypes[type].propertyFlags & VK_MEMORY_PROPERTY_HOST_CACHED_BIT) != 0;
     }
     if (r != VK_SUCCESS) {
         ig_vk.vkDestroyBuffer(d->dev, b->buf, NULL);
@@ -268,6 +269,10 @@ int ig_vk_buffer_n_parts(const ig_vk_buffer *buf) { return buf->n_parts; }
 void *ig_vk_buffer_host_ptr(const ig_vk_buffer *buf) {
     if (!buf || buf->n_parts != 1 || !buf->parts[0].blk->map) return NULL;
     return buf->parts[0].blk->map + buf->parts[0].offset;
+}
+
+bool ig_vk_buffer_host_cached(const ig_vk_buffer *buf) {
+    return ig_vk_buffer_host_ptr(buf) && buf->parts[0].blk->host_cached;
 }
 
 /* ---- transfers ---- */
