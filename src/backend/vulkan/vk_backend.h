@@ -103,8 +103,8 @@ typedef struct ig_vk_device_params {
     bool no_int8;               /* never quantize activations to int8 for the
                                    mat-vec ($IGNIS_VK_INT8=0 does the same) */
     uint32_t coopmat_wide_groups; /* workgroups from which the tensor-core
-                                     matmul takes 128-token tiles; 0 = 512
-                                     (tests use 1) */
+                                     matmul takes 128-token tiles; 0 = 128,
+                                     or $IGNIS_VK_CM_WIDE_GROUPS (tests use 1) */
 } ig_vk_device_params;
 
 ig_vk_device_params ig_vk_device_default_params(void);

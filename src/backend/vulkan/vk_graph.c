@@ -78,8 +78,8 @@ static void profile_print(ig_vk_graph *g) {
         if (k < n) tot[k] += g->q_ns[i], cnt[k]++;
         all += g->q_ns[i];
     }
-    fprintf(stderr, "vulkan profile: graph of %d tokens, %d runs, %.1f us per run, %d dispatches\n", g->max_tokens,
-            g->n_runs, all / g->n_runs / 1e3, g->n_q - 1);
+    fprintf(stderr, "vulkan profile: graph of %d tokens, %d runs, %.1f us per run, %d dispatches, %d barriers\n",
+            g->max_tokens, g->n_runs, all / g->n_runs / 1e3, g->n_q - 1, g->stats.n_barrier);
     for (int pass = 0; pass < n; pass++) {
         int best = -1;
         for (int k = 0; k < n; k++)
