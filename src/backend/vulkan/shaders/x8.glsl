@@ -15,13 +15,14 @@
 
 // Sign of a - m * b, m the midpoint between the positive float of bits qb
 // and the next float up, a and b positive normal floats: exact, from
-// integer products (m's mantissa has 25 bits, m * b up to 50).
+// integer products (m's mantissa has 25 bits, m * b up to 50); 2 where the
+// exponents are too far apart to compare (q is then far from a / b).
 int x8_cmp_mid(uint ab, uint bb, uint qb) {
     const uint A = (ab & 0x7FFFFFu) | 0x800000u, B = (bb & 0x7FFFFFu) | 0x800000u;
     const uint M = 2u * ((qb & 0x7FFFFFu) | 0x800000u) + 1u;
     // a = A 2^(ea-150), b = B 2^(eb-150), m = M 2^(eq-151): compare A 2^s with M B
     const int s = int(ab >> 23) - int(bb >> 23) - int(qb >> 23) + 151;
-    if (s < 1 || s > 39) return 0; // not near a / b: cannot happen for a quotient within a few ulps
+    if (s < 1 || s > 39) return 2; // cannot happen for a quotient within a few ulps
     uint hi, lo;
     umulExtended(M, B, hi, lo);
     const uint ahi = s >= 32 ? A << (s - 32) : A >> (32 - s), alo = s >= 32 ? 0u : A << s;
@@ -42,6 +43,7 @@ float x8_div(float a, float b) {
     if (ea == 0u || ea == 255u || eb == 0u || eb == 255u || eq <= 1u || eq >= 254u) return q; // zeros, subnormals, inf, NaN
     for (int k = 0; k < 4; k++) {
         const int up = x8_cmp_mid(ab, bb, qb), dn = x8_cmp_mid(ab, bb, qb - 1u);
+        if (up == 2 || dn == 2) break;
         if (up > 0 || (up == 0 && (qb & 1u) != 0u)) qb++;      // past the upper midpoint (ties to even)
         else if (dn < 0 || (dn == 0 && (qb & 1u) != 0u)) qb--; // below the lower one
         else break;
