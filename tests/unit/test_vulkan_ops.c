@@ -49,7 +49,8 @@ static ig_vk_device *device_split(void) {
         ig_vk_device_params p = ig_vk_device_default_params();
         p.index = ig_vk_device_get_info(g_dev)->index;
         p.weight_part_bytes = 4096;
-        p.coopmat_wide_groups = 1; /* 128-token tiles whenever a batch has 128 */
+        p.coopmat_wide_groups = 1;  /* 128-token tiles whenever a batch has 128 */
+        p.coopmat_split_groups = 1; /* never split K (device() does on small grids) */
         if (ig_vk_device_create(&p, &g_dev_split) != IG_OK) g_dev_split = NULL;
     }
     return g_dev_split;
@@ -1188,6 +1189,62 @@ IG_TEST(vulkan_matmul_int8) {
 }
 
 /* Tensor cores (NV cooperative matrix; the H100, not lavapipe). */
+/* Split K: a matmul whose rows and tokens give few workgroups runs in K
+ * ranges plus cm_reduce on device(), in one pass per weight part on
+ * device_split() (splitting off); both agree to the summation order. */
+IG_TEST(vulkan_matmul_coopmat_split) {
+    ig_vk_device *d = device();
+    if (!d) return;
+    if (!ig_vk_device_coopmat(d)) {
+        ig_test_skip("no cooperative-matrix matmul on this device");
+        return;
+    }
+    ig_vk_device *ds = device_split();
+    REQUIRE(ds != NULL);
+    const int n_in = 256 * 9, rows = 70, n_tok = 9;
+    float *x = malloc((size_t)n_in * n_tok * 4), *y[2];
+    y[0] = calloc((size_t)rows * n_tok, 4);
+    y[1] = calloc((size_t)rows * n_tok, 4);
+    REQUIRE(x && y[0] && y[1]);
+    fill(x, (size_t)n_in * n_tok, 1.0f);
+    const uint64_t rng0 = g_rng; /* the same weights on both devices */
+    for (int k = 0; k < 2; k++) {
+        ig_vk_device *dev = k ? ds : d;
+        g_rng = rng0;
+        weight a, b;
+        REQUIRE(weight_make(dev, IG_TYPE_Q4_K, n_in, rows, &a));
+        REQUIRE(weight_make(dev, IG_TYPE_Q4_K, n_in, rows, &b));
+        ig_vk_buffer *bx = upload(dev, x, (size_t)n_in * n_tok * 4), *by = upload(dev, y[k], (size_t)rows * n_tok * 4);
+        REQUIRE(bx && by);
+        ig_vk_step *s;
+        REQUIRE_OK(ig_vk_step_create(dev, n_tok, &s));
+        int32_t pos[16];
+        for (int t = 0; t < n_tok; t++) pos[t] = t;
+        REQUIRE_OK(ig_vk_step_set(s, n_tok, NULL, pos, NULL, 0, NULL));
+        ig_vk_graph *g;
+        REQUIRE_OK(ig_vk_graph_begin(dev, s, n_tok, &g));
+        ig_vk_graph_set_matmul_path(g, IG_VK_MATMUL_COOPMAT);
+        REQUIRE_OK(ig_vk_op_matmul_geglu(g, IG_VK_ROWS_TOKENS, a.buf, b.buf, (ig_vk_view){bx, 0, (uint32_t)n_in},
+                                         (ig_vk_view){by, 0, (uint32_t)rows}));
+        REQUIRE_OK(ig_vk_graph_end(g));
+        /* a dispatch per weight part (device_split() has many), + cm_reduce */
+        CHECK_EQ_INT(ig_vk_graph_get_stats(g).n_dispatch, ig_vk_buffer_n_parts(a.buf) + (k ? 0 : 1));
+        REQUIRE_OK(ig_vk_graph_run(g));
+        REQUIRE_OK(ig_vk_buffer_read(by, 0, y[k], (size_t)rows * n_tok * 4));
+        ig_vk_graph_free(g);
+        ig_vk_step_free(s);
+        ig_vk_buffer_free(bx);
+        ig_vk_buffer_free(by);
+        weight_free(&a);
+        weight_free(&b);
+    }
+    /* the same f16 products, summed in another order */
+    CHECK_REL(y[0], y[1], (size_t)rows * n_tok, 1e-5, "split against one pass");
+    free(x);
+    free(y[0]);
+    free(y[1]);
+}
+
 IG_TEST(vulkan_matmul_coopmat) {
     ig_vk_device *d = device();
     if (!d) return;
@@ -1211,6 +1268,14 @@ IG_TEST(vulkan_matmul_coopmat) {
     }
     run_matmul(d, IG_TYPE_Q4_K, 256 * 21, 300, 40, IG_VK_MATMUL_AUTO, false, IG_VK_ROWS_TOKENS);
     run_matmul(d, IG_TYPE_Q6_K, 512, 40, 30, IG_VK_MATMUL_COOPMAT, false, IG_VK_ROWS_OUTPUTS);
+    /* K split into ranges (small grids on device(): see
+       vulkan_matmul_coopmat_split), the last range shorter */
+    for (size_t i = 0; i < IG_ARRAY_LEN(types); i++) {
+        const int64_t n_in = ig_dtype_block_elems(types[i]) == 256 ? 256 * 9 : 64 * 37;
+        run_matmul(d, types[i], n_in, 70, 9, IG_VK_MATMUL_COOPMAT, false, IG_VK_ROWS_TOKENS);
+        run_matmul(d, types[i], n_in, 70, 66, IG_VK_MATMUL_COOPMAT, true, IG_VK_ROWS_TOKENS);
+        run_matmul(d, types[i], n_in, 33, 5, IG_VK_MATMUL_COOPMAT, true, IG_VK_ROWS_OUTPUTS);
+    }
     ig_vk_device *ds = device_split();
     REQUIRE(ds != NULL);
     run_matmul(ds, IG_TYPE_Q8_0, 256, 50, 20, IG_VK_MATMUL_COOPMAT, true, IG_VK_ROWS_TOKENS);

@@ -105,6 +105,9 @@ typedef struct ig_vk_device_params {
     uint32_t coopmat_wide_groups; /* workgroups from which the tensor-core
                                      matmul takes 128-token tiles; 0 = 128,
                                      or $IGNIS_VK_CM_WIDE_GROUPS (tests use 1) */
+    uint32_t coopmat_split_groups; /* the tensor-core matmul splits K until it
+                                      has this many workgroups; 0 = 512, or
+                                      $IGNIS_VK_CM_SPLIT_GROUPS; 1 = never */
 } ig_vk_device_params;
 
 ig_vk_device_params ig_vk_device_default_params(void);

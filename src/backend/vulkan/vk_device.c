@@ -459,6 +459,13 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
         d->cm_wide_groups = p.coopmat_wide_groups ? p.coopmat_wide_groups : 128;
         const char *cwg = getenv("IGNIS_VK_CM_WIDE_GROUPS");
         if (!p.coopmat_wide_groups && cwg && atoi(cwg) > 0) d->cm_wide_groups = (uint32_t)atoi(cwg);
+        /* H100, 27B, split K off / 256 / 512 / 1024 workgroups: Q4_K_M 32
+           streams 377 / 479 / 504 / 502 tokens/s, pp512 1,330 / 1,369 /
+           1,351 / 1,369; Q8_0 (off / 512) 32 streams 368 / 509, pp512
+           1,415 / 1,516 */
+        d->cm_split_groups = p.coopmat_split_groups ? p.coopmat_split_groups : 512;
+        const char *csg = getenv("IGNIS_VK_CM_SPLIT_GROUPS");
+        if (!p.coopmat_split_groups && csg && atoi(csg) > 0) d->cm_split_groups = (uint32_t)atoi(csg);
         uint64_t mb = d->info.max_storage_buffer_range;
         if (d->info.max_memory_allocation_size && d->info.max_memory_allocation_size < mb)
             mb = d->info.max_memory_allocation_size;

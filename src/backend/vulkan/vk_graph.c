@@ -39,6 +39,7 @@ struct ig_vk_graph {
     ig_vk_matmul_path path;
     ig_vk_graph_stats stats;
     ig_vk_x8_cache x8;
+    const ig_vk_buffer *split_sums; /* the tensor-core matmul's split-K scratch */
     /* $IGNIS_VK_PROFILE: a timestamp after every dispatch, summed per shader
      * over the runs and printed (stderr) when the graph is freed */
     VkQueryPool qpool;
@@ -100,6 +101,7 @@ int ig_vk_graph_max_rows(const ig_vk_graph *g, ig_vk_rows rows) {
 }
 ig_vk_matmul_path ig_vk_graph_matmul_path(const ig_vk_graph *g) { return g->path; }
 ig_vk_x8_cache *ig_vk_graph_x8(ig_vk_graph *g) { return &g->x8; }
+const ig_vk_buffer **ig_vk_graph_split_sums(ig_vk_graph *g) { return &g->split_sums; }
 ig_status ig_vk_graph_error(const ig_vk_graph *g) { return g->err; }
 ig_vk_graph_stats ig_vk_graph_get_stats(const ig_vk_graph *g) { return g->stats; }
 void ig_vk_graph_set_matmul_path(ig_vk_graph *g, ig_vk_matmul_path path) { g->path = path; }

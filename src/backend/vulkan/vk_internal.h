@@ -183,6 +183,7 @@ struct ig_vk_device {
     bool attn_legacy;
     bool force_staging; /* device memory is never mapped (tests) */
     uint32_t cm_wide_groups; /* ig_vk_device_params.coopmat_wide_groups, 0 replaced */
+    uint32_t cm_split_groups; /* split K until a matmul has this many workgroups (1: never) */
     uint32_t cm_min_tokens;  /* batches from which large quantized matrices take
                                 the tensor cores instead of the mat-vec: the
                                 mat-vec's cost grows with every column */
@@ -274,6 +275,10 @@ typedef struct ig_vk_x8_cache {
     uint32_t seen_n_in[4], seen_kind[4];
 } ig_vk_x8_cache;
 ig_vk_x8_cache *ig_vk_graph_x8(ig_vk_graph *g);
+/* The graph's scratch for the partial sums of split-K matmuls (one buffer
+ * reused by all of them: the hazard barriers order the uses; replaced by a
+ * larger one when too small, the old one staying with the graph). */
+const ig_vk_buffer **ig_vk_graph_split_sums(ig_vk_graph *g);
 
 /* A buffer owned by the graph (freed with it), e.g. a RoPE table. */
 ig_status ig_vk_graph_const(ig_vk_graph *g, const void *data, uint64_t size, const ig_vk_buffer **out);

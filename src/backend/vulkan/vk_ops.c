@@ -286,6 +286,65 @@ ig_status ig_vk_op_add_rmsnorm_norm(ig_vk_graph *g, ig_vk_rows rows, ig_vk_view 
 /* ---- matmul ---- */
 
 #define CM_MIN_WEIGHTS (4u << 20)
+#define CM_MAX_SPLIT 16
+
+/* The shape of a tensor-core matmul (mmcm.comp): 8192 weights per step (4096
+ * per matrix for GEGLU), in steps of 128 row elements for Q6_K and 64 for
+ * the others; tiles of 64 tokens, or 128 (WIDE) for large batches; K split
+ * into n_split ranges when rows x tokens alone give too few workgroups. */
+typedef struct cm_plan {
+    uint32_t rows_per_group, gy;
+    bool wide;
+    uint32_t n_split, split_steps;                    /* n_split 1: no split */
+    uint32_t p_stride, split_stride, geglu_off;       /* the partial sums, in floats */
+    uint64_t bytes;
+} cm_plan;
+
+static ig_status cm_prepare(ig_vk_graph *g, const ig_vk_buffer *wa, bool geglu, uint64_t T, uint64_t n_out,
+                            cm_plan *p) {
+    ig_vk_device *d = ig_vk_graph_device(g);
+    const uint32_t kspan = wa->type == IG_TYPE_Q6_K ? 128u : 64u;
+    *p = (cm_plan){0};
+    p->rows_per_group = (geglu ? 4096u : 8192u) / kspan;
+    /* wide tiles only while they still give every compute unit of a large
+       GPU several workgroups: small matrices (270M's) are short of
+       workgroups, not of tensor-core work */
+    p->wide = wa->type != IG_TYPE_Q6_K && T >= 128 &&
+              (uint64_t)ceil_div(n_out, p->rows_per_group) * ceil_div(T, 128) >= d->cm_wide_groups;
+    p->gy = ceil_div(T, p->wide ? 128 : 64);
+    const uint32_t n_steps = ceil_div((uint64_t)wa->ne0, kspan);
+    p->n_split = 1;
+    p->split_steps = n_steps;
+    uint64_t groups = 0;
+    for (int i = 0; i < wa->n_parts; i++) groups += ceil_div((uint64_t)wa->parts[i].n_rows, p->rows_per_group);
+    groups *= p->gy;
+    /* each split keeps at least 4 steps: its loads and stores stay small
+       against its products */
+    uint64_t want = groups < d->cm_split_groups ? ceil_div(d->cm_split_groups, groups) : 1;
+    if (want > n_steps / 4) want = n_steps / 4;
+    if (want > CM_MAX_SPLIT) want = CM_MAX_SPLIT;
+    if (want < 2) return IG_OK;
+    p->split_steps = ceil_div(n_steps, want);
+    p->n_split = ceil_div(n_steps, p->split_steps);
+    if (p->n_split < 2) {
+        p->n_split = 1;
+        p->split_steps = n_steps;
+        return IG_OK;
+    }
+    const uint64_t ps = (n_out + 3) & ~(uint64_t)3, stride = T * ps, total = stride * p->n_split * (geglu ? 2 : 1);
+    if (total > UINT32_MAX || total * 4 > d->max_binding) { /* too large to split: one pass */
+        p->n_split = 1;
+        p->split_steps = n_steps;
+        return IG_OK;
+    }
+    p->p_stride = (uint32_t)ps;
+    p->split_stride = (uint32_t)stride;
+    p->geglu_off = geglu ? (uint32_t)(stride * p->n_split) : 0;
+    p->bytes = total * 4;
+    const ig_vk_buffer **sums = ig_vk_graph_split_sums(g);
+    if (!*sums || ig_vk_buffer_size(*sums) < p->bytes) IG_TRY(ig_vk_graph_scratch(g, p->bytes, sums));
+    return IG_OK;
+}
 
 static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buffer *wa, const ig_vk_buffer *wb,
                                ig_vk_view src, ig_vk_view dst) {
@@ -334,9 +393,15 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
         xoff = 0;
         b[0] = (ig_vk_bind){xpart, 0, T * xs * 16, false};
     }
-    IG_TRY(ig_vk_rec_hazards(g, b, nb)); /* weights are read-only: never a hazard */
     if (path == IG_VK_MATMUL_COOPMAT && !cm_ok)
         return bad(g, "vulkan: %s: no cooperative-matrix matmul for this device or type", "matmul");
+    cm_plan cp = {0};
+    const ig_vk_bind dst_bind = b[1];
+    if (path == IG_VK_MATMUL_COOPMAT) {
+        IG_TRY(cm_prepare(g, wa, wb != NULL, T, n_out, &cp));
+        if (cp.n_split > 1) b[1] = (ig_vk_bind){(*ig_vk_graph_split_sums(g))->parts, 0, cp.bytes, true};
+    }
+    IG_TRY(ig_vk_rec_hazards(g, b, nb)); /* weights are read-only: never a hazard */
     char name[40];
     uint32_t spec0 = 0, spec1 = 0, spec2 = 0, gy, rows_per_group = MATMUL_TILE;
     if (path == IG_VK_MATMUL_VEC || path == IG_VK_MATMUL_FAST || path == IG_VK_MATMUL_INT8) {
@@ -358,17 +423,9 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
                      type_suffix(wa->type));
         }
     } else if (path == IG_VK_MATMUL_COOPMAT) {
-        /* mmcm.comp: 8192 weights per step (4096 per matrix for GEGLU), in
-           steps of 128 row elements for Q6_K and 64 for the others; tiles of
-           64 tokens, or 128 (WIDE) for large batches */
-        rows_per_group = (wb ? 4096u : 8192u) / (wa->type == IG_TYPE_Q6_K ? 128u : 64u);
-        /* wide tiles only while they still give every compute unit of a
-           large GPU several workgroups: small matrices (270M's) are short
-           of workgroups, not of tensor-core work */
-        const bool wide = wa->type != IG_TYPE_Q6_K && T >= 128 &&
-                          (uint64_t)ceil_div(n_out, rows_per_group) * ceil_div(T, 128) >= d->cm_wide_groups;
-        gy = ceil_div(T, wide ? 128 : 64);
-        snprintf(name, sizeof name, "mmcm%s%s_%s", wide ? "_wide" : "", wb ? "_geglu" : "", type_suffix(wa->type));
+        rows_per_group = cp.rows_per_group;
+        gy = cp.gy * cp.n_split;
+        snprintf(name, sizeof name, "mmcm%s%s_%s", cp.wide ? "_wide" : "", wb ? "_geglu" : "", type_suffix(wa->type));
     } else {
         gy = ceil_div(T, MATMUL_TILE);
         snprintf(name, sizeof name, "matmul%s_%s", wb ? "_geglu" : "", type_suffix(wa->type));
@@ -380,15 +437,30 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
         const ig_vk_part *pa = &wa->parts[i], *pb = wb ? &wb->parts[i] : NULL;
         if (pb && (pb->row0 != pa->row0 || pb->n_rows != pa->n_rows))
             return bad(g, "vulkan: %s: gate and up are split differently", "matmul");
+        const bool split = cp.n_split > 1; /* partial sums to the scratch */
         struct {
             uint32_t rows_sel, n_in, n_rows, row_u16, x_off, x_stride, y_off, y_stride, y_row0;
-        } pc = {(uint32_t)rows, (uint32_t)n_in, (uint32_t)pa->n_rows, (uint32_t)(wa->row_stride / 2), xoff, xs, yoff,
-                ys, (uint32_t)pa->row0};
+            uint32_t n_split, split_steps, split_stride, geglu_off; /* mmcm.comp */
+        } pc = {(uint32_t)rows, (uint32_t)n_in, (uint32_t)pa->n_rows, (uint32_t)(wa->row_stride / 2), xoff, xs,
+                split ? 0 : yoff, split ? cp.p_stride : ys, (uint32_t)pa->row0, cp.n_split ? cp.n_split : 1,
+                cp.split_steps, cp.split_stride, cp.geglu_off};
         uint32_t groups = ceil_div((uint64_t)pa->n_rows, rows_per_group);
         uint32_t gx, gz;
         fold(groups, &gx, &gz);
-        const ig_vk_part *parts[4] = {pa, pb, xpart, dst.buf->parts};
+        const ig_vk_part *parts[4] = {pa, pb, xpart, split ? b[1].part : dst.buf->parts};
         IG_TRY(ig_vk_rec_dispatch(g, pipe, parts, 4, &pc, sizeof pc, gx, gy, gz));
+    }
+    if (cp.n_split > 1) {
+        /* the splits' sums (and GEGLU) into dst, in split order */
+        ig_vk_bind rb[2] = {b[1], dst_bind};
+        rb[0].write = false;
+        IG_TRY(ig_vk_rec_hazards(g, rb, 2));
+        IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(d, "cm_reduce", 0, 0, &pipe)));
+        struct {
+            uint32_t rows_sel, n_rows, n_split, split_stride, p_stride, geglu_off, y_off, y_stride;
+        } rpc = {(uint32_t)rows, (uint32_t)n_out, cp.n_split, cp.split_stride, cp.p_stride, cp.geglu_off, yoff, ys};
+        const ig_vk_part *rparts[4] = {b[1].part, NULL, NULL, dst.buf->parts};
+        IG_TRY(ig_vk_rec_dispatch(g, pipe, rparts, 4, &rpc, sizeof rpc, ceil_div(n_out, 256), (uint32_t)T, 1));
     }
     return IG_OK;
 }

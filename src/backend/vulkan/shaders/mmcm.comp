@@ -15,6 +15,10 @@
 // shared memory stays under 48 KiB. Needs (host): vk_ops.c's fast_ok (x
 // offset and stride multiples of 4, n_in whole items).
 // GEGLU: Y = gelu_tanh(A·X) * (B·X).
+// Split K (n_split > 1, when rows x token tiles alone leave the GPU short of
+// workgroups): workgroup row y % n_split takes steps [split * split_steps,
+// +split_steps) and stores its raw sums (both matrices' for GEGLU, B's at
+// +geglu_off) at y_off + split * split_stride; cm_reduce.comp adds them up.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -35,6 +39,7 @@ layout(set = 0, binding = 4) writeonly buffer YB { float ys[]; };
 layout(push_constant) uniform PC {
     uint rows_sel, n_in, n_rows, row_u16;
     uint x_off, x_stride, y_off, y_stride, y_row0;
+    uint n_split, split_steps, split_stride, geglu_off;
 } pc;
 
 #define CAT_(a, b) a##b
@@ -94,12 +99,14 @@ void main() {
     const uint tid = gl_LocalInvocationID.x, warp = gl_SubgroupID, lane = gl_SubgroupInvocationID;
     const uint row0 = wg_linear() * BM;
     const uint n = step_rows(pc.rows_sel);
-    const uint col0 = gl_WorkGroupID.y * BN;
+    const uint split = gl_WorkGroupID.y % pc.n_split;
+    const uint col0 = gl_WorkGroupID.y / pc.n_split * BN;
     if (row0 >= pc.n_rows || col0 >= n) return; // uniform
     const uint wm = warp % WGM, wn = warp / WGM;
     const uint r4s = pc.row_u16 >> 3;
     const uint ni = MV_ITEMS(pc.n_in);
-    const uint n_steps = (pc.n_in + CM_KSPAN - 1u) / CM_KSPAN;
+    const uint s_begin = split * pc.split_steps; // the host gives every split a step
+    const uint n_steps = min((pc.n_in + CM_KSPAN - 1u) / CM_KSPAN, s_begin + pc.split_steps);
 
     fcoopmatNV<32, gl_ScopeSubgroup, 16, 8> acc[2][FRN];
 #ifdef GEGLU
@@ -148,8 +155,8 @@ void main() {
 #define LOAD_B(u, r, it)
 #endif
 
-    LOAD_STEP(0u)
-    for (uint s = 0u; s < n_steps; s++) {
+    LOAD_STEP(s_begin)
+    for (uint s = s_begin; s < n_steps; s++) {
         // registers -> shared (f16)
         [[unroll]] for (uint u = 0u; u < W_PT; u++) {
             const uint idx = tid + u * 256u;
@@ -207,26 +214,38 @@ void main() {
 
     // epilogue: whole fragments straight to Y (column-major: token t, row r at
     // t * y_stride + r), partial ones through the staging area
-    const bool direct_ok = ((pc.y_off + pc.y_row0) & 3u) == 0u && (pc.y_stride & 3u) == 0u;
+    const uint y_base = pc.y_off + split * pc.split_stride;
+    const bool direct_ok = ((y_base + pc.y_row0) & 3u) == 0u && (pc.y_stride & 3u) == 0u;
     const uint sbase = warp * 256u;
-    [[unroll]] for (uint i = 0u; i < 2u; i++)
-        [[unroll]] for (uint j = 0u; j < FRN; j++) {
 #ifdef GEGLU
-            for (int e = 0; e < acc[i][j].length(); e++) acc[i][j][e] = gelu_tanh(acc[i][j][e]) * acc2[i][j][e];
+    const uint n_out = pc.n_split > 1u ? 2u : 1u; // split: both raw sums
+#else
+    const uint n_out = 1u;
 #endif
-            const uint r = row0 + wm * 32u + i * 16u, t = col0 + wn * WN + j * 8u;
-            if (r >= pc.n_rows || t >= n) continue; // uniform per subgroup
-            if (direct_ok && r + 16u <= pc.n_rows && t + 8u <= n) {
-                coopMatStoreNV(acc[i][j], ys, pc.y_off + t * pc.y_stride + pc.y_row0 + r, pc.y_stride, true);
-            } else {
-                coopMatStoreNV(acc[i][j], stage, sbase, 16u, true); // (m, n) at n * 16 + m
-                subgroupMemoryBarrierShared();
-                subgroupBarrier();
-                for (uint e = lane; e < 128u; e += gl_SubgroupSize) {
-                    const uint m = e % 16u, nn = e / 16u;
-                    if (r + m < pc.n_rows && t + nn < n) ys[pc.y_off + (t + nn) * pc.y_stride + pc.y_row0 + r + m] = stage[sbase + e];
+    for (uint o = 0u; o < n_out; o++) {
+        const uint yb = y_base + o * pc.geglu_off;
+        [[unroll]] for (uint i = 0u; i < 2u; i++)
+            [[unroll]] for (uint j = 0u; j < FRN; j++) {
+#ifdef GEGLU
+                if (pc.n_split == 1u)
+                    for (int e = 0; e < acc[i][j].length(); e++) acc[i][j][e] = gelu_tanh(acc[i][j][e]) * acc2[i][j][e];
+                else if (o == 1u)
+                    acc[i][j] = acc2[i][j];
+#endif
+                const uint r = row0 + wm * 32u + i * 16u, t = col0 + wn * WN + j * 8u;
+                if (r >= pc.n_rows || t >= n) continue; // uniform per subgroup
+                if (direct_ok && r + 16u <= pc.n_rows && t + 8u <= n) {
+                    coopMatStoreNV(acc[i][j], ys, yb + t * pc.y_stride + pc.y_row0 + r, pc.y_stride, true);
+                } else {
+                    coopMatStoreNV(acc[i][j], stage, sbase, 16u, true); // (m, n) at n * 16 + m
+                    subgroupMemoryBarrierShared();
+                    subgroupBarrier();
+                    for (uint e = lane; e < 128u; e += gl_SubgroupSize) {
+                        const uint m = e % 16u, nn = e / 16u;
+                        if (r + m < pc.n_rows && t + nn < n) ys[yb + (t + nn) * pc.y_stride + pc.y_row0 + r + m] = stage[sbase + e];
+                    }
+                    subgroupBarrier();
                 }
-                subgroupBarrier();
             }
-        }
+    }
 }
