@@ -106,7 +106,7 @@ typedef struct ig_vk_device_params {
                                      matmul takes 128-token tiles; 0 = 128,
                                      or $IGNIS_VK_CM_WIDE_GROUPS (tests use 1) */
     uint32_t coopmat_split_groups; /* the tensor-core matmul splits K until it
-                                      has this many workgroups; 0 = 512, or
+                                      has this many workgroups; 0 = 1024, or
                                       $IGNIS_VK_CM_SPLIT_GROUPS; 1 = never */
 } ig_vk_device_params;
 

@@ -462,8 +462,13 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
         /* H100, 27B, split K off / 256 / 512 / 1024 workgroups: Q4_K_M 32
            streams 377 / 479 / 504 / 502 tokens/s, pp512 1,330 / 1,369 /
            1,351 / 1,369; Q8_0 (off / 512) 32 streams 368 / 509, pp512
-           1,415 / 1,516 */
-        d->cm_split_groups = p.coopmat_split_groups ? p.coopmat_split_groups : 512;
+           1,415 / 1,516. With 32-token tiles: 256 / 512 / 1024 gave 32
+           streams 712 / 791 / 804, pp512 1,383 either way */
+        d->cm_split_groups = p.coopmat_split_groups ? p.coopmat_split_groups : 1024;
+        /* H100, 27B Q4_K_M, 32-token tiles off / on: 20 streams 323 / 506,
+           32 streams 507 / 791 */
+        const char *cn = getenv("IGNIS_VK_CM_NARROW");
+        d->cm_narrow = !(cn && strcmp(cn, "0") == 0);
         const char *csg = getenv("IGNIS_VK_CM_SPLIT_GROUPS");
         if (!p.coopmat_split_groups && csg && atoi(csg) > 0) d->cm_split_groups = (uint32_t)atoi(csg);
         uint64_t mb = d->info.max_storage_buffer_range;
@@ -525,11 +530,12 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
         const char *xf = getenv("IGNIS_VK_X8_FUSE");
         d->x8_producers = !(xf && strcmp(xf, "0") == 0);
         /* measured on the H100 (27B Q4_K_M): the f32 mat-vec loses to the
-           tensor cores from 5 streams (b8 62 against 107 tokens/s), the int8
-           one wins up to 16 (b8 219 against 106; b12 243 against 157, b16
-           263 against 205) and loses at 32 (287 against 373) */
+           tensor cores from 5 streams (b8 62 against 107 tokens/s). The
+           int8 one, against the tensor cores with split K and 32-token
+           tiles: b6 215 / 164, b8 236 / 222, b12 249 / 318, b16 272 / 423
+           (before those, it won up to 16) */
         const char *cmt = getenv("IGNIS_VK_CM_MIN_TOKENS");
-        d->cm_min_tokens = cmt && atoi(cmt) > 0 ? (uint32_t)atoi(cmt) : d->int8_mv ? 17 : 5;
+        d->cm_min_tokens = cmt && atoi(cmt) > 0 ? (uint32_t)atoi(cmt) : d->int8_mv ? 9 : 5;
         st = create_logical(d);
     }
     if (st == IG_OK) st = ig_vk_pipelines_init(d);

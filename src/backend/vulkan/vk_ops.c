@@ -290,11 +290,12 @@ ig_status ig_vk_op_add_rmsnorm_norm(ig_vk_graph *g, ig_vk_rows rows, ig_vk_view 
 
 /* The shape of a tensor-core matmul (mmcm.comp): 8192 weights per step (4096
  * per matrix for GEGLU), in steps of 128 row elements for Q6_K and 64 for
- * the others; tiles of 64 tokens, or 128 (WIDE) for large batches; K split
+ * the others; tiles of 64 tokens, 128 (WIDE) for large batches, 32 (NARROW)
+ * for batches of up to 32; K split
  * into n_split ranges when rows x tokens alone give too few workgroups. */
 typedef struct cm_plan {
     uint32_t rows_per_group, gy;
-    bool wide;
+    bool wide, narrow; /* tiles of 128 or 32 tokens, else 64 */
     uint32_t n_split, split_steps;                    /* n_split 1: no split */
     uint32_t p_stride, split_stride, geglu_off;       /* the partial sums, in floats */
     uint64_t bytes;
@@ -311,7 +312,8 @@ static ig_status cm_prepare(ig_vk_graph *g, const ig_vk_buffer *wa, bool geglu, 
        workgroups, not of tensor-core work */
     p->wide = wa->type != IG_TYPE_Q6_K && T >= 128 &&
               (uint64_t)ceil_div(n_out, p->rows_per_group) * ceil_div(T, 128) >= d->cm_wide_groups;
-    p->gy = ceil_div(T, p->wide ? 128 : 64);
+    p->narrow = !p->wide && T <= 32 && d->cm_narrow && !(geglu && wa->type == IG_TYPE_Q6_K);
+    p->gy = ceil_div(T, p->wide ? 128 : p->narrow ? 32 : 64);
     const uint32_t n_steps = ceil_div((uint64_t)wa->ne0, kspan);
     p->n_split = 1;
     p->split_steps = n_steps;
@@ -425,7 +427,8 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
     } else if (path == IG_VK_MATMUL_COOPMAT) {
         rows_per_group = cp.rows_per_group;
         gy = cp.gy * cp.n_split;
-        snprintf(name, sizeof name, "mmcm%s%s_%s", cp.wide ? "_wide" : "", wb ? "_geglu" : "", type_suffix(wa->type));
+        snprintf(name, sizeof name, "mmcm%s%s_%s", cp.wide ? "_wide" : cp.narrow ? "_narrow" : "", wb ? "_geglu" : "",
+                 type_suffix(wa->type));
     } else {
         gy = ceil_div(T, MATMUL_TILE);
         snprintf(name, sizeof name, "matmul%s_%s", wb ? "_geglu" : "", type_suffix(wa->type));

@@ -2,7 +2,8 @@
 // Y[t, r] = sum_i W[r, i] X[t, i] on tensor cores (GL_NV_cooperative_matrix,
 // f16 inputs, f32 accumulation): prefill and large batches of quantized or
 // f16 weights. A workgroup of 8 subgroups (of 32) computes BM rows x BN
-// tokens (64, or 128 with WIDE), CM_KSPAN row elements per step (cmq.glsl):
+// tokens (64, 128 with WIDE, 32 with NARROW), CM_KSPAN row elements per step
+// (cmq.glsl):
 //   - weights come as mvq.glsl items (128-bit loads), activations as vec4;
 //     the next step's loads are issued before this step's products, so
 //     memory latency hides behind the tensor cores (register prefetch);
@@ -68,6 +69,8 @@ layout(push_constant) uniform PC {
 #endif
 #ifdef WIDE
 #define BN 128u               // large batches: half the dequantization per product
+#elif defined(NARROW)
+#define BN 32u                // batches of up to 32 (many streams): no half-empty tiles
 #else
 #define BN 64u
 #endif
