@@ -291,8 +291,8 @@ ig_status ig_vk_op_add_rmsnorm_norm(ig_vk_graph *g, ig_vk_rows rows, ig_vk_view 
 /* The shape of a tensor-core matmul (mmcm.comp): 8192 weights per step (4096
  * per matrix for GEGLU), in steps of 128 row elements for Q6_K and 64 for
  * the others; tiles of 64 tokens, 128 (WIDE) for large batches, 32 (NARROW)
- * for batches of up to 32; K split
- * into n_split ranges when rows x tokens alone give too few workgroups. */
+ * for batches of up to 32; K split into n_split ranges (their sums added by
+ * cm_reduce.comp) when rows x tokens alone give too few workgroups. */
 typedef struct cm_plan {
     uint32_t rows_per_group, gy;
     bool wide, narrow; /* tiles of 128 or 32 tokens, else 64 */
