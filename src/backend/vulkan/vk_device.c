@@ -298,6 +298,12 @@ uint64_t ig_vk_device_allocated(const ig_vk_device *dev) { return dev->allocated
 bool ig_vk_device_coopmat(const ig_vk_device *dev) { return dev->coopmat; }
 bool ig_vk_device_int8(const ig_vk_device *dev) { return dev->int8_mv; }
 
+/* A positive integer from the environment variable `name`, else fallback. */
+static uint32_t env_positive(const char *name, uint32_t fallback) {
+    const char *v = getenv(name);
+    return v && atoi(v) > 0 ? (uint32_t)atoi(v) : fallback;
+}
+
 static int type_rank(const char *t) {
     if (strcmp(t, "discrete") == 0) return 0;
     if (strcmp(t, "integrated") == 0) return 1;
@@ -456,21 +462,19 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
         }
         /* H100, 27B Q4_K_M pp512: 512 (only gate/up wide) 1367, 128 (q, o and
            down too) 1385, 32 1391 tokens/s */
-        d->cm_wide_groups = p.coopmat_wide_groups ? p.coopmat_wide_groups : 128;
-        const char *cwg = getenv("IGNIS_VK_CM_WIDE_GROUPS");
-        if (!p.coopmat_wide_groups && cwg && atoi(cwg) > 0) d->cm_wide_groups = (uint32_t)atoi(cwg);
+        d->cm_wide_groups =
+            p.coopmat_wide_groups ? p.coopmat_wide_groups : env_positive("IGNIS_VK_CM_WIDE_GROUPS", 128);
         /* H100, 27B, split K off / 256 / 512 / 1024 workgroups: Q4_K_M 32
            streams 377 / 479 / 504 / 502 tokens/s, pp512 1,330 / 1,369 /
            1,351 / 1,369; Q8_0 (off / 512) 32 streams 368 / 509, pp512
            1,415 / 1,516. With 32-token tiles: 256 / 512 / 1024 gave 32
            streams 712 / 791 / 804, pp512 1,383 either way */
-        d->cm_split_groups = p.coopmat_split_groups ? p.coopmat_split_groups : 1024;
+        d->cm_split_groups =
+            p.coopmat_split_groups ? p.coopmat_split_groups : env_positive("IGNIS_VK_CM_SPLIT_GROUPS", 1024);
         /* H100, 27B Q4_K_M, 32-token tiles off / on: 20 streams 323 / 506,
            32 streams 507 / 791 */
         const char *cn = getenv("IGNIS_VK_CM_NARROW");
         d->cm_narrow = !(cn && strcmp(cn, "0") == 0);
-        const char *csg = getenv("IGNIS_VK_CM_SPLIT_GROUPS");
-        if (!p.coopmat_split_groups && csg && atoi(csg) > 0) d->cm_split_groups = (uint32_t)atoi(csg);
         uint64_t mb = d->info.max_storage_buffer_range;
         if (d->info.max_memory_allocation_size && d->info.max_memory_allocation_size < mb)
             mb = d->info.max_memory_allocation_size;
@@ -507,10 +511,8 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
                 d->mv_tpr = t;
             }
         }
-        d->attn_wgs = 512;
+        d->attn_wgs = env_positive("IGNIS_VK_ATTN_WGS", 512);
         d->norm_wg = cpu ? 128 : (d->info.max_wg_invocations >= 1024 ? 1024 : 256);
-        const char *aw = getenv("IGNIS_VK_ATTN_WGS");
-        if (aw && atoi(aw) > 0) d->attn_wgs = (uint32_t)atoi(aw);
         const char *al = getenv("IGNIS_VK_ATTN");
         d->attn_legacy = al && strcmp(al, "legacy") == 0;
         /* mv.comp's reduction scratch when subgroups are narrower than 32 */
@@ -534,8 +536,7 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
            int8 one, against the tensor cores with split K and 32-token
            tiles: b6 215 / 164, b8 236 / 222, b12 249 / 318, b16 272 / 423
            (before those, it won up to 16) */
-        const char *cmt = getenv("IGNIS_VK_CM_MIN_TOKENS");
-        d->cm_min_tokens = cmt && atoi(cmt) > 0 ? (uint32_t)atoi(cmt) : d->int8_mv ? 9 : 5;
+        d->cm_min_tokens = env_positive("IGNIS_VK_CM_MIN_TOKENS", d->int8_mv ? 9 : 5);
         st = create_logical(d);
     }
     if (st == IG_OK) st = ig_vk_pipelines_init(d);

@@ -361,9 +361,12 @@ static ig_status record_head(vk_backend *vb, const ig_context *ctx, int c, ig_vk
     return IG_OK;
 }
 
+/* The buffer the host reads the logits from. */
+static const ig_vk_buffer *host_logits(const vk_backend *vb) { return vb->logits_rb ? vb->logits_rb : vb->logits; }
+
 /* Copies n rows of logits from the device into dst. */
 static ig_status read_logits(vk_backend *vb, float *dst, int n, int V) {
-    const ig_vk_buffer *src = vb->logits_rb ? vb->logits_rb : vb->logits;
+    const ig_vk_buffer *src = host_logits(vb);
     const uint64_t bytes = (uint64_t)n * (uint64_t)V * 4;
     const void *p = ig_vk_buffer_host_ptr(src);
     if (p) {
@@ -393,7 +396,7 @@ static ig_status vk_compute(ig_backend *be, ig_context *ctx, const ig_step *st) 
     }
     IG_TRY(ig_vk_step_set(vb->step, st->n_tokens, st->tokens, st->pos, st->seq, st->n_out, st->out_idx));
     IG_TRY(ig_vk_graphs_run(run, run[1] ? 2 : 1));
-    const ig_vk_buffer *out_rows = vb->logits_rb ? vb->logits_rb : vb->logits;
+    const ig_vk_buffer *out_rows = host_logits(vb);
     if (first > 0 && st->n_out == first && ig_vk_buffer_host_cached(out_rows))
         ctx->logits_out = ig_vk_buffer_host_ptr(out_rows); /* one chunk: read in place */
     else if (first > 0)

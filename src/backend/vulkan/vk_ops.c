@@ -326,19 +326,11 @@ static ig_status cm_prepare(ig_vk_graph *g, const ig_vk_buffer *wa, bool geglu, 
     if (want > n_steps / 4) want = n_steps / 4;
     if (want > CM_MAX_SPLIT) want = CM_MAX_SPLIT;
     if (want < 2) return IG_OK;
-    p->split_steps = ceil_div(n_steps, want);
-    p->n_split = ceil_div(n_steps, p->split_steps);
-    if (p->n_split < 2) {
-        p->n_split = 1;
-        p->split_steps = n_steps;
-        return IG_OK;
-    }
-    const uint64_t ps = (n_out + 3) & ~(uint64_t)3, stride = T * ps, total = stride * p->n_split * (geglu ? 2 : 1);
-    if (total > UINT32_MAX || total * 4 > d->max_binding) { /* too large to split: one pass */
-        p->n_split = 1;
-        p->split_steps = n_steps;
-        return IG_OK;
-    }
+    const uint32_t split_steps = ceil_div(n_steps, want), n_split = ceil_div(n_steps, split_steps);
+    const uint64_t ps = (n_out + 3) & ~(uint64_t)3, stride = T * ps, total = stride * n_split * (geglu ? 2 : 1);
+    if (n_split < 2 || total > UINT32_MAX || total * 4 > d->max_binding) return IG_OK; /* one pass */
+    p->n_split = n_split;
+    p->split_steps = split_steps;
     p->p_stride = (uint32_t)ps;
     p->split_stride = (uint32_t)stride;
     p->geglu_off = geglu ? (uint32_t)(stride * p->n_split) : 0;
