@@ -90,6 +90,12 @@ static void profile_print(ig_vk_graph *g) {
                 tot[best] / g->n_runs / 1e3 / cnt[best], tot[best] / g->n_runs / 1e3, 100.0 * tot[best] / all);
         cnt[best] = -1;
     }
+    /* IGNIS_VK_PROFILE=2: also the dispatches of the second layer's span, in order */
+    const char *e = getenv("IGNIS_VK_PROFILE");
+    if (e && atoi(e) >= 2)
+        for (int i = 14; i < 44 && i + 1 < g->n_q; i++)
+            fprintf(stderr, "    #%-3d %-24s %8.1f us\n", i, ig_vk_pipeline_name(g->dev, g->q_pipe[i]),
+                    g->q_ns[i] / g->n_runs / 1e3);
 }
 
 ig_vk_device *ig_vk_graph_device(ig_vk_graph *g) { return g->dev; }

@@ -136,10 +136,11 @@ struct ig_vk_buffer {
 
 #define IG_VK_N_BINDINGS 8
 #define IG_VK_PUSH_BYTES 128
+#define IG_VK_N_SPEC 5 /* specialization constants 0 .. 4, unset ones 0 */
 
 typedef struct ig_vk_pipe {
     int shader;
-    uint32_t spec[4];
+    uint32_t spec[IG_VK_N_SPEC];
     VkPipeline pipe;
 } ig_vk_pipe;
 
@@ -169,8 +170,9 @@ struct ig_vk_device {
     int n_pipes, cap_pipes;
     uint32_t wg_size; /* default local size for spec-constant shaders */
     /* mat-vec tuning (mv.comp): workgroup size, rows per group for one token
-     * and for several, invocations per group ($IGNIS_VK_MV="wg,nr1,nrn,tpr") */
-    uint32_t mv_wg, mv_nr1, mv_nrn, mv_tpr;
+     * and for several, invocations per group, items per lane per loop pass
+     * ($IGNIS_VK_MV="wg,nr1,nrn,tpr,unroll") */
+    uint32_t mv_wg, mv_nr1, mv_nrn, mv_tpr, mv_unroll;
     /* batches up to which the int8 mat-vec runs (else the tiled kernel;
        matrices large enough for the tensor cores leave it at cm_min_tokens;
        $IGNIS_VK_MV_MAX_TOKENS) */
@@ -215,11 +217,8 @@ ig_status ig_vk_transfer(ig_vk_device *d, void (*record)(VkCommandBuffer cb, voi
 /* Pipeline for shader name with spec constants (created on first use). */
 ig_status ig_vk_pipeline(ig_vk_device *d, const char *name, uint32_t spec0, uint32_t spec1,
                          VkPipeline *out);
-/* The same with a third (id 2) and a fourth (id 3) specialization constant. */
-ig_status ig_vk_pipeline3(ig_vk_device *d, const char *name, uint32_t spec0, uint32_t spec1, uint32_t spec2,
-                          VkPipeline *out);
-ig_status ig_vk_pipeline4(ig_vk_device *d, const char *name, uint32_t spec0, uint32_t spec1, uint32_t spec2,
-                          uint32_t spec3, VkPipeline *out);
+/* The same with specialization constants 0 .. n - 1 from spec (n <= IG_VK_N_SPEC). */
+ig_status ig_vk_pipeline_spec(ig_vk_device *d, const char *name, const uint32_t *spec, int n, VkPipeline *out);
 ig_status ig_vk_pipelines_init(ig_vk_device *d);
 /* The shader name of a pipeline made by ig_vk_pipeline (profiling). */
 const char *ig_vk_pipeline_name(const ig_vk_device *d, VkPipeline pipe);

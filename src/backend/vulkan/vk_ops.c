@@ -427,7 +427,8 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
     }
     VkPipeline pipe;
     const bool mv = path == IG_VK_MATMUL_FAST || path == IG_VK_MATMUL_INT8;
-    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline4(d, name, spec0, spec1, spec2, mv ? d->mv_tpr : 0, &pipe)));
+    const uint32_t spec[5] = {spec0, spec1, spec2, mv ? d->mv_tpr : 0, mv ? d->mv_unroll : 0};
+    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline_spec(d, name, spec, 5, &pipe)));
     for (int i = 0; i < wa->n_parts; i++) {
         const ig_vk_part *pa = &wa->parts[i], *pb = wb ? &wb->parts[i] : NULL;
         if (pb && (pb->row0 != pa->row0 || pb->n_rows != pa->n_rows))
@@ -671,7 +672,8 @@ ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, i
     char name[32];
     snprintf(name, sizeof name, "%s_%s", chunks > 1 ? "attn_split" : "attn", kvs);
     VkPipeline pipe;
-    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline3(d, name, NSG * SG, SG, G, &pipe)));
+    const uint32_t spec[3] = {NSG * SG, SG, G};
+    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline_spec(d, name, spec, 3, &pipe)));
     const ig_vk_part *parts[5] = {q.buf->parts, kv->k->parts, kv->v->parts, dst.buf->parts,
                                   scratch ? scratch->parts : NULL};
     IG_TRY(ig_vk_rec_dispatch(g, pipe, parts, 5, &pc, sizeof pc, (uint32_t)kv->n_head_kv, (uint32_t)T,

@@ -2,7 +2,8 @@
  * pipeline layout (128 bytes of push constants) shared by every shader;
  * pipelines are created on first use per (shader, specialization) and kept
  * for the device's lifetime. Spec constant 0 is the local size of shaders
- * that take it, 1 a shader-specific count (mat-vec tokens per workgroup). */
+ * that take it, the others shader-specific (mat-vec: tokens per workgroup,
+ * rows per row group, invocations per row group, items per loop pass). */
 #include "backend/vulkan/vk_internal.h"
 #include "backend/vulkan/vk_shaders.h"
 
@@ -57,22 +58,19 @@ static int find_shader(const char *name) {
 }
 
 ig_status ig_vk_pipeline(ig_vk_device *d, const char *name, uint32_t spec0, uint32_t spec1, VkPipeline *out) {
-    return ig_vk_pipeline3(d, name, spec0, spec1, 0, out);
+    const uint32_t spec[2] = {spec0, spec1};
+    return ig_vk_pipeline_spec(d, name, spec, 2, out);
 }
 
-ig_status ig_vk_pipeline3(ig_vk_device *d, const char *name, uint32_t spec0, uint32_t spec1, uint32_t spec2,
-                          VkPipeline *out) {
-    return ig_vk_pipeline4(d, name, spec0, spec1, spec2, 0, out);
-}
-
-ig_status ig_vk_pipeline4(ig_vk_device *d, const char *name, uint32_t spec0, uint32_t spec1, uint32_t spec2,
-                          uint32_t spec3, VkPipeline *out) {
+ig_status ig_vk_pipeline_spec(ig_vk_device *d, const char *name, const uint32_t *given, int n, VkPipeline *out) {
+    if (n < 0 || n > IG_VK_N_SPEC) return ig_fail(IG_ERR_INTERNAL, "vulkan: %d specialization constants", n);
+    uint32_t spec[IG_VK_N_SPEC] = {0};
+    for (int i = 0; i < n; i++) spec[i] = given[i];
     int sh = find_shader(name);
     if (sh < 0) return ig_fail(IG_ERR_INTERNAL, "vulkan: no shader named %s", name);
     for (int i = 0; i < d->n_pipes; i++) {
         const ig_vk_pipe *p = &d->pipes[i];
-        if (p->shader == sh && p->spec[0] == spec0 && p->spec[1] == spec1 && p->spec[2] == spec2 &&
-            p->spec[3] == spec3) {
+        if (p->shader == sh && memcmp(p->spec, spec, sizeof spec) == 0) {
             *out = p->pipe;
             return IG_OK;
         }
@@ -91,9 +89,9 @@ ig_status ig_vk_pipeline4(ig_vk_device *d, const char *name, uint32_t spec0, uin
     VkShaderModule mod;
     VkResult r = ig_vk.vkCreateShaderModule(d->dev, &mci, NULL, &mod);
     if (r != VK_SUCCESS) return ig_vk_fail(r, "vkCreateShaderModule");
-    uint32_t spec[4] = {spec0, spec1, spec2, spec3};
-    VkSpecializationMapEntry me[4] = {{0, 0, 4}, {1, 4, 4}, {2, 8, 4}, {3, 12, 4}};
-    VkSpecializationInfo si = {.mapEntryCount = 4, .pMapEntries = me, .dataSize = sizeof spec, .pData = spec};
+    VkSpecializationMapEntry me[IG_VK_N_SPEC];
+    for (uint32_t i = 0; i < IG_VK_N_SPEC; i++) me[i] = (VkSpecializationMapEntry){i, 4 * i, 4};
+    VkSpecializationInfo si = {.mapEntryCount = IG_VK_N_SPEC, .pMapEntries = me, .dataSize = sizeof spec, .pData = spec};
     VkComputePipelineCreateInfo ci = {
         .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
         .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
@@ -106,7 +104,9 @@ ig_status ig_vk_pipeline4(ig_vk_device *d, const char *name, uint32_t spec0, uin
     r = ig_vk.vkCreateComputePipelines(d->dev, VK_NULL_HANDLE, 1, &ci, NULL, &pipe);
     ig_vk.vkDestroyShaderModule(d->dev, mod, NULL);
     if (r != VK_SUCCESS) return ig_vk_fail(r, name);
-    d->pipes[d->n_pipes++] = (ig_vk_pipe){.shader = sh, .spec = {spec0, spec1, spec2, spec3}, .pipe = pipe};
+    ig_vk_pipe *np = &d->pipes[d->n_pipes++];
+    *np = (ig_vk_pipe){.shader = sh, .pipe = pipe};
+    memcpy(np->spec, spec, sizeof spec);
     *out = pipe;
     return IG_OK;
 }

@@ -28,6 +28,8 @@ layout(constant_id = 1) const uint NCOLS = 1;
 layout(constant_id = 2) const uint NR = 2;
 // invocations per row group (a multiple of 32): they split the row's items
 layout(constant_id = 3) const uint TPR = 32;
+// items per lane per pass of the main loop
+layout(constant_id = 4) const uint UNROLL = 2;
 
 layout(set = 0, binding = 1) readonly buffer WA4 { uvec4 wa4[]; };
 layout(set = 0, binding = 1) readonly buffer WA16 { uint16_t wa16[]; };
@@ -107,35 +109,37 @@ void main() {
     uint xb[NCOLS];
     [[unroll]] for (uint c = 0u; c < NCOLS; c++) xb[c] = X_INDEX(pc.x_off + (c0 + min(c, nc - 1u)) * pc.x_stride);
 
-    // two items per lane per iteration: both rows' loads are in flight
-    // before the first is used
+    // UNROLL items per lane per pass: all their loads are in flight before
+    // the first is used
     uint it = lane;
-    for (; it + TPR < ni; it += 2u * TPR) {
-        ITEM wa[NR], wa2[NR];
+    for (; it + (UNROLL - 1u) * TPR < ni; it += UNROLL * TPR) {
+        ITEM wa[NR * UNROLL];
 #ifdef GEGLU
-        ITEM wb[NR], wb2[NR];
+        ITEM wb[NR * UNROLL];
 #endif
-        [[unroll]] for (uint r = 0u; r < NR; r++) {
-            const uint row = min(r0 + r, pc.n_rows - 1u); // rows past the end: loaded, never stored
-            wa[r] = load_a(row * r4s, row * pc.row_u16, it, pc.n_in);
-            wa2[r] = load_a(row * r4s, row * pc.row_u16, it + TPR, pc.n_in);
+        [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
+            [[unroll]] for (uint r = 0u; r < NR; r++) {
+                const uint row = min(r0 + r, pc.n_rows - 1u); // rows past the end: loaded, never stored
+                wa[u * NR + r] = load_a(row * r4s, row * pc.row_u16, it + u * TPR, pc.n_in);
 #ifdef GEGLU
-            wb[r] = load_b(row * r4s, row * pc.row_u16, it, pc.n_in);
-            wb2[r] = load_b(row * r4s, row * pc.row_u16, it + TPR, pc.n_in);
+                wb[u * NR + r] = load_b(row * r4s, row * pc.row_u16, it + u * TPR, pc.n_in);
 #endif
+            }
         }
         [[unroll]] for (uint c = 0u; c < NCOLS; c++) {
             if (c < nc) {
                 [[unroll]] for (uint r = 0u; r < NR; r++) {
-                    acc[r * NCOLS + c] += dot_a(wa[r], it, xb[c]) + dot_a(wa2[r], it + TPR, xb[c]);
+                    [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
+                        acc[r * NCOLS + c] += dot_a(wa[u * NR + r], it + u * TPR, xb[c]);
 #ifdef GEGLU
-                    accb[r * NCOLS + c] += dot_b(wb[r], it, xb[c]) + dot_b(wb2[r], it + TPR, xb[c]);
+                        accb[r * NCOLS + c] += dot_b(wb[u * NR + r], it + u * TPR, xb[c]);
 #endif
+                    }
                 }
             }
         }
     }
-    if (it < ni) {
+    for (; it < ni; it += TPR) {
         ITEM wa[NR];
 #ifdef GEGLU
         ITEM wb[NR];
