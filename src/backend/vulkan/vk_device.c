@@ -542,6 +542,13 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
            tiles: b6 215 / 164, b8 236 / 222, b12 249 / 318, b16 272 / 423
            (before those, it won up to 16) */
         d->cm_min_tokens = env_positive("IGNIS_VK_CM_MIN_TOKENS", d->int8_mv ? 9 : 5);
+        /* what mmcm.comp prefetches into registers a step ahead: bit 0 the
+           activations, bit 1 the weights. Measured on the H100, 27B Q4_K_M
+           pp512 / 32 streams (tokens/s): both 1379 / 807, weights only 1675
+           / 822, activations only 1233 / 768, neither 1587 / 766 (the
+           activations' registers cost workgroups per compute unit) */
+        const char *pf = getenv("IGNIS_VK_CM_PF");
+        d->cm_pf = pf && *pf >= '0' && *pf <= '3' && !pf[1] ? (uint32_t)(*pf - '0') : 2;
         st = create_logical(d);
     }
     if (st == IG_OK) st = ig_vk_pipelines_init(d);

@@ -186,6 +186,7 @@ struct ig_vk_device {
     bool force_staging; /* device memory is never mapped (tests) */
     uint32_t cm_wide_groups; /* ig_vk_device_params.coopmat_wide_groups, 0 replaced */
     uint32_t cm_split_groups; /* split K until a matmul has this many workgroups (1: never) */
+    uint32_t cm_pf; /* mmcm.comp register prefetch: bit 0 activations (XPF), bit 1 weights (WPF) */
     bool cm_narrow;           /* 32-token tiles for batches of up to 32 */
     uint32_t cm_min_tokens;  /* batches from which large quantized matrices take
                                 the tensor cores instead of the mat-vec: the

@@ -417,6 +417,8 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
                      type_suffix(wa->type));
         }
     } else if (path == IG_VK_MATMUL_COOPMAT) {
+        spec1 = d->cm_pf & 1;
+        spec2 = d->cm_pf >> 1;
         rows_per_group = cp.rows_per_group;
         gy = cp.gy * cp.n_split;
         snprintf(name, sizeof name, "mmcm%s%s_%s", cp.wide ? "_wide" : cp.narrow ? "_narrow" : "", wb ? "_geglu" : "",

@@ -5,8 +5,11 @@
 // tokens (64, 128 with WIDE, 32 with NARROW), CM_KSPAN row elements per step
 // (cmq.glsl):
 //   - weights come as mvq.glsl items (128-bit loads), activations as vec4;
-//     the next step's loads are issued before this step's products, so
-//     memory latency hides behind the tensor cores (register prefetch);
+//     the next step's weight loads are issued before this step's products,
+//     so memory latency hides behind the tensor cores (register prefetch;
+//     WPF, XPF: which loads, the host's choice). Prefetching the
+//     activations too cost more (registers, so workgroups per compute
+//     unit) than it hid: they come from L2, loaded at the store;
 //   - both are stored to shared memory as f16, 8 halves per store;
 //   - each subgroup multiplies a 32 x (BN / (8 / (BM / 32))) block as
 //     fragments of 16 x 8 (k = 16 per product);
@@ -27,6 +30,11 @@
 #include "common.glsl"
 
 layout(local_size_x = 256) in;
+// 1: the next step's activations (XPF) / weights (WPF) prefetched into
+// registers during this step's products; 0: loaded when stored to shared
+// memory (fewer registers)
+layout(constant_id = 1) const uint XPF = 0;
+layout(constant_id = 2) const uint WPF = 1;
 
 layout(set = 0, binding = 1) readonly buffer WA4 { uvec4 wa4[]; };
 layout(set = 0, binding = 1) readonly buffer WA16 { uint16_t wa16[]; };
@@ -132,6 +140,9 @@ void main() {
     // loads of step s into registers (rows past the end read the last row,
     // items past the row end are skipped, tokens past n read as zero)
 #define LOAD_STEP(s)                                                                         \
+    if (WPF != 0u) LOAD_W(s)                                                                 \
+    if (XPF != 0u) LOAD_X(s)
+#define LOAD_W(s)                                                                            \
     [[unroll]] for (uint u = 0u; u < W_PT; u++) {                                            \
         const uint idx = tid + u * 256u;                                                     \
         const uint r = min(row0 + idx / CM_IPS, pc.n_rows - 1u);                             \
@@ -140,7 +151,8 @@ void main() {
             wr[u] = load_a(r * r4s, r * pc.row_u16, it, pc.n_in);                            \
             LOAD_B(u, r, it)                                                                 \
         }                                                                                    \
-    }                                                                                        \
+    }
+#define LOAD_X(s)                                                                            \
     [[unroll]] for (uint u = 0u; u < X_PT; u++) {                                            \
         const uint o = tid + u * 256u, t = o / (CM_KSPAN / 8u), k = (s) * CM_KSPAN + (o % (CM_KSPAN / 8u)) * 8u; \
         if (col0 + t < n && k < pc.n_in) {                                                   \
@@ -161,6 +173,7 @@ void main() {
     LOAD_STEP(s_begin)
     for (uint s = s_begin; s < n_steps; s++) {
         // registers -> shared (f16)
+        if (WPF == 0u) LOAD_W(s)
         [[unroll]] for (uint u = 0u; u < W_PT; u++) {
             const uint idx = tid + u * 256u;
             if (idx < W_ITEMS) {
@@ -188,6 +201,7 @@ void main() {
                 }
             }
         }
+        if (XPF == 0u) LOAD_X(s)
         [[unroll]] for (uint u = 0u; u < X_PT; u++) {
             const uint o = tid + u * 256u, t = o / (CM_KSPAN / 8u), k8 = o % (CM_KSPAN / 8u);
             sb[t * LD8 + k8] = pack8(xr[u][0], xr[u][1]);
