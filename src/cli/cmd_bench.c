@@ -6,7 +6,9 @@
  *             context's n_batch (logits of each chunk's last token only);
  *   tgN       a short prompt (untimed), then N steps of one token each;
  *   tgN@bB    B sequences, each with the same short prompt, then N steps of
- *             B tokens (one per sequence) through one ig_decode per step.
+ *             B tokens (one per sequence) through one ig_decode per step;
+ *   ...@dD    (-d D) every test after D tokens already in each sequence's
+ *             cache (untimed, made once per test): speed at a context depth.
  * Each row also carries the fraction of the machine's limit: the larger of
  * the bytes floor (weights + KV cache read, over the measured memory read
  * bandwidth) and the flops floor (matrix and attention arithmetic, over the
@@ -33,7 +35,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: ignis bench [MODEL] [-p N] [-n N] [-r N] [-t N,...] [--batch B,...]\n"
-            "                   [-b N] [--kv f16|f32] [--backend cpu|vulkan] [--device N]\n"
+            "                   [-d N] [-b N] [--kv f16|f32] [--backend cpu|vulkan] [--device N]\n"
             "                   [--json FILE]\n"
             "Measures prompt processing (ppN) and generation (tgN, and tgN@bB: B sequences\n"
             "decoding together, one ig_decode per step) in tokens/s, mean ± sd over the\n"
@@ -44,6 +46,8 @@ static void usage(FILE *f) {
             "  -r N          repetitions (default 5)\n"
             "  -t N,...      thread counts (default: physical cores)\n"
             "  --batch B,... parallel sequences of the batched tg tests (default 8; 0: none)\n"
+            "  -d N          context depth: N tokens in each sequence's cache before every\n"
+            "                test (untimed; default 0)\n"
             "  -b N          n_batch: the most tokens per ig_decode (default 512)\n"
             "  --kv TYPE     KV cache type (default f16)\n"
             "  --json FILE   also write the results as JSON\n");
@@ -82,7 +86,7 @@ static int parse_list(const char *opt, const char *s, long min, long max, int *o
 
 typedef struct bench_cfg {
     const char *path;
-    long n_prompt, n_gen, reps, n_batch;
+    long n_prompt, n_gen, reps, n_batch, depth;
     int threads[MAX_LIST], n_threads;
     int batches[MAX_LIST], n_batches;
     ig_kv_type kv;
@@ -100,6 +104,7 @@ typedef struct machine {
 typedef struct result {
     char test[48];
     int threads, n_seq;
+    long depth; /* tokens in each sequence's cache before the test */
     double ts[64]; /* per repetition (reps <= 64) */
     int n_ts;
     double mean, sd;
@@ -147,16 +152,40 @@ static void batch_free(batch_buf *b) {
     free(b->want);
 }
 
-/* Prompt processing: n tokens of sequence 0 in chunks of n_batch. */
-static int run_pp(ig_context *ctx, batch_buf *b, const int32_t *prompt, int n, int n_batch,
-                  double *dt) {
-    ig_seq_clear(ctx, 0);
+/* Fills sequence s with positions from .. to - 1 (pseudo-random tokens) in
+ * chunks of n_batch: the depth before a test, or a tg test's short prompt. */
+static int fill_seq(ig_context *ctx, batch_buf *b, int s, int from, int to, int n_batch, int n_vocab) {
+    for (int done = from; done < to;) {
+        int m = to - done < n_batch ? to - done : n_batch;
+        for (int i = 0; i < m; i++) {
+            b->tok[i] = next_token(n_vocab);
+            b->pos[i] = done + i;
+            b->seq[i] = s;
+        }
+        ig_batch batch = {m, b->tok, b->pos, b->seq, NULL};
+        ig_status st = ig_decode(ctx, &batch);
+        if (st != IG_OK) return decode_fail("prompt decode", st);
+        done += m;
+    }
+    return 0;
+}
+
+/* Prompt processing: n tokens of sequence 0 after its first `depth` (kept
+ * from the last call, or made here) in chunks of n_batch. */
+static int run_pp(ig_context *ctx, batch_buf *b, const int32_t *prompt, int n, int n_batch, int depth,
+                  int n_vocab, double *dt) {
+    if (ig_seq_len(ctx, 0) >= depth && depth > 0 && ig_seq_truncate(ctx, 0, depth) == IG_OK) {
+        /* the depth made by an earlier repetition */
+    } else {
+        ig_seq_clear(ctx, 0);
+        if (fill_seq(ctx, b, 0, 0, depth, n_batch, n_vocab)) return 1;
+    }
     double t0 = ig_time_now();
     for (int done = 0; done < n;) {
         int m = n - done < n_batch ? n - done : n_batch;
         for (int i = 0; i < m; i++) {
             b->tok[i] = prompt[done + i];
-            b->pos[i] = done + i;
+            b->pos[i] = depth + done + i;
             b->seq[i] = 0;
         }
         ig_batch batch = {m, b->tok, b->pos, b->seq, NULL};
@@ -168,25 +197,25 @@ static int run_pp(ig_context *ctx, batch_buf *b, const int32_t *prompt, int n, i
     return 0;
 }
 
-/* Generation: every sequence gets the short prompt, then `steps` steps of
- * one token per sequence in one ig_decode (all logits wanted). */
-static int run_tg(ig_context *ctx, batch_buf *b, int n_seq, int steps, int n_vocab, double *dt) {
+/* Generation: every sequence gets the depth (kept from the last call, or
+ * made here) and the short prompt, then `steps` steps of one token per
+ * sequence in one ig_decode (all logits wanted). */
+static int run_tg(ig_context *ctx, batch_buf *b, int n_seq, int steps, int depth, int n_batch, int n_vocab,
+                  double *dt) {
     for (int s = 0; s < n_seq; s++) {
-        ig_seq_clear(ctx, s);
-        for (int i = 0; i < TG_PROMPT; i++) {
-            b->tok[i] = next_token(n_vocab);
-            b->pos[i] = i;
-            b->seq[i] = s;
+        if (depth > 0 && ig_seq_len(ctx, s) >= depth && ig_seq_truncate(ctx, s, depth) == IG_OK) {
+            /* the depth made by an earlier repetition */
+        } else {
+            ig_seq_clear(ctx, s);
+            if (fill_seq(ctx, b, s, 0, depth, n_batch, n_vocab)) return 1;
         }
-        ig_batch batch = {TG_PROMPT, b->tok, b->pos, b->seq, NULL};
-        ig_status st = ig_decode(ctx, &batch);
-        if (st != IG_OK) return decode_fail("prompt decode", st);
+        if (fill_seq(ctx, b, s, depth, depth + TG_PROMPT, n_batch, n_vocab)) return 1;
     }
     double t0 = ig_time_now();
     for (int k = 0; k < steps; k++) {
         for (int s = 0; s < n_seq; s++) {
             b->tok[s] = next_token(n_vocab);
-            b->pos[s] = TG_PROMPT + k;
+            b->pos[s] = depth + TG_PROMPT + k;
             b->seq[s] = s;
             b->want[s] = 1;
         }
@@ -214,14 +243,14 @@ static void account(const ig_model *model, const bench_cfg *cfg, const machine *
     if (is_pp) {
         for (int done = 0; done < cfg->n_prompt;) {
             int m = (int)(cfg->n_prompt - done < n_batch ? cfg->n_prompt - done : n_batch);
-            ig_bench_step st = {1, done, m, 1};
+            ig_bench_step st = {1, (int)cfg->depth + done, m, 1};
             r->bytes += ig_bench_step_bytes(model, cfg->kv, &st);
             r->flops += ig_bench_step_flops(model, &st);
             done += m;
         }
     } else {
         for (int k = 0; k < cfg->n_gen; k++) {
-            ig_bench_step st = {n_seq, TG_PROMPT + k, 1, n_seq};
+            ig_bench_step st = {n_seq, (int)cfg->depth + TG_PROMPT + k, 1, n_seq};
             r->bytes += ig_bench_step_bytes(model, cfg->kv, &st);
             r->flops += ig_bench_step_flops(model, &st);
         }
@@ -293,22 +322,29 @@ static int run_test(ig_model *model, const bench_cfg *cfg, const machine *mc, in
     memset(r, 0, sizeof *r);
     r->threads = threads;
     r->n_seq = is_pp ? 1 : n_seq;
+    r->depth = cfg->depth;
     if (is_pp) snprintf(r->test, sizeof r->test, "pp%ld", cfg->n_prompt);
     else if (batched) snprintf(r->test, sizeof r->test, "tg%ld@b%d", cfg->n_gen, n_seq);
     else snprintf(r->test, sizeof r->test, "tg%ld", cfg->n_gen);
+    if (cfg->depth > 0) {
+        const size_t len = strlen(r->test);
+        snprintf(r->test + len, sizeof r->test - len, "@d%ld", cfg->depth);
+    }
 
     ig_context_params cp = ig_context_default_params();
     cp.n_threads = threads;
     cp.kv_type = cfg->kv;
     int n_batch;
     if (is_pp) {
-        cp.n_ctx = (int)cfg->n_prompt;
+        cp.n_ctx = (int)(cfg->depth + cfg->n_prompt);
         cp.n_seq = 1;
         n_batch = (int)(cfg->n_batch < cfg->n_prompt ? cfg->n_batch : cfg->n_prompt);
     } else {
-        cp.n_ctx = (int)(TG_PROMPT + cfg->n_gen);
+        cp.n_ctx = (int)(cfg->depth + TG_PROMPT + cfg->n_gen);
         cp.n_seq = n_seq;
         n_batch = n_seq > TG_PROMPT ? n_seq : TG_PROMPT;
+        /* the depth goes in in chunks as large as a prompt's */
+        if (cfg->depth > 0 && n_batch < cfg->n_batch) n_batch = (int)cfg->n_batch;
     }
     cp.n_batch = n_batch;
     r->tokens = is_pp ? (double)cfg->n_prompt : (double)cfg->n_gen * n_seq;
@@ -333,10 +369,10 @@ static int run_test(ig_model *model, const bench_cfg *cfg, const machine *mc, in
     for (int rep = -1; !rc && rep < cfg->reps; rep++) {
         progress(r->test, threads, rep, (int)cfg->reps);
         double dt = 0;
-        if (is_pp) rc = run_pp(ctx, &b, prompt, (int)cfg->n_prompt, n_batch, &dt);
+        if (is_pp) rc = run_pp(ctx, &b, prompt, (int)cfg->n_prompt, n_batch, (int)cfg->depth, hp->n_vocab_real, &dt);
         else {
             int steps = rep < 0 && cfg->n_gen > TG_WARMUP ? TG_WARMUP : (int)cfg->n_gen;
-            rc = run_tg(ctx, &b, n_seq, steps, hp->n_vocab_real, &dt);
+            rc = run_tg(ctx, &b, n_seq, steps, (int)cfg->depth, n_batch, hp->n_vocab_real, &dt);
         }
         if (!rc && rep >= 0) r->ts[r->n_ts++] = dt > 0 ? r->tokens / dt : 0;
     }
@@ -385,6 +421,7 @@ static json_t *result_json(const result *r) {
     json_object_set_new(o, "test", json_string(r->test));
     json_object_set_new(o, "threads", json_integer(r->threads));
     json_object_set_new(o, "n_seq", json_integer(r->n_seq));
+    json_object_set_new(o, "depth", json_integer(r->depth));
     json_object_set_new(o, "tokens", json_integer((json_int_t)r->tokens));
     json_object_set_new(o, "samples_ts", samples);
     json_object_set_new(o, "avg_ts", json_real(r->mean));
@@ -427,6 +464,9 @@ static int parse_args(int argc, char **argv, bench_cfg *c) {
             i++;
         } else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) {
             if (cli_parse_int(a, v, 1, 64, &c->reps)) return 2;
+            i++;
+        } else if (!strcmp(a, "-d") || !strcmp(a, "--n-depth")) {
+            if (cli_parse_int(a, v, 0, 1 << 20, &c->depth)) return 2;
             i++;
         } else if (!strcmp(a, "-b") || !strcmp(a, "--n-batch")) {
             if (cli_parse_int(a, v, 1, 65536, &c->n_batch)) return 2;
@@ -584,6 +624,7 @@ int cmd_bench(int argc, char **argv) {
         json_t *jcfg = json_object();
         json_object_set_new(jcfg, "n_prompt", json_integer(cfg.n_prompt));
         json_object_set_new(jcfg, "n_gen", json_integer(cfg.n_gen));
+        json_object_set_new(jcfg, "n_depth", json_integer(cfg.depth));
         json_object_set_new(jcfg, "repetitions", json_integer(cfg.reps));
         json_object_set_new(jcfg, "n_batch", json_integer(cfg.n_batch));
         json_object_set_new(jcfg, "tg_prompt", json_integer(TG_PROMPT));

@@ -4,7 +4,7 @@ message. Speed is never asserted (docs/performance.md): only that the numbers
 are present, finite and positive.
 
 Interface (src/cli/cmd_bench.c):
-    ignis bench [MODEL] [-p N] [-n N] [-r N] [-t N,...] [--batch B,...] [--json FILE]
+    ignis bench [MODEL] [-p N] [-n N] [-r N] [-t N,...] [--batch B,...] [-d N] [--json FILE]
 """
 from __future__ import annotations
 
@@ -87,7 +87,30 @@ def test_bench_tiny_json(ignis_build: Path, tmp_path: Path):
     assert rows["pp16"]["flops_per_token"] >= 2 * m["layer_matrix_params"]
 
 
+def test_bench_depth(ignis_build: Path, tmp_path: Path):
+    """-d N: every test runs after N tokens in each sequence's cache; the rows
+    say so, and their floors count the longer cache reads."""
+    rows = {}
+    for depth in (0, 40):
+        out = tmp_path / f"bench{depth}.json"
+        p = bench(ignis_build, str(TINY), "-p", "8", "-n", "4", "-r", "2", "-t", "1", "--batch", "2",
+                  "-d", str(depth), "--json", str(out))
+        assert p.returncode == 0, p.stderr
+        j = json.loads(out.read_text())
+        assert j["config"]["n_depth"] == depth
+        for r in j["results"]:
+            assert r["depth"] == depth
+            assert len(r["samples_ts"]) == 2 and all(positive(x) for x in r["samples_ts"]), r
+            rows[r["test"]] = r
+    assert {"pp8@d40", "tg4@d40", "tg4@b2@d40"} <= set(rows), set(rows)
+    assert "| tg4@b2@d40 " in p.stdout, p.stdout
+    for test in ("pp8", "tg4", "tg4@b2"):
+        assert rows[f"{test}@d40"]["bytes_per_token"] > rows[test]["bytes_per_token"]
+        assert rows[f"{test}@d40"]["flops_per_token"] > rows[test]["flops_per_token"]
+
+
 @pytest.mark.parametrize("args, message", [
+    (["-d", "-1"], "-d expects an integer"),
     (["-p", "abc"], "-p expects an integer"),
     (["-p", "-5"], "-p expects an integer"),
     (["-r", "0"], "-r expects an integer"),

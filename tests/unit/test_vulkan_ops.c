@@ -745,6 +745,7 @@ typedef struct attn_case {
     int n_head, n_kv, hd, n_tok, window, n_seq, cap;
     ig_kv_type type;
     float softcap;
+    int min_pos; /* sequences continue from min_pos + [0, 300) */
 } attn_case;
 
 static void run_attention(ig_vk_device *d, attn_case c) {
@@ -770,7 +771,7 @@ static void run_attention(ig_vk_device *d, attn_case c) {
     /* each sequence continues from a random length; tokens interleave */
     int32_t pos[128], seq[128];
     int next[4];
-    for (int s = 0; s < c.n_seq; s++) next[s] = (int)(rnd_u32() % 300u);
+    for (int s = 0; s < c.n_seq; s++) next[s] = c.min_pos + (int)(rnd_u32() % 300u);
     for (int t = 0; t < c.n_tok; t++) {
         seq[t] = (int32_t)(rnd_u32() % (uint32_t)c.n_seq);
         pos[t] = next[seq[t]]++;
@@ -847,17 +848,22 @@ IG_TEST(vulkan_attention) {
         for (size_t k = 0; k < IG_ARRAY_LEN(toks); k++) {
             int T = toks[k];
             /* global layer: the whole context */
-            run_attention(d, (attn_case){4, 2, hds[i], T, 0, 2, 512, IG_KV_F32, 0.0f});
+            run_attention(d, (attn_case){4, 2, hds[i], T, 0, 2, 512, IG_KV_F32, 0.0f, 0});
             /* sliding layer with a ring smaller than the context */
-            run_attention(d, (attn_case){4, 1, hds[i], T, 37, 2, 37 + T - 1, IG_KV_F32, 0.0f});
-            run_attention(d, (attn_case){2, 2, hds[i], T, 100, 3, 100 + T - 1, IG_KV_F16, 0.0f});
+            run_attention(d, (attn_case){4, 1, hds[i], T, 37, 2, 37 + T - 1, IG_KV_F32, 0.0f, 0});
+            run_attention(d, (attn_case){2, 2, hds[i], T, 100, 3, 100 + T - 1, IG_KV_F16, 0.0f, 0});
         }
     }
-    run_attention(d, (attn_case){8, 4, 128, 5, 0, 1, 512, IG_KV_F16, 0.0f});
-    run_attention(d, (attn_case){4, 4, 64, 3, 0, 1, 512, IG_KV_F32, 50.0f}); /* softcap */
+    run_attention(d, (attn_case){8, 4, 128, 5, 0, 1, 512, IG_KV_F16, 0.0f, 0});
+    run_attention(d, (attn_case){4, 4, 64, 3, 0, 1, 512, IG_KV_F32, 50.0f, 0}); /* softcap */
+    /* long contexts: every chunk takes a share of the keys a token attends
+       (here 1500-1800: 47-57 keys per chunk, not a multiple of the
+       subgroups), whatever the cache's size */
+    run_attention(d, (attn_case){4, 2, 128, 1, 0, 2, 4096, IG_KV_F16, 0.0f, 1500});
+    run_attention(d, (attn_case){4, 1, 256, 3, 1000, 1, 1002, IG_KV_F32, 0.0f, 1500});
     d = device_staging();
     REQUIRE(d != NULL);
-    run_attention(d, (attn_case){4, 2, 128, 17, 37, 2, 37 + 16, IG_KV_F16, 0.0f});
+    run_attention(d, (attn_case){4, 2, 128, 17, 37, 2, 37 + 16, IG_KV_F16, 0.0f, 0});
 }
 
 /* The attention output's int8 copy, written by attn_reduce for the int8

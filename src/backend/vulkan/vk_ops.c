@@ -663,10 +663,12 @@ ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, i
     uint64_t chunks = (d->attn_wgs + T * kv->n_head_kv - 1) / (T * (uint64_t)kv->n_head_kv);
     if (chunks > 32) chunks = 32;
     if (chunks < 1) chunks = 1;
-    uint64_t C = (n_keys + chunks - 1) / chunks;
-    C = (C + 15) / 16 * 16;
-    chunks = (n_keys + C - 1) / C;
-    pc.chunk = (uint32_t)C;
+    /* chunks of at least 16 keys (4 per subgroup); how many keys each takes
+       is decided per token (attn_chunk_keys), from the keys it attends now,
+       not from the cache's size: a long context holding few tokens keeps
+       every chunk busy */
+    if (chunks > (n_keys + 15) / 16) chunks = (n_keys + 15) / 16;
+    pc.chunk = 16;
     pc.n_chunks = (uint32_t)chunks;
     const ig_vk_buffer *scratch = NULL;
     if (chunks > 1) {

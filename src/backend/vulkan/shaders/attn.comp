@@ -3,7 +3,8 @@
 // workgroup per (kv head, token, chunk of keys) serves the G query heads
 // that share the kv head. Token t (sequence s, position p) attends keys j in
 // [lo, p], lo = max(0, p - W + 1) (W = window, 0 = unlimited), slot j % cap;
-// chunk c covers keys lo + c*C .. lo + (c+1)*C - 1.
+// chunk c covers keys lo + c*C .. lo + (c+1)*C - 1, C = attn_chunk_keys of
+// the token's p - lo + 1 keys (common.glsl).
 // NSG subgroups of SG invocations: each subgroup takes every NSG-th key of
 // the chunk; its lanes hold head_dim / SG dims of q and of the output and
 // the q.k dot is a subgroupAdd, so the K and V rows are read coalesced and
@@ -44,7 +45,7 @@ layout(push_constant) uniform PC {
     uint kc_off, vc_off, cap, n_seq, kv_dim;
     uint window;
     float scale, softcap;
-    uint chunk, n_chunks; // keys per chunk, chunks per token (1: no split)
+    uint chunk, n_chunks; // the fewest keys per chunk, chunks per token (1: no split)
 } pc;
 
 shared float s_m[NSG * G], s_l[NSG * G];
@@ -58,7 +59,8 @@ void main() {
     const bool valid = p >= 0 && s >= 0 && uint(s) < pc.n_seq;
     const uint lo = valid && pc.window > 0u ? uint(max(0, p - int(pc.window) + 1)) : 0u;
     const uint hi = valid ? uint(p) : 0u;
-    const uint j0 = lo + c * pc.chunk;
+    const uint C = attn_chunk_keys(hi - lo + 1u, pc.n_chunks, pc.chunk);
+    const uint j0 = lo + c * C;
     if (!valid || j0 > hi) {
         // no keys: zero output (an invalid row), nothing for a skipped chunk
 #ifndef SPLIT
@@ -68,7 +70,7 @@ void main() {
 #endif
         return;
     }
-    const uint j1 = min(hi, j0 + pc.chunk - 1u);
+    const uint j1 = min(hi, j0 + C - 1u);
     const uint dpl = pc.hd / SG;
     const bool pairs = (dpl & 1u) == 0u && ((pc.kc_off | pc.vc_off | pc.kv_dim) & 1u) == 0u;
     const uint base = uint(s) * pc.cap * pc.kv_dim + kvh * pc.hd;

@@ -52,7 +52,7 @@ void main() {
             continue;
         }
         const uint lo = pc.window > 0u ? uint(max(0, p - int(pc.window) + 1)) : 0u;
-        const uint nc = min(pc.n_chunks, (uint(p) - lo) / pc.chunk + 1u);
+        const uint nc = min(pc.n_chunks, (uint(p) - lo) / attn_chunk_keys(uint(p) - lo + 1u, pc.n_chunks, pc.chunk) + 1u);
         const uint pb = (t * pc.n_head + h) * pc.n_chunks * (pc.hd + 2u);
         float M = -1.0e30;
         for (uint c = 0u; c < nc; c++) M = max(M, ps[pb + c * (pc.hd + 2u) + pc.hd]);

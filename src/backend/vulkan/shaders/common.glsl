@@ -89,3 +89,10 @@ float tanh_acc(float x) {
     float t = (1.0 - e) / (1.0 + e);
     return x < 0.0 ? -t : t;
 }
+
+// Keys per chunk of the split attention (attn.comp, attn_reduce.comp): the
+// len keys a token attends spread over its n chunks, at least min_keys
+// each, so that every chunk works however long the context has grown (the
+// graph's chunk count is fixed when it is recorded; the keys are not).
+uint attn_chunk_keys(uint len, uint n, uint min_keys) { return max(min_keys, (len + n - 1u) / n); }
+
