@@ -170,16 +170,19 @@ static int fill_seq(ig_context *ctx, batch_buf *b, int s, int from, int to, int 
     return 0;
 }
 
-/* Prompt processing: n tokens of sequence 0 after its first `depth` (kept
- * from the last call, or made here) in chunks of n_batch. */
+/* Sequence s holding its first `depth` positions only: those an earlier
+ * repetition made, where the cache still holds them, else made again. */
+static int to_depth(ig_context *ctx, batch_buf *b, int s, int depth, int n_batch, int n_vocab) {
+    if (depth > 0 && ig_seq_len(ctx, s) >= depth && ig_seq_truncate(ctx, s, depth) == IG_OK) return 0;
+    ig_seq_clear(ctx, s);
+    return fill_seq(ctx, b, s, 0, depth, n_batch, n_vocab);
+}
+
+/* Prompt processing: n tokens of sequence 0 after its first `depth`, in
+ * chunks of n_batch. */
 static int run_pp(ig_context *ctx, batch_buf *b, const int32_t *prompt, int n, int n_batch, int depth,
                   int n_vocab, double *dt) {
-    if (ig_seq_len(ctx, 0) >= depth && depth > 0 && ig_seq_truncate(ctx, 0, depth) == IG_OK) {
-        /* the depth made by an earlier repetition */
-    } else {
-        ig_seq_clear(ctx, 0);
-        if (fill_seq(ctx, b, 0, 0, depth, n_batch, n_vocab)) return 1;
-    }
+    if (to_depth(ctx, b, 0, depth, n_batch, n_vocab)) return 1;
     double t0 = ig_time_now();
     for (int done = 0; done < n;) {
         int m = n - done < n_batch ? n - done : n_batch;
@@ -197,18 +200,13 @@ static int run_pp(ig_context *ctx, batch_buf *b, const int32_t *prompt, int n, i
     return 0;
 }
 
-/* Generation: every sequence gets the depth (kept from the last call, or
- * made here) and the short prompt, then `steps` steps of one token per
- * sequence in one ig_decode (all logits wanted). */
+/* Generation: every sequence gets the depth and the short prompt, then
+ * `steps` steps of one token per sequence in one ig_decode (all logits
+ * wanted). */
 static int run_tg(ig_context *ctx, batch_buf *b, int n_seq, int steps, int depth, int n_batch, int n_vocab,
                   double *dt) {
     for (int s = 0; s < n_seq; s++) {
-        if (depth > 0 && ig_seq_len(ctx, s) >= depth && ig_seq_truncate(ctx, s, depth) == IG_OK) {
-            /* the depth made by an earlier repetition */
-        } else {
-            ig_seq_clear(ctx, s);
-            if (fill_seq(ctx, b, s, 0, depth, n_batch, n_vocab)) return 1;
-        }
+        if (to_depth(ctx, b, s, depth, n_batch, n_vocab)) return 1;
         if (fill_seq(ctx, b, s, depth, depth + TG_PROMPT, n_batch, n_vocab)) return 1;
     }
     double t0 = ig_time_now();

@@ -87,6 +87,7 @@ def test_bench_tiny_json(ignis_build: Path, tmp_path: Path):
     assert rows["pp16"]["flops_per_token"] >= 2 * m["layer_matrix_params"]
 
 
+@pytest.mark.asan
 def test_bench_depth(ignis_build: Path, tmp_path: Path):
     """-d N: every test runs after N tokens in each sequence's cache; the rows
     say so, and their floors count the longer cache reads."""
