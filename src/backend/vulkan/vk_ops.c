@@ -320,14 +320,14 @@ static ig_status cm_prepare(ig_vk_graph *g, const ig_vk_buffer *wa, bool geglu, 
     uint64_t groups = 0;
     for (int i = 0; i < wa->n_parts; i++) groups += ceil_div((uint64_t)wa->parts[i].n_rows, p->rows_per_group);
     groups *= p->gy;
-    /* each split keeps at least 4 steps: its loads and stores stay small
-       against its products */
     /* the target counts workgroups of 64-token work: a 32-token tile does
        half (H100, 27B Q4_K_M with 1024 against 2048 32-token workgroups:
        16 streams 428 -> 450 tokens/s, 32 streams 817 -> 852) */
     const uint64_t target = p->narrow && d->cm_split_groups > 1 ? 2 * (uint64_t)d->cm_split_groups
                                                                 : d->cm_split_groups;
     uint64_t want = groups < target ? ceil_div(target, groups) : 1;
+    /* each split keeps at least 4 steps: its loads and stores stay small
+       against its products */
     if (want > n_steps / 4) want = n_steps / 4;
     if (want > CM_MAX_SPLIT) want = CM_MAX_SPLIT;
     if (want < 2) return IG_OK;
@@ -663,12 +663,13 @@ ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, i
     uint64_t chunks = (d->attn_wgs + T * kv->n_head_kv - 1) / (T * (uint64_t)kv->n_head_kv);
     if (chunks > 32) chunks = 32;
     if (chunks < 1) chunks = 1;
-    /* chunks of at least 16 keys (4 per subgroup); how many keys each takes
-       is decided per token (attn_chunk_keys), from the keys it attends now,
-       not from the cache's size: a long context holding few tokens keeps
-       every chunk busy */
-    if (chunks > (n_keys + 15) / 16) chunks = (n_keys + 15) / 16;
-    pc.chunk = 16;
+    /* chunks of at least min_keys keys (4 per subgroup); how many keys each
+       takes is decided per token (attn_chunk_keys), from the keys it attends
+       now, not from the cache's size: a long context holding few tokens
+       keeps every chunk busy */
+    const uint32_t min_keys = 4 * NSG;
+    if (chunks > (n_keys + min_keys - 1) / min_keys) chunks = (n_keys + min_keys - 1) / min_keys;
+    pc.chunk = min_keys;
     pc.n_chunks = (uint32_t)chunks;
     const ig_vk_buffer *scratch = NULL;
     if (chunks > 1) {
