@@ -497,7 +497,11 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
            219.5 (tpr 32) against 227.4 (tpr 64). Items per lane per pass
            (unroll), 128,1,1,64: 2 83.9, 3 74.3, 4 79.9; 128,1,1,32,4 80.3;
            64,1,1,32,4 80.6 (in profiles, where every dispatch runs alone,
-           unroll 4 was faster: 13.6 against 16.0 ms per token) */
+           unroll 4 was faster: 13.6 against 16.0 ms per token). Since the
+           last pass is predicated (a 5376-long row was a pass of 2 and a
+           one-item tail before): 128,1,1,64,2 83.7 and b8 262 (was 233);
+           max unroll 3 84.1 / 218; 4 84.2 / 218; 128,1,1,32,6 76.5 / 151;
+           128,2,1,64,3 83.0 / 215; 128,1,1,128,2 80.1 / 229 */
         d->mv_wg = cpu ? 32 : 128;
         d->mv_nr1 = cpu ? 4 : 1;
         d->mv_nrn = 1; /* several tokens: registers go to the columns */

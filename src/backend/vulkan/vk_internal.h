@@ -170,8 +170,9 @@ struct ig_vk_device {
     int n_pipes, cap_pipes;
     uint32_t wg_size; /* default local size for spec-constant shaders */
     /* mat-vec tuning (mv.comp): workgroup size, rows per group for one token
-     * and for several, invocations per group, items per lane per loop pass
-     * ($IGNIS_VK_MV="wg,nr1,nrn,tpr,unroll") */
+     * and for several, invocations per group, most items per lane per loop
+     * pass (each matrix takes as few passes as this allows;
+     * $IGNIS_VK_MV="wg,nr1,nrn,tpr,unroll") */
     uint32_t mv_wg, mv_nr1, mv_nrn, mv_tpr, mv_unroll;
     /* batches up to which the int8 mat-vec runs (else the tiled kernel;
        matrices large enough for the tensor cores leave it at cm_min_tokens;

@@ -57,6 +57,27 @@ static ig_status view_bind(ig_vk_graph *g, const char *what, const ig_vk_buffer 
 
 static uint32_t ceil_div(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
 
+/* Items of a weight row in mv.comp (MV_ITEMS in mvq.glsl). */
+static uint64_t mv_items(ig_dtype t, int64_t n_in) {
+    switch (t) {
+    case IG_TYPE_Q6_K: return (uint64_t)n_in / 64;
+    case IG_TYPE_F32:
+    case IG_TYPE_F16:
+    case IG_TYPE_BF16: return (uint64_t)n_in / 8;
+    default: return (uint64_t)n_in / 32;
+    }
+}
+
+/* mv.comp's items per lane per pass: as few passes as max_unroll allows,
+ * then as few items per pass as those passes need (the last pass is
+ * predicated, so a slot past the row's end costs issue slots, not bytes). */
+static uint32_t mv_unroll(uint64_t items, uint32_t tpr, uint32_t max_unroll) {
+    uint64_t passes = (items + (uint64_t)tpr * max_unroll - 1) / ((uint64_t)tpr * max_unroll);
+    if (passes == 0) passes = 1;
+    const uint32_t u = ceil_div(items, (uint64_t)tpr * passes);
+    return u ? u : 1;
+}
+
 /* A 1-D count of workgroups folded into x (<= 65535) and z. */
 static void fold(uint32_t n, uint32_t *x, uint32_t *z) {
     if (n <= 65535) {
@@ -434,7 +455,8 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
     }
     VkPipeline pipe;
     const bool mv = path == IG_VK_MATMUL_FAST || path == IG_VK_MATMUL_INT8;
-    const uint32_t spec[5] = {spec0, spec1, spec2, mv ? d->mv_tpr : 0, mv ? d->mv_unroll : 0};
+    const uint32_t spec[5] = {spec0, spec1, spec2, mv ? d->mv_tpr : 0,
+                              mv ? mv_unroll(mv_items(wa->type, n_in), d->mv_tpr, d->mv_unroll) : 0};
     IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline_spec(d, name, spec, 5, &pipe)));
     for (int i = 0; i < wa->n_parts; i++) {
         const ig_vk_part *pa = &wa->parts[i], *pb = wb ? &wb->parts[i] : NULL;

@@ -109,55 +109,38 @@ void main() {
     uint xb[NCOLS];
     [[unroll]] for (uint c = 0u; c < NCOLS; c++) xb[c] = X_INDEX(pc.x_off + (c0 + min(c, nc - 1u)) * pc.x_stride);
 
-    // UNROLL items per lane per pass: all their loads are in flight before
-    // the first is used
-    uint it = lane;
-    for (; it + (UNROLL - 1u) * TPR < ni; it += UNROLL * TPR) {
+    // UNROLL items per lane per pass, all their loads in flight before the
+    // first is used. The last pass is predicated rather than left to a
+    // one-item loop: a row shorter than TPR * UNROLL items (5376 elements
+    // are 168 Q4_K items) is then one round trip to memory, not two or more.
+    // Items past the row's end reload its last item and add nothing.
+    for (uint it = lane; it < ni; it += UNROLL * TPR) {
         ITEM wa[NR * UNROLL];
 #ifdef GEGLU
         ITEM wb[NR * UNROLL];
 #endif
         [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
+            const uint iu = min(it + u * TPR, ni - 1u);
             [[unroll]] for (uint r = 0u; r < NR; r++) {
                 const uint row = min(r0 + r, pc.n_rows - 1u); // rows past the end: loaded, never stored
-                wa[u * NR + r] = load_a(row * r4s, row * pc.row_u16, it + u * TPR, pc.n_in);
+                wa[u * NR + r] = load_a(row * r4s, row * pc.row_u16, iu, pc.n_in);
 #ifdef GEGLU
-                wb[u * NR + r] = load_b(row * r4s, row * pc.row_u16, it + u * TPR, pc.n_in);
+                wb[u * NR + r] = load_b(row * r4s, row * pc.row_u16, iu, pc.n_in);
 #endif
             }
         }
-        [[unroll]] for (uint c = 0u; c < NCOLS; c++) {
-            if (c < nc) {
-                [[unroll]] for (uint r = 0u; r < NR; r++) {
-                    [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
-                        acc[r * NCOLS + c] += dot_a(wa[u * NR + r], it + u * TPR, xb[c]);
+        [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
+            const uint iu = it + u * TPR;
+            if (iu < ni) {
+                [[unroll]] for (uint c = 0u; c < NCOLS; c++) {
+                    if (c < nc) {
+                        [[unroll]] for (uint r = 0u; r < NR; r++) {
+                            acc[r * NCOLS + c] += dot_a(wa[u * NR + r], iu, xb[c]);
 #ifdef GEGLU
-                        accb[r * NCOLS + c] += dot_b(wb[u * NR + r], it + u * TPR, xb[c]);
+                            accb[r * NCOLS + c] += dot_b(wb[u * NR + r], iu, xb[c]);
 #endif
+                        }
                     }
-                }
-            }
-        }
-    }
-    for (; it < ni; it += TPR) {
-        ITEM wa[NR];
-#ifdef GEGLU
-        ITEM wb[NR];
-#endif
-        [[unroll]] for (uint r = 0u; r < NR; r++) {
-            const uint row = min(r0 + r, pc.n_rows - 1u);
-            wa[r] = load_a(row * r4s, row * pc.row_u16, it, pc.n_in);
-#ifdef GEGLU
-            wb[r] = load_b(row * r4s, row * pc.row_u16, it, pc.n_in);
-#endif
-        }
-        [[unroll]] for (uint c = 0u; c < NCOLS; c++) {
-            if (c < nc) {
-                [[unroll]] for (uint r = 0u; r < NR; r++) {
-                    acc[r * NCOLS + c] += dot_a(wa[r], it, xb[c]);
-#ifdef GEGLU
-                    accb[r * NCOLS + c] += dot_b(wb[r], it, xb[c]);
-#endif
                 }
             }
         }
