@@ -12,6 +12,7 @@
 #define MATVEC_ROWS 2 /* NROWS in matvec.comp */
 #define MATMUL_TILE 64
 #define ELT_WG 256
+#define X8_WG 64 /* quant_x8.comp: units of 256 are 64 invocations */
 
 static ig_status bad(ig_vk_graph *g, const char *fmt, const char *what) {
     return ig_vk_graph_set_error(g, ig_fail(IG_ERR_INVALID_ARG, fmt, what));
@@ -206,15 +207,13 @@ static ig_status quant_x8(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_bind *src
     ig_vk_bind b[2] = {*src, {c->buf->parts, 0, T * *q_stride * 16, true}};
     IG_TRY(ig_vk_rec_hazards(g, b, 2));
     VkPipeline pipe;
-    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(d, "quant_x8", d->wg_size, 0, &pipe)));
+    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(d, "quant_x8", X8_WG, 0, &pipe)));
     struct {
         uint32_t rows_sel, n_in, x_off, x_stride, q_stride, kind;
     } pc = {(uint32_t)rows, (uint32_t)n_in, xoff, xs, *q_stride, kind};
     const ig_vk_part *parts[2] = {src->part, c->buf->parts};
-    /* an invocation per block of 32, 32 invocations per block of 256 */
-    const uint32_t per_group = kind ? d->wg_size / 32 : d->wg_size;
-    IG_TRY(ig_vk_rec_dispatch(g, pipe, parts, 2, &pc, sizeof pc, ceil_div(n_in / x8_unit(kind), per_group),
-                              (uint32_t)T, 1));
+    /* an invocation per vec4 */
+    IG_TRY(ig_vk_rec_dispatch(g, pipe, parts, 2, &pc, sizeof pc, ceil_div(n_in / 4, X8_WG), (uint32_t)T, 1));
     x8_holds(g, src, xoff, xs, n_in, rows, kind);
     return IG_OK;
 }
@@ -718,7 +717,8 @@ ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, i
     bool x8 = x8_wanted(g, width, ooff, os, &pc.kind);
     if (x8 && kv->head_dim < (int)x8_unit(pc.kind) && x8_unit(pc.kind) % kv->head_dim == 0)
         pc.hpw = x8_unit(pc.kind) / (uint32_t)kv->head_dim; /* heads sharing a block */
-    x8 = x8 && (pc.hpw * (uint32_t)kv->head_dim) % x8_unit(pc.kind) == 0 && n_head % (int)pc.hpw == 0;
+    x8 = x8 && (pc.hpw * (uint32_t)kv->head_dim) % x8_unit(pc.kind) == 0 && n_head % (int)pc.hpw == 0 &&
+         pc.hpw * (uint32_t)kv->head_dim <= 256; /* attn_reduce.comp's o_sh4: a vec4 per invocation */
     if (!x8) pc.hpw = 1;
     if (x8) {
         IG_TRY(x8_scratch(g, width, T, &pc.x8_stride));

@@ -1,13 +1,14 @@
 #version 450
 // The fused norms between two blocks of a layer, for rows whose width and
 // offsets are multiples of 4, with the row in registers (RV vec4 per
-// invocation, width <= 4 * RV * local size): one load of each input, no
-// re-reads, so the three dependent phases cost one memory latency each.
+// invocation, width <= 4 * RV * local size): one load of each input, all
+// issued first, no re-reads.
 //   y += x / sqrt(mean(x^2) + eps) * w     (post-norm + residual)
 //   z = y / sqrt(mean(y^2) + eps) * w2     (the next block's pre-norm)
 // The same sums as rmsnorm.comp -DADD -DNORM2, in a different order.
 // X8: z also as int8 blocks (x8.glsl), the input of the int8 mat-vecs that
-// read z, which then need no quant_x8 dispatch of their own.
+// read z, which then need no quant_x8 dispatch of their own; quantized from
+// the registers (x8_quant_vec4), the local size a multiple of 64.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
@@ -18,12 +19,10 @@ layout(set = 0, binding = 1) readonly buffer XB { vec4 xs4[]; };
 layout(set = 0, binding = 2) readonly buffer WB { vec4 ws4[]; };
 layout(set = 0, binding = 3) buffer YB { vec4 ys4[]; };
 layout(set = 0, binding = 4) readonly buffer W2B { vec4 w2s4[]; };
-#ifdef X8
-layout(set = 0, binding = 5) coherent buffer ZB { vec4 zs4[]; };
-layout(set = 0, binding = 6) writeonly buffer QB { uvec4 q4[]; };
-layout(set = 0, binding = 6) writeonly buffer QM { vec4 qm4[]; };
-#else
 layout(set = 0, binding = 5) writeonly buffer ZB { vec4 zs4[]; };
+#ifdef X8
+layout(set = 0, binding = 6) writeonly buffer QU { uint q1[]; };
+layout(set = 0, binding = 6) writeonly buffer QM { vec4 qm4[]; };
 #endif
 
 layout(push_constant) uniform PC {
@@ -35,8 +34,7 @@ layout(push_constant) uniform PC {
 } pc;
 
 #ifdef X8
-uint g_zb4;
-#define X8_SRC(i) zs4[g_zb4 + (i)]
+#define X8_VEC4
 #include "x8.glsl"
 #endif
 
@@ -46,12 +44,16 @@ void main() {
     const uint tid = gl_LocalInvocationID.x, nt = gl_WorkGroupSize.x, n4 = pc.d / 4u;
     const uint xb = (pc.x_off + t * pc.x_stride) / 4u, yb = (pc.y_off + t * pc.y_stride) / 4u;
     const uint zb = (pc.z_off + t * pc.z_stride) / 4u, wb = pc.w_off / 4u, w2b = pc.w2_off / 4u;
-    vec4 v[RV], y[RV];
+    // the norm weights too are loaded up front: the phases wait on one
+    // memory latency, not three
+    vec4 v[RV], y[RV], g1[RV], g2[RV];
     float ss = 0.0;
     [[unroll]] for (uint k = 0u; k < RV; k++) {
         const uint i = tid + k * nt;
         v[k] = i < n4 ? xs4[xb + i] : vec4(0.0);
         y[k] = i < n4 ? ys4[yb + i] : vec4(0.0);
+        g1[k] = i < n4 ? ws4[wb + i] : vec4(0.0);
+        g2[k] = i < n4 ? w2s4[w2b + i] : vec4(0.0);
         ss += dot(v[k], v[k]);
     }
     ss = wg_sum(ss);
@@ -60,7 +62,7 @@ void main() {
     [[unroll]] for (uint k = 0u; k < RV; k++) {
         const uint i = tid + k * nt;
         if (i < n4) {
-            y[k] += v[k] * scale * ws4[wb + i];
+            y[k] += v[k] * scale * g1[k];
             ys4[yb + i] = y[k];
             ss2 += dot(y[k], y[k]);
         }
@@ -69,12 +71,10 @@ void main() {
     const float scale2 = 1.0 / sqrt(ss2 / float(pc.d) + pc.eps);
     [[unroll]] for (uint k = 0u; k < RV; k++) {
         const uint i = tid + k * nt;
-        if (i < n4) zs4[zb + i] = y[k] * scale2 * w2s4[w2b + i];
-    }
+        const vec4 z = i < n4 ? y[k] * scale2 * g2[k] : vec4(0.0);
+        if (i < n4) zs4[zb + i] = z;
 #ifdef X8
-    memoryBarrierBuffer();
-    barrier();
-    g_zb4 = zb;
-    x8_quant_row(pc.d, pc.kind, t * pc.q_stride);
+        x8_quant_vec4(z, i, i < n4, pc.kind, t * pc.q_stride);
 #endif
+    }
 }

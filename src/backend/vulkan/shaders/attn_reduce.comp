@@ -8,13 +8,14 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #ifdef X8
-layout(set = 0, binding = 6) writeonly buffer QB { uvec4 q4[]; };
+layout(set = 0, binding = 6) writeonly buffer QU { uint q1[]; };
 layout(set = 0, binding = 6) writeonly buffer QM { vec4 qm4[]; };
 shared vec4 o_sh4[64]; // the outputs of the workgroup's heads
-#define X8_SRC(i) o_sh4[i]
+#define X8_VEC4
 #endif
 
 layout(local_size_x = 64) in;
+shared float e_sh[64]; // exp(m_c - M) of a tile of chunks
 
 layout(set = 0, binding = 4) writeonly buffer OB { float os[]; };
 layout(set = 0, binding = 5) readonly buffer PB { float ps[]; };
@@ -53,26 +54,49 @@ void main() {
         }
         const uint lo = pc.window > 0u ? uint(max(0, p - int(pc.window) + 1)) : 0u;
         const uint nc = min(pc.n_chunks, (uint(p) - lo) / attn_chunk_keys(uint(p) - lo + 1u, pc.n_chunks, pc.chunk) + 1u);
-        const uint pb = (t * pc.n_head + h) * pc.n_chunks * (pc.hd + 2u);
-        float M = -1.0e30;
-        for (uint c = 0u; c < nc; c++) M = max(M, ps[pb + c * (pc.hd + 2u) + pc.hd]);
-        float L = 0.0;
-        for (uint c = 0u; c < nc; c++)
-            L += ps[pb + c * (pc.hd + 2u) + pc.hd + 1u] * exp(ps[pb + c * (pc.hd + 2u) + pc.hd] - M);
-        const float inv = 1.0 / L;
-        for (uint d = tid; d < pc.hd; d += 64u) {
-            float O = 0.0;
-            for (uint c = 0u; c < nc; c++)
-                O += ps[pb + c * (pc.hd + 2u) + d] * exp(ps[pb + c * (pc.hd + 2u) + pc.hd] - M);
-            os[ob + d] = O * inv;
+        const uint pb = (t * pc.n_head + h) * pc.n_chunks * (pc.hd + 2u), cs = pc.hd + 2u;
+        // the chunks' maxima and sums read by the invocations side by side,
+        // then each output element sums its chunks from shared weights: the
+        // loads of a chunk loop no longer wait on one another
+        float m = -1.0e30;
+        for (uint c = tid; c < nc; c += 64u) m = max(m, ps[pb + c * cs + pc.hd]);
+        const float M = wg_max(m);
+        float l = 0.0;
+        for (uint c = tid; c < nc; c += 64u) l += ps[pb + c * cs + pc.hd + 1u] * exp(ps[pb + c * cs + pc.hd] - M);
+        const float inv = 1.0 / wg_sum(l);
+        float O[4] = float[4](0.0, 0.0, 0.0, 0.0); // d = tid + 64 j, hd <= 256
+        for (uint c0 = 0u; c0 < nc; c0 += 64u) {
+            barrier(); // the previous tile's weights are read
+            if (c0 + tid < nc) e_sh[tid] = exp(ps[pb + (c0 + tid) * cs + pc.hd] - M);
+            barrier();
+            const uint n = min(64u, nc - c0);
+            [[unroll]] for (uint j = 0u; j < 4u; j++) {
+                const uint d = tid + 64u * j;
+                if (d < pc.hd) {
+                    float a = 0.0, b = 0.0;
+                    uint c = 0u;
+                    for (; c + 1u < n; c += 2u) {
+                        a += ps[pb + (c0 + c) * cs + d] * e_sh[c];
+                        b += ps[pb + (c0 + c + 1u) * cs + d] * e_sh[c + 1u];
+                    }
+                    if (c < n) a += ps[pb + (c0 + c) * cs + d] * e_sh[c];
+                    O[j] += a + b;
+                }
+            }
+        }
+        [[unroll]] for (uint j = 0u; j < 4u; j++) {
+            const uint d = tid + 64u * j;
+            if (d < pc.hd) {
+                os[ob + d] = O[j] * inv;
 #ifdef X8
-            o_sh4[(hh * pc.hd + d) / 4u][d % 4u] = O * inv;
+                o_sh4[(hh * pc.hd + d) / 4u][d % 4u] = O[j] * inv;
 #endif
+            }
         }
     }
 #ifdef X8
     barrier();
     // the workgroup's heads hold whole units (the host's condition)
-    x8_quant_row(pc.hpw * pc.hd, pc.kind, t * pc.x8_stride + h0 * pc.hd / 32u * 3u);
+    x8_quant_vec4(o_sh4[tid], tid, tid < pc.hpw * pc.hd / 4u, pc.kind, t * pc.x8_stride + h0 * pc.hd / 32u * 3u);
 #endif
 }

@@ -34,7 +34,10 @@ float wg_sum(float v) {
     if (subgroupElect()) ig_red[gl_SubgroupID] = v;
     barrier();
     float s = 0.0;
-    for (uint i = 0u; i < gl_NumSubgroups; i++) s += ig_red[i];
+    if (gl_NumSubgroups <= gl_SubgroupSize) // the partial sums by one subgroup add, not a loop
+        s = subgroupAdd(gl_SubgroupInvocationID < gl_NumSubgroups ? ig_red[gl_SubgroupInvocationID] : 0.0);
+    else
+        for (uint i = 0u; i < gl_NumSubgroups; i++) s += ig_red[i];
     barrier();
     return s;
 }

@@ -1,16 +1,14 @@
 #version 450
-// Activations to the int8 blocks of the int8 mat-vec (x8.glsl): per
-// invocation a block of 32 (kind 0), per 32 invocations a block of 256
-// (kind 1). Ops that
-// produce the mat-vec's input write the same blocks themselves where they
-// can (rmsnorm.comp and attn_reduce.comp with X8).
+// Activations to the int8 blocks of the int8 mat-vec (x8.glsl), a vec4 per
+// invocation. Ops that produce the mat-vec's input write the same blocks
+// themselves where they can (add_norm2.comp and attn_reduce.comp with X8).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
-layout(local_size_x_id = 0) in;
+layout(local_size_x_id = 0) in; // a multiple of 64 (x8_quant_vec4)
 
 layout(set = 0, binding = 1) readonly buffer XB { vec4 xs4[]; };
-layout(set = 0, binding = 2) writeonly buffer QB { uvec4 q4[]; };
+layout(set = 0, binding = 2) writeonly buffer QU { uint q1[]; };
 layout(set = 0, binding = 2) writeonly buffer QM { vec4 qm4[]; };
 
 layout(push_constant) uniform PC {
@@ -21,19 +19,15 @@ layout(push_constant) uniform PC {
     uint kind;
 } pc;
 
-uint g_xb;
-#define X8_SRC(i) xs4[g_xb + (i)]
+#define X8_VEC4
 #include "x8.glsl"
 
+// an invocation per vec4 of the row
 void main() {
     const uint row = gl_WorkGroupID.y;
     if (row >= step_rows(pc.rows_sel)) return; // uniform: the workgroup's row
-    g_xb = (pc.x_off + row * pc.x_stride) / 4u;
-    if (pc.kind == 0u) {
-        const uint u = gl_GlobalInvocationID.x;
-        if (u < pc.n_in / 32u) x8_quant32(u, row * pc.q_stride + 3u * u);
-    } else {
-        const uint u = gl_WorkGroupID.x * (gl_WorkGroupSize.x / 32u) + gl_LocalInvocationID.x / 32u;
-        x8_quant256(u, u < pc.n_in / 256u, row * pc.q_stride + 24u * u);
-    }
+    const uint i = gl_GlobalInvocationID.x;
+    const bool live = i < pc.n_in / 4u;
+    const vec4 v = live ? xs4[(pc.x_off + row * pc.x_stride) / 4u + i] : vec4(0.0);
+    x8_quant_vec4(v, i, live, pc.kind, row * pc.q_stride);
 }

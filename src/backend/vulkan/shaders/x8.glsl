@@ -10,8 +10,9 @@
 // [2] vec4(d, d * (q0 + .. + q15), d * (q16 + .. + q31), 0); the half sums
 // serve weights with an offset or a minimum (x . (s w - m) needs sum x).
 //
-// The including shader defines X8_SRC(i), vec4 i of the source row, and the
-// writeonly arrays q4 (uvec4) and qm4 (vec4) on the output binding.
+// The including shader defines the writeonly array qm4 (vec4) on the output
+// binding, and either X8_SRC(i), vec4 i of the source row, and q4 (uvec4)
+// for the row functions, or X8_VEC4 and q1 (uint) for x8_quant_vec4.
 
 // Sign of a - m * b, m the midpoint between the positive float of bits qb
 // and the next float up, a and b positive normal floats: exact, from
@@ -55,6 +56,9 @@ uint x8_pack4(ivec4 v) {
     return (uint(v.x) & 0xFFu) | ((uint(v.y) & 0xFFu) << 8) | ((uint(v.z) & 0xFFu) << 16) | (uint(v.w) << 24);
 }
 
+shared float x8_sh_abs[1024], x8_sh_val[1024];
+
+#ifdef X8_SRC
 // 32 values at vec4 v0 of the source, scaled by s, to the three uvec4 at qb.
 void x8_store32(uint v0, float s, float d, bool kind0, uint qb) {
     uint w[8];
@@ -91,7 +95,6 @@ void x8_quant32(uint u, uint qb) {
 // values, then 8 of them quantize a block of 32 each. Every invocation of
 // the workgroup must call it (barriers); `live` false takes part without
 // a unit.
-shared float x8_sh_abs[1024], x8_sh_val[1024];
 void x8_quant256(uint u, bool live, uint qb) {
     const uint tid = gl_LocalInvocationID.x, lane = tid % 32u, first = tid - lane;
     float amax = 0.0, mx = 0.0; // the first value of largest magnitude, as the CPU scans
@@ -124,6 +127,87 @@ void x8_quant256(uint u, bool live, uint qb) {
     barrier();
 }
 
+#endif // X8_SRC
+
+#ifdef X8_VEC4
+// The same blocks from a row held in registers, one vec4 per invocation:
+// vec4 i of the row (live: inside it) is held by invocation i mod the local
+// size, so a block of 32 is 8 consecutive invocations and a unit of 256 is
+// 64 (the local size a multiple of 64, units aligned to it). Every
+// invocation of the workgroup calls it (barriers). The largest magnitudes
+// go through shared memory in two steps of 8 instead of one scan of 32 or
+// a re-read of the row, and each invocation quantizes and stores its own 4
+// values: the scan order, and so the result, is x8_quant32's and
+// x8_quant256's. Needs `q1`, a writeonly uint array on the output binding.
+shared float x8_sh_a8[128], x8_sh_m8[128];
+shared int x8_sh_sum[1024];
+void x8_quant_vec4(vec4 v, uint i, bool live, uint kind, uint qrow) {
+    const uint tid = gl_LocalInvocationID.x;
+    // the first value of largest magnitude of the 4 (NaN never compares >)
+    float amax = 0.0, mx = 0.0;
+    [[unroll]] for (uint c = 0u; c < 4u; c++) {
+        if (live && abs(v[c]) > amax) {
+            amax = abs(v[c]);
+            mx = v[c];
+        }
+    }
+    x8_sh_abs[tid] = amax;
+    x8_sh_val[tid] = mx;
+    barrier();
+    // ... of the 8 invocations of its block of 32, in order
+    const uint g8 = tid & ~7u;
+    amax = 0.0;
+    mx = 0.0;
+    for (uint l = 0u; l < 8u; l++) {
+        if (x8_sh_abs[g8 + l] > amax) {
+            amax = x8_sh_abs[g8 + l];
+            mx = x8_sh_val[g8 + l];
+        }
+    }
+    if (kind != 0u) { // ... and of the 8 blocks of its unit of 256
+        if ((tid & 7u) == 0u) {
+            x8_sh_a8[tid >> 3] = amax;
+            x8_sh_m8[tid >> 3] = mx;
+        }
+        barrier();
+        const uint g64 = (tid & ~63u) >> 3;
+        amax = 0.0;
+        mx = 0.0;
+        for (uint l = 0u; l < 8u; l++) {
+            if (x8_sh_a8[g64 + l] > amax) {
+                amax = x8_sh_a8[g64 + l];
+                mx = x8_sh_m8[g64 + l];
+            }
+        }
+    }
+    float s, d;
+    if (kind == 0u) {
+        s = amax != 0.0 ? x8_div(127.0, amax) : 0.0;
+        d = unpackHalf2x16(f2h_rne(x8_div(amax, 127.0))).x;
+    } else {
+        const bool zero = !(amax > 0.0) || isinf(amax);
+        s = zero ? 0.0 : x8_div(-127.0, mx);
+        d = zero ? 0.0 : x8_div(1.0, s);
+    }
+    const vec4 w = v * s;
+    ivec4 q;
+    if (kind == 0u) q = ivec4(mix(mix(roundEven(w), vec4(127.0), greaterThanEqual(w, vec4(127.0))), vec4(-127.0),
+                                  not(greaterThan(w, vec4(-127.0)))));
+    else q = ivec4(roundEven(clamp(w, -128.0, 127.0)));
+    const uint qb = qrow + 3u * (i >> 3); // the block's three uvec4
+    if (live) q1[4u * qb + (i & 7u)] = x8_pack4(q);
+    x8_sh_sum[tid] = (q.x + q.y) + (q.z + q.w);
+    barrier();
+    if (live && (tid & 7u) == 0u) {
+        const int lo = (x8_sh_sum[tid] + x8_sh_sum[tid + 1u]) + (x8_sh_sum[tid + 2u] + x8_sh_sum[tid + 3u]);
+        const int hi = (x8_sh_sum[tid + 4u] + x8_sh_sum[tid + 5u]) + (x8_sh_sum[tid + 6u] + x8_sh_sum[tid + 7u]);
+        qm4[qb + 2u] = vec4(d, d * float(lo), d * float(hi), 0.0);
+    }
+    barrier(); // the shared arrays are free for the next call
+}
+#endif
+
+#ifdef X8_SRC
 // Every unit of a row of n elements (kind 0: 32, kind 1: 256), the units
 // after qrow (uvec4) in the output, by the whole workgroup (every
 // invocation calls it: barriers).
@@ -138,3 +222,4 @@ void x8_quant_row(uint n, uint kind, uint qrow) {
         }
     }
 }
+#endif
