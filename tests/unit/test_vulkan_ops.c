@@ -17,14 +17,15 @@
 
 /* ---- fixtures -------------------------------------------------------------- */
 
-static ig_vk_device *g_dev, *g_dev_split, *g_dev_staging;
-static bool g_tried, g_tried_split, g_tried_staging;
+static ig_vk_device *g_dev, *g_dev_split, *g_dev_staging, *g_dev_tiled;
+static bool g_tried, g_tried_split, g_tried_staging, g_tried_tiled;
 
 static void free_devices(void) {
     ig_vk_device_free(g_dev);
     ig_vk_device_free(g_dev_split);
     ig_vk_device_free(g_dev_staging);
-    g_dev = g_dev_split = g_dev_staging = NULL;
+    ig_vk_device_free(g_dev_tiled);
+    g_dev = g_dev_split = g_dev_staging = g_dev_tiled = NULL;
 }
 
 /* The default device, or NULL (test skipped) when there is no usable one. */
@@ -69,6 +70,20 @@ static ig_vk_device *device_staging(void) {
         if (ig_vk_device_create(&p, &g_dev_staging) != IG_OK) g_dev_staging = NULL;
     }
     return g_dev_staging;
+}
+
+/* The same device with the tiled prefill attention (attn_tile.comp) for
+ * every graph, whatever its token count. */
+static ig_vk_device *device_tiled(void) {
+    if (!device()) return NULL;
+    if (!g_tried_tiled) {
+        g_tried_tiled = true;
+        ig_vk_device_params p = ig_vk_device_default_params();
+        p.index = ig_vk_device_get_info(g_dev)->index;
+        p.attn_tile_min = 1;
+        if (ig_vk_device_create(&p, &g_dev_tiled) != IG_OK) g_dev_tiled = NULL;
+    }
+    return g_dev_tiled;
 }
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
@@ -746,10 +761,12 @@ typedef struct attn_case {
     ig_kv_type type;
     float softcap;
     int min_pos; /* sequences continue from min_pos + [0, 300) */
+    bool aligned; /* q and output strides multiples of 4 (the tiled kernel's condition) */
 } attn_case;
 
 static void run_attention(ig_vk_device *d, attn_case c) {
-    const int kv_dim = c.n_kv * c.hd, width = c.n_head * c.hd, qs = width + 2, os = width + 6;
+    const int kv_dim = c.n_kv * c.hd, width = c.n_head * c.hd, qs = width + (c.aligned ? 4 : 2),
+              os = width + (c.aligned ? 8 : 6);
     const size_t cache_elems = (size_t)c.n_seq * c.cap * kv_dim, es = c.type == IG_KV_F16 ? 2 : 4;
     const float scale = 1.0f / sqrtf((float)c.hd);
     uint8_t *kc = malloc(cache_elems * es), *vc = malloc(cache_elems * es);
@@ -848,22 +865,47 @@ IG_TEST(vulkan_attention) {
         for (size_t k = 0; k < IG_ARRAY_LEN(toks); k++) {
             int T = toks[k];
             /* global layer: the whole context */
-            run_attention(d, (attn_case){4, 2, hds[i], T, 0, 2, 512, IG_KV_F32, 0.0f, 0});
+            run_attention(d, (attn_case){4, 2, hds[i], T, 0, 2, 512, IG_KV_F32, 0.0f, 0, false});
             /* sliding layer with a ring smaller than the context */
-            run_attention(d, (attn_case){4, 1, hds[i], T, 37, 2, 37 + T - 1, IG_KV_F32, 0.0f, 0});
-            run_attention(d, (attn_case){2, 2, hds[i], T, 100, 3, 100 + T - 1, IG_KV_F16, 0.0f, 0});
+            run_attention(d, (attn_case){4, 1, hds[i], T, 37, 2, 37 + T - 1, IG_KV_F32, 0.0f, 0, false});
+            run_attention(d, (attn_case){2, 2, hds[i], T, 100, 3, 100 + T - 1, IG_KV_F16, 0.0f, 0, false});
         }
     }
-    run_attention(d, (attn_case){8, 4, 128, 5, 0, 1, 512, IG_KV_F16, 0.0f, 0});
-    run_attention(d, (attn_case){4, 4, 64, 3, 0, 1, 512, IG_KV_F32, 50.0f, 0}); /* softcap */
+    run_attention(d, (attn_case){8, 4, 128, 5, 0, 1, 512, IG_KV_F16, 0.0f, 0, false});
+    run_attention(d, (attn_case){4, 4, 64, 3, 0, 1, 512, IG_KV_F32, 50.0f, 0, false}); /* softcap */
     /* long contexts: every chunk takes a share of the keys a token attends
        (here 1500-1800: 47-57 keys per chunk, not a multiple of the
        subgroups), whatever the cache's size */
-    run_attention(d, (attn_case){4, 2, 128, 1, 0, 2, 4096, IG_KV_F16, 0.0f, 1500});
-    run_attention(d, (attn_case){4, 1, 256, 3, 1000, 1, 1002, IG_KV_F32, 0.0f, 1500});
+    run_attention(d, (attn_case){4, 2, 128, 1, 0, 2, 4096, IG_KV_F16, 0.0f, 1500, false});
+    run_attention(d, (attn_case){4, 1, 256, 3, 1000, 1, 1002, IG_KV_F32, 0.0f, 1500, false});
     d = device_staging();
     REQUIRE(d != NULL);
-    run_attention(d, (attn_case){4, 2, 128, 17, 37, 2, 37 + 16, IG_KV_F16, 0.0f, 0});
+    run_attention(d, (attn_case){4, 2, 128, 17, 37, 2, 37 + 16, IG_KV_F16, 0.0f, 0, false});
+}
+
+/* The tiled prefill attention (f16 caches, head dims 64, 128 and 256): the
+ * query heads per kv head of every Gemma 3 size (1, 2, 4), blocks of 16
+ * query rows that end mid-batch, tokens of several sequences interleaved in
+ * one block, sliding-window rings, softcap, and long contexts over many key
+ * tiles. */
+IG_TEST(vulkan_attention_tiled) {
+    ig_vk_device *d = device_tiled();
+    if (!d) return;
+    const int hds[] = {64, 128, 256};
+    const int toks[] = {1, 7, 64, 100};
+    for (size_t i = 0; i < IG_ARRAY_LEN(hds); i++) {
+        for (size_t k = 0; k < IG_ARRAY_LEN(toks); k++) {
+            const int T = toks[k];
+            run_attention(d, (attn_case){4, 1, hds[i], T, 0, 1, 512, IG_KV_F16, 0.0f, 0, true});      /* G 4 (270M, 1B) */
+            run_attention(d, (attn_case){4, 2, hds[i], T, 0, 3, 512, IG_KV_F16, 0.0f, 0, true});      /* G 2, 3 sequences */
+            run_attention(d, (attn_case){2, 2, hds[i], T, 37, 2, 37 + T - 1, IG_KV_F16, 0.0f, 0, true}); /* ring */
+        }
+    }
+    run_attention(d, (attn_case){8, 1, 128, 33, 0, 1, 512, IG_KV_F16, 0.0f, 0, true});   /* G 8: 2 tokens per block */
+    run_attention(d, (attn_case){16, 1, 64, 20, 0, 2, 512, IG_KV_F16, 0.0f, 0, true});   /* G 16: 1 token per block */
+    run_attention(d, (attn_case){4, 4, 64, 50, 0, 1, 512, IG_KV_F16, 50.0f, 0, true});  /* softcap */
+    run_attention(d, (attn_case){4, 2, 128, 128, 0, 1, 4096, IG_KV_F16, 0.0f, 1500, true});
+    run_attention(d, (attn_case){4, 1, 256, 64, 1000, 2, 1000 + 63, IG_KV_F16, 0.0f, 1500, true});
 }
 
 /* The attention output's int8 copy, written by attn_reduce for the int8

@@ -521,6 +521,11 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
             }
         }
         d->attn_wgs = env_positive("IGNIS_VK_ATTN_WGS", 512);
+        /* measured on the H100 (tokens/s, attn_tile.comp against attn.comp):
+           27B Q4_K_M pp512@d8192 1464 / 886, pp512 1812 / 1675; 270M
+           pp512@d8192 34463 / 28339. Batches of decoding streams keep
+           attn.comp, which splits each token's keys over workgroups */
+        d->attn_tile_min = p.attn_tile_min ? p.attn_tile_min : env_positive("IGNIS_VK_ATTN_TILE_MIN", 128);
         /* measured on the H100 (27B Q4_K_M decode, add_norm2_x8 per call):
            1024 84.7 t/s (15.3 us in that profile), 512 81.9 (15.6), 256
            72.0 (33.0) */

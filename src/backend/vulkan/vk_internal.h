@@ -182,6 +182,9 @@ struct ig_vk_device {
      * ($IGNIS_VK_ATTN_WGS); attn_legacy selects attention.comp
      * ($IGNIS_VK_ATTN=legacy) */
     uint32_t attn_wgs;
+    /* tokens from which a graph's attention is attn_tile.comp (prefill)
+       rather than attn.comp ($IGNIS_VK_ATTN_TILE_MIN) */
+    uint32_t attn_tile_min;
     uint32_t norm_wg; /* workgroup of the row norms: wide on GPUs (few rows, latency-bound) */
     bool attn_legacy;
     bool force_staging; /* device memory is never mapped (tests) */

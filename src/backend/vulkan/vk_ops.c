@@ -641,6 +641,16 @@ ig_status ig_vk_op_rmsnorm_rope_kv_store(ig_vk_graph *g, const ig_vk_kv *kv, ig_
     return kv_store_common(g, kv, k, knorm, v, true, eps, base, factor);
 }
 
+/* attn_tile.comp's query rows per workgroup (R) and its shared memory for
+ * head dim hd: q (f32), one K/V tile (f16, rows padded by 16 bytes), the
+ * scores, the reduction scratch and the row states. */
+#define ATTN_TILE_ROWS 16u
+static uint64_t attn_tile_shared(uint32_t hd) {
+    const uint64_t bk = hd >= 128 ? 4096 / hd : 32;
+    return ATTN_TILE_ROWS * hd * 4 + bk * (hd / 8 + 1) * 16 + ATTN_TILE_ROWS * bk * 4 + 256 * 4 +
+           ATTN_TILE_ROWS * 7 * 4 + 256;
+}
+
 ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, ig_vk_view dst, int n_head,
                              float scale, float softcap) {
     if (!g) return IG_ERR_INVALID_ARG;
@@ -665,6 +675,20 @@ ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, i
     } pc = {(uint32_t)n_head, (uint32_t)kv->n_head_kv, (uint32_t)kv->head_dim, qoff, qs, ooff, os, kcoff, vcoff,
             (uint32_t)kv->cap, (uint32_t)kv->n_seq, (uint32_t)kv->n_head_kv * (uint32_t)kv->head_dim,
             (uint32_t)kv->window, scale, softcap, 0, 1, 0, 0, 1};
+    /* attn_tile.comp for many tokens (prefill): K and V rows read once per
+     * 16 query rows rather than once per token */
+    const uint32_t G_all = (uint32_t)(n_head / kv->n_head_kv), hd = (uint32_t)kv->head_dim;
+    if (kv->type == IG_KV_F16 && T >= d->attn_tile_min && (hd == 64 || hd == 128 || hd == 256) &&
+        G_all <= ATTN_TILE_ROWS && ATTN_TILE_ROWS % G_all == 0 && kcoff % 8 == 0 && vcoff % 8 == 0 &&
+        qoff % 4 == 0 && qs % 4 == 0 && ooff % 4 == 0 && os % 4 == 0 && attn_tile_shared(hd) <= d->info.max_shared_memory) {
+        IG_TRY(ig_vk_rec_hazards(g, b, 4));
+        VkPipeline pipe;
+        const uint32_t spec[3] = {0, G_all, hd};
+        IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline_spec(d, "attn_tile_f16", spec, 3, &pipe)));
+        const ig_vk_part *parts[4] = {q.buf->parts, kv->k->parts, kv->v->parts, dst.buf->parts};
+        return ig_vk_rec_dispatch(g, pipe, parts, 4, &pc, sizeof pc, (uint32_t)kv->n_head_kv,
+                                  ceil_div(T, ATTN_TILE_ROWS / G_all), 1);
+    }
     /* attn.comp: a subgroup per key, G query heads per workgroup, split
      * over chunks of keys when tokens x kv heads leave the GPU idle */
     const uint32_t SG = d->info.subgroup_size, G = (uint32_t)(n_head / kv->n_head_kv), NSG = 4;
