@@ -17,15 +17,16 @@
 
 /* ---- fixtures -------------------------------------------------------------- */
 
-static ig_vk_device *g_dev, *g_dev_split, *g_dev_staging, *g_dev_tiled;
-static bool g_tried, g_tried_split, g_tried_staging, g_tried_tiled;
+static ig_vk_device *g_dev, *g_dev_split, *g_dev_staging, *g_dev_tiled[2];
+static bool g_tried, g_tried_split, g_tried_staging, g_tried_tiled[2];
 
 static void free_devices(void) {
     ig_vk_device_free(g_dev);
     ig_vk_device_free(g_dev_split);
     ig_vk_device_free(g_dev_staging);
-    ig_vk_device_free(g_dev_tiled);
-    g_dev = g_dev_split = g_dev_staging = g_dev_tiled = NULL;
+    ig_vk_device_free(g_dev_tiled[0]);
+    ig_vk_device_free(g_dev_tiled[1]);
+    g_dev = g_dev_split = g_dev_staging = g_dev_tiled[0] = g_dev_tiled[1] = NULL;
 }
 
 /* The default device, or NULL (test skipped) when there is no usable one. */
@@ -72,18 +73,21 @@ static ig_vk_device *device_staging(void) {
     return g_dev_staging;
 }
 
-/* The same device with the tiled prefill attention (attn_tile.comp) for
- * every graph, whatever its token count. */
-static ig_vk_device *device_tiled(void) {
+/* The same device with the tiled prefill attention (attn_tile.comp) in
+ * every graph, whatever its token count; run_tiled: every step runs it
+ * (else none does, and attn.comp in the same graph serves them all). */
+static ig_vk_device *device_tiled(bool run_tiled) {
     if (!device()) return NULL;
-    if (!g_tried_tiled) {
-        g_tried_tiled = true;
+    const int i = run_tiled;
+    if (!g_tried_tiled[i]) {
+        g_tried_tiled[i] = true;
         ig_vk_device_params p = ig_vk_device_default_params();
         p.index = ig_vk_device_get_info(g_dev)->index;
         p.attn_tile_min = 1;
-        if (ig_vk_device_create(&p, &g_dev_tiled) != IG_OK) g_dev_tiled = NULL;
+        p.attn_tile_run = run_tiled ? 1 : 1000000;
+        if (ig_vk_device_create(&p, &g_dev_tiled[i]) != IG_OK) g_dev_tiled[i] = NULL;
     }
-    return g_dev_tiled;
+    return g_dev_tiled[i];
 }
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
@@ -884,12 +888,12 @@ IG_TEST(vulkan_attention) {
 }
 
 /* The tiled prefill attention (f16 caches, head dims 64, 128 and 256): the
- * query heads per kv head of every Gemma 3 size (1, 2, 4), blocks of 16
- * query rows that end mid-batch, tokens of several sequences interleaved in
+ * query heads per kv head of every Gemma 3 size (1, 2, 4), blocks of 32
+ * (16 for head dim 256) query rows that end mid-batch, tokens of several sequences interleaved in
  * one block, sliding-window rings, softcap, and long contexts over many key
  * tiles. */
 IG_TEST(vulkan_attention_tiled) {
-    ig_vk_device *d = device_tiled();
+    ig_vk_device *d = device_tiled(true);
     if (!d) return;
     const int hds[] = {64, 128, 256};
     const int toks[] = {1, 7, 64, 100};
@@ -902,10 +906,18 @@ IG_TEST(vulkan_attention_tiled) {
         }
     }
     run_attention(d, (attn_case){8, 1, 128, 33, 0, 1, 512, IG_KV_F16, 0.0f, 0, true});   /* G 8: 2 tokens per block */
-    run_attention(d, (attn_case){16, 1, 64, 20, 0, 2, 512, IG_KV_F16, 0.0f, 0, true});   /* G 16: 1 token per block */
+    run_attention(d, (attn_case){16, 1, 64, 20, 0, 2, 512, IG_KV_F16, 0.0f, 0, true});   /* G 16: 2 tokens per block */
+    run_attention(d, (attn_case){16, 1, 256, 9, 0, 2, 512, IG_KV_F16, 0.0f, 0, true});   /* 1 token per block */
     run_attention(d, (attn_case){4, 4, 64, 50, 0, 1, 512, IG_KV_F16, 50.0f, 0, true});  /* softcap */
     run_attention(d, (attn_case){4, 2, 128, 128, 0, 1, 4096, IG_KV_F16, 0.0f, 1500, true});
     run_attention(d, (attn_case){4, 1, 256, 64, 1000, 2, 1000 + 63, IG_KV_F16, 0.0f, 1500, true});
+    /* graphs holding both kernels, steps choosing attn.comp: the tiled one
+       must leave the output to it */
+    d = device_tiled(false);
+    REQUIRE(d != NULL);
+    run_attention(d, (attn_case){4, 2, 128, 64, 0, 3, 512, IG_KV_F16, 0.0f, 0, true});
+    run_attention(d, (attn_case){4, 1, 256, 7, 37, 2, 37 + 6, IG_KV_F16, 0.0f, 0, true});
+    run_attention(d, (attn_case){4, 2, 128, 1, 0, 2, 4096, IG_KV_F16, 0.0f, 1500, true});
 }
 
 /* The attention output's int8 copy, written by attn_reduce for the int8

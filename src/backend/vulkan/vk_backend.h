@@ -108,9 +108,12 @@ typedef struct ig_vk_device_params {
     uint32_t coopmat_split_groups; /* the tensor-core matmul splits K until it
                                       has this many workgroups; 0 = 1024, or
                                       $IGNIS_VK_CM_SPLIT_GROUPS; 1 = never */
-    uint32_t attn_tile_min; /* tokens from which a graph's attention is the
-                               tiled prefill kernel (f16 caches); 0 = 128,
-                               or $IGNIS_VK_ATTN_TILE_MIN (tests use 1) */
+    uint32_t attn_tile_min; /* tokens from which a graph's attention also
+                               holds the tiled prefill kernel (f16 caches);
+                               0 = 32, or $IGNIS_VK_ATTN_TILE_MIN (tests: 1) */
+    uint32_t attn_tile_run; /* steps whose rows come in runs of one sequence
+                               this long on average run it; 0 = 16, or
+                               $IGNIS_VK_ATTN_TILE_RUN (tests: 1, always) */
 } ig_vk_device_params;
 
 ig_vk_device_params ig_vk_device_default_params(void);

@@ -521,11 +521,13 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
             }
         }
         d->attn_wgs = env_positive("IGNIS_VK_ATTN_WGS", 512);
-        /* measured on the H100 (tokens/s, attn_tile.comp against attn.comp):
-           27B Q4_K_M pp512@d8192 1464 / 886, pp512 1812 / 1675; 270M
-           pp512@d8192 34463 / 28339. Batches of decoding streams keep
-           attn.comp, which splits each token's keys over workgroups */
-        d->attn_tile_min = p.attn_tile_min ? p.attn_tile_min : env_positive("IGNIS_VK_ATTN_TILE_MIN", 128);
+        /* measured on the H100 (tokens/s, graphs with attn_tile.comp
+           against attn.comp only): 27B Q4_K_M pp512@d8192 1500 / 886,
+           pp512@d4096 1580 / 1055, pp64@d8192 811 / 595, pp32@d8192 535 /
+           512, 32 streams at depth 4096 (attn.comp chosen per step) 535.6 /
+           537.7; 270M pp512@d8192 34463 / 28339 */
+        d->attn_tile_min = p.attn_tile_min ? p.attn_tile_min : env_positive("IGNIS_VK_ATTN_TILE_MIN", 32);
+        d->attn_tile_run = p.attn_tile_run ? p.attn_tile_run : env_positive("IGNIS_VK_ATTN_TILE_RUN", 16);
         /* measured on the H100 (27B Q4_K_M decode, add_norm2_x8 per call):
            1024 84.7 t/s (15.3 us in that profile), 512 81.9 (15.6), 256
            72.0 (33.0) */

@@ -185,6 +185,9 @@ struct ig_vk_device {
     /* tokens from which a graph's attention is attn_tile.comp (prefill)
        rather than attn.comp ($IGNIS_VK_ATTN_TILE_MIN) */
     uint32_t attn_tile_min;
+    /* ... and which steps run it: rows of one sequence in runs of this many
+       on average ($IGNIS_VK_ATTN_TILE_RUN) */
+    uint32_t attn_tile_run;
     uint32_t norm_wg; /* workgroup of the row norms: wide on GPUs (few rows, latency-bound) */
     bool attn_legacy;
     bool force_staging; /* device memory is never mapped (tests) */

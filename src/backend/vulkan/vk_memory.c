@@ -577,7 +577,7 @@ ig_status ig_vk_step_create(ig_vk_device *dev, int max_tokens, ig_vk_step **out)
     s->dev = dev;
     s->cap = max_tokens;
     s->head_cap = max_tokens;
-    ig_status st = ig_vk_buffer_create(dev, IG_VK_MEM_UPLOAD, (uint64_t)(4 + 4 * (uint64_t)max_tokens) * 4, &s->buf);
+    ig_status st = ig_vk_buffer_create(dev, IG_VK_MEM_UPLOAD, (uint64_t)(5 + 4 * (uint64_t)max_tokens) * 4, &s->buf);
     if (st != IG_OK) {
         free(s);
         return st;
@@ -635,5 +635,10 @@ ig_status ig_vk_step_set(ig_vk_step *step, int n_tokens, const int32_t *tokens, 
     if (seq) memcpy(w + 4 + 2 * cap, seq, n * 4);
     else memset(w + 4 + 2 * cap, 0, n * 4);
     if (n_out) memcpy(w + 4 + 3 * cap, out_idx, (size_t)n_out * 4);
+    /* runs of consecutive tokens of one sequence: the attention reads it to
+       choose between its tiled (prefill) and split (decoding) kernels */
+    int32_t runs = 0;
+    for (size_t t = 0; t < n; t++) runs += t == 0 || !seq || seq[t] != seq[t - 1];
+    w[4 + 4 * cap] = runs;
     return IG_OK;
 }

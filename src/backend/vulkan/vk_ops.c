@@ -641,14 +641,14 @@ ig_status ig_vk_op_rmsnorm_rope_kv_store(ig_vk_graph *g, const ig_vk_kv *kv, ig_
     return kv_store_common(g, kv, k, knorm, v, true, eps, base, factor);
 }
 
-/* attn_tile.comp's query rows per workgroup (R) and its shared memory for
- * head dim hd: q (f32), one K/V tile (f16, rows padded by 16 bytes), the
- * scores, the reduction scratch and the row states. */
-#define ATTN_TILE_ROWS 16u
+/* attn_tile.comp's query rows per workgroup (R: 32 keeps q within 16 KiB
+ * up to head dim 128) and its shared memory for head dim hd: q (f32), one
+ * K/V tile (f16, rows padded by 16 bytes), the scores, the reduction
+ * scratch and the row states. */
+static uint32_t attn_tile_rows(uint32_t hd) { return hd <= 128 ? 32 : 16; }
 static uint64_t attn_tile_shared(uint32_t hd) {
-    const uint64_t bk = hd >= 128 ? 4096 / hd : 32;
-    return ATTN_TILE_ROWS * hd * 4 + bk * (hd / 8 + 1) * 16 + ATTN_TILE_ROWS * bk * 4 + 256 * 4 +
-           ATTN_TILE_ROWS * 7 * 4 + 256;
+    const uint64_t bk = hd >= 128 ? 4096 / hd : 32, rows = attn_tile_rows(hd);
+    return rows * hd * 4 + bk * (hd / 8 + 1) * 16 + rows * bk * 4 + 256 * 4 + rows * 7 * 4 + 256;
 }
 
 ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, ig_vk_view dst, int n_head,
@@ -672,29 +672,35 @@ ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, i
         uint32_t n_head, n_head_kv, hd, q_off, q_stride, o_off, o_stride, kc_off, vc_off, cap, n_seq, kv_dim, window;
         float scale, softcap;
         uint32_t chunk, n_chunks, x8_stride, kind, hpw;
+        uint32_t tiled, tile_run; /* common.glsl's attn_tiled_step */
     } pc = {(uint32_t)n_head, (uint32_t)kv->n_head_kv, (uint32_t)kv->head_dim, qoff, qs, ooff, os, kcoff, vcoff,
             (uint32_t)kv->cap, (uint32_t)kv->n_seq, (uint32_t)kv->n_head_kv * (uint32_t)kv->head_dim,
-            (uint32_t)kv->window, scale, softcap, 0, 1, 0, 0, 1};
-    /* attn_tile.comp for many tokens (prefill): K and V rows read once per
-     * 16 query rows rather than once per token */
-    const uint32_t G_all = (uint32_t)(n_head / kv->n_head_kv), hd = (uint32_t)kv->head_dim;
-    if (kv->type == IG_KV_F16 && T >= d->attn_tile_min && (hd == 64 || hd == 128 || hd == 256) &&
-        G_all <= ATTN_TILE_ROWS && ATTN_TILE_ROWS % G_all == 0 && kcoff % 8 == 0 && vcoff % 8 == 0 &&
-        qoff % 4 == 0 && qs % 4 == 0 && ooff % 4 == 0 && os % 4 == 0 && attn_tile_shared(hd) <= d->info.max_shared_memory) {
-        IG_TRY(ig_vk_rec_hazards(g, b, 4));
-        VkPipeline pipe;
-        const uint32_t spec[3] = {0, G_all, hd};
-        IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline_spec(d, "attn_tile_f16", spec, 3, &pipe)));
-        const ig_vk_part *parts[4] = {q.buf->parts, kv->k->parts, kv->v->parts, dst.buf->parts};
-        return ig_vk_rec_dispatch(g, pipe, parts, 4, &pc, sizeof pc, (uint32_t)kv->n_head_kv,
-                                  ceil_div(T, ATTN_TILE_ROWS / G_all), 1);
-    }
+            (uint32_t)kv->window, scale, softcap, 0, 1, 0, 0, 1, 0, d->attn_tile_run};
     /* attn.comp: a subgroup per key, G query heads per workgroup, split
      * over chunks of keys when tokens x kv heads leave the GPU idle */
     const uint32_t SG = d->info.subgroup_size, G = (uint32_t)(n_head / kv->n_head_kv), NSG = 4;
     const uint64_t shared = (uint64_t)NSG * G * 256 * 4 + (uint64_t)NSG * G * 8 + 512;
     const bool flash = !d->attn_legacy && SG >= 4 && SG <= 64 && kv->head_dim % (int)SG == 0 && G <= 8 &&
                        shared <= d->info.max_shared_memory && NSG * SG <= d->info.max_wg_invocations;
+    /* attn_tile.comp for graphs of many tokens: K and V rows read once per
+     * block of query rows rather than once per token. It suits prefill, not
+     * a batch of decoding streams (a row per sequence), and a graph serves
+     * both: attn.comp is recorded too, and each step runs one of them
+     * (attn_tiled_step). Without attn.comp, attn_tile.comp runs alone. */
+    const uint32_t hd = (uint32_t)kv->head_dim, rows = attn_tile_rows(hd);
+    if (kv->type == IG_KV_F16 && T >= d->attn_tile_min && (hd == 64 || hd == 128 || hd == 256) && G <= rows &&
+        rows % G == 0 && kcoff % 8 == 0 && vcoff % 8 == 0 && qoff % 4 == 0 && qs % 4 == 0 && ooff % 4 == 0 &&
+        os % 4 == 0 && attn_tile_shared(hd) <= d->info.max_shared_memory) {
+        pc.tiled = flash ? 1 : 2;
+        IG_TRY(ig_vk_rec_hazards(g, b, 4));
+        VkPipeline pipe;
+        const uint32_t spec[4] = {0, G, hd, rows};
+        IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline_spec(d, "attn_tile_f16", spec, 4, &pipe)));
+        const ig_vk_part *parts[4] = {q.buf->parts, kv->k->parts, kv->v->parts, dst.buf->parts};
+        IG_TRY(ig_vk_rec_dispatch(g, pipe, parts, 4, &pc, sizeof pc, (uint32_t)kv->n_head_kv, ceil_div(T, rows / G),
+                                  1));
+        if (!flash) return IG_OK;
+    }
     if (!flash) {
         IG_TRY(ig_vk_rec_hazards(g, b, 4));
         VkPipeline pipe;
@@ -737,8 +743,9 @@ ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, i
     ig_vk_bind rb[3] = {b[3], b[3]};
     rb[0].write = false;
     IG_TRY(view_bind(g, "attention dst", dst.buf, dst.offset, os, T, width, 4, true, &rb[1], &ooff));
-    /* the output projection's int8 input, written here rather than by quant_x8 */
-    bool x8 = x8_wanted(g, width, ooff, os, &pc.kind);
+    /* the output projection's int8 input, written here rather than by
+       quant_x8 (not when attn_tile.comp may run instead of this) */
+    bool x8 = pc.tiled == 0 && x8_wanted(g, width, ooff, os, &pc.kind);
     if (x8 && kv->head_dim < (int)x8_unit(pc.kind) && x8_unit(pc.kind) % kv->head_dim == 0)
         pc.hpw = x8_unit(pc.kind) / (uint32_t)kv->head_dim; /* heads sharing a block */
     x8 = x8 && (pc.hpw * (uint32_t)kv->head_dim) % x8_unit(pc.kind) == 0 && n_head % (int)pc.hpw == 0 &&

@@ -46,6 +46,8 @@ layout(push_constant) uniform PC {
     uint window;
     float scale, softcap;
     uint chunk, n_chunks; // the fewest keys per chunk, chunks per token (1: no split)
+    uint x8_stride_, kind_, hpw_; // attn_reduce.comp's
+    uint tiled, tile_run; // the graph also holds attn_tile.comp: attn_tiled_step
 } pc;
 
 shared float s_m[NSG * G], s_l[NSG * G];
@@ -53,7 +55,7 @@ shared float s_o[NSG * G * 256];
 
 void main() {
     const uint kvh = gl_WorkGroupID.x, t = gl_WorkGroupID.y, c = gl_WorkGroupID.z;
-    if (t >= step_rows(0u)) return;
+    if (t >= step_rows(0u) || attn_tiled_step(pc.tiled, pc.tile_run)) return;
     const uint tid = gl_LocalInvocationID.x, sgi = gl_SubgroupID, lane = gl_SubgroupInvocationID;
     const int p = step_pos(t), s = step_seq(t);
     const bool valid = p >= 0 && s >= 0 && uint(s) < pc.n_seq;

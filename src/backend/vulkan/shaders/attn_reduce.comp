@@ -29,6 +29,7 @@ layout(push_constant) uniform PC {
     uint chunk, n_chunks;
     uint x8_stride, kind; // X8: uvec4 per token row of the int8 copy, its kind (x8.glsl)
     uint hpw;             // heads per workgroup: 1, more with X8 where a block of 256 spans heads
+    uint tiled, tile_run; // the graph also holds attn_tile.comp: attn_tiled_step
 } pc;
 #ifdef X8
 #include "x8.glsl"
@@ -36,7 +37,7 @@ layout(push_constant) uniform PC {
 
 void main() {
     const uint t = gl_WorkGroupID.y;
-    if (t >= step_rows(0u)) return;
+    if (t >= step_rows(0u) || attn_tiled_step(pc.tiled, pc.tile_run)) return;
     const uint tid = gl_LocalInvocationID.x, h0 = gl_WorkGroupID.x * pc.hpw;
     const int p = step_pos(t), s = step_seq(t);
     const bool live = p >= 0 && s >= 0 && uint(s) < pc.n_seq; // uniform: the workgroup's token

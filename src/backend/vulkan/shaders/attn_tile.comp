@@ -2,15 +2,19 @@
 // Causal attention for many tokens at once (prefill), over an f16 KV cache:
 // flash attention with tiles in shared memory, so that each K and V row is
 // read once per block of query rows instead of once per token (attn.comp).
-// A workgroup takes kv head x and R = 16 query rows: the G heads sharing the
-// kv head for BT = R / G consecutive step rows. Per tile of BK keys:
+// A workgroup takes kv head x and R query rows (32, 16 for head dim 256):
+// the G heads sharing the kv head for BT = R / G consecutive step rows. Per
+// tile of BK keys:
 //   S = Q K^T (each invocation a key and R / (256 / BK) rows; K rows padded
 //       by one uvec4 so that invocations reading different keys spread over
 //       the banks), scaled, soft-capped, masked;
-//   online softmax per row (16 invocations per row, fp32): the row's new
+//   online softmax per row (256 / R invocations per row, fp32): the row's new
 //       max, P = exp(S - max), the running sum and the factor for O;
 //   O = O * alpha + P V (each invocation 4 dims of R / (1024 / HD) rows, in
 //       registers).
+// The graph holds attn.comp too; attn_tiled_step picks one per step (this
+// kernel when the rows come in long runs of one sequence), so that a batch
+// of decoding streams, each row a sequence of its own, never lands here.
 // Token t (sequence s, position p) attends keys j in [lo, p], lo = max(0,
 // p - W + 1) (W = window, 0 = unlimited), slot j % cap, as attn.comp. Rows
 // of several sequences in one workgroup are served one sequence after the
@@ -24,8 +28,9 @@
 layout(local_size_x = 256) in;
 layout(constant_id = 1) const uint G = 1;    // query heads per kv head
 layout(constant_id = 2) const uint HD = 128; // head dim
+layout(constant_id = 3) const uint R = 16;   // query rows per workgroup (a power of 2, 16..64)
 
-#define R 16u
+#define XT (256u / R)                    // softmax: invocations per row
 #define BT (R / G)                       // step rows per workgroup
 #define BK (HD >= 128u ? 4096u / HD : 32u) // keys per tile: 32 (HD 128), 16 (256)
 #define HD8 (HD / 8u)
@@ -44,6 +49,8 @@ layout(push_constant) uniform PC {
     uint kc_off, vc_off, cap, n_seq, kv_dim;
     uint window;
     float scale, softcap;
+    uint chunk_, n_chunks_, x8_stride_, kind_, hpw_; // attn.comp's, attn_reduce.comp's
+    uint tiled, tile_run; // the graph also holds attn.comp: attn_tiled_step
 } pc;
 
 shared vec4 q_sh[R * HD / 4u];
@@ -59,7 +66,7 @@ shared uint done_sh[R];
 void main() {
     const uint kvh = gl_WorkGroupID.x, t0 = gl_WorkGroupID.y * BT, tid = gl_LocalInvocationID.x;
     const uint n = step_rows(0u);
-    if (t0 >= n) return; // uniform
+    if (t0 >= n || !attn_tiled_step(pc.tiled, pc.tile_run)) return; // uniform
 
     // rows: r = (token t0 + r / G, head kvh * G + r % G); q into shared memory
     if (tid < R) {
@@ -86,7 +93,7 @@ void main() {
 
     // this invocation's share of the phases
     const uint sk = tid % BK, sr0 = tid / BK;        // S: key sk, rows sr0 + j * (256 / BK)
-    const uint xr = tid / 16u, xsub = tid % 16u;     // softmax: row xr, keys xsub + 16 j
+    const uint xr = tid / XT, xsub = tid % XT;       // softmax: row xr, keys xsub + XT j
     const uint od4 = tid % (HD / 4u), or0 = tid / (HD / 4u); // P V: dims 4 od4, rows or0 + j * (1024 / HD)
     vec4 o[OPT];
     [[unroll]] for (uint j = 0u; j < OPT; j++) o[j] = vec4(0.0);
@@ -141,14 +148,14 @@ void main() {
                 kv_sh[k * KS + c] = vc4[(pc.vc_off + kbase + (j % pc.cap) * pc.kv_dim) / 8u + c];
             }
             float mx = MASKED;
-            for (uint k = xsub; k < BK; k += 16u) mx = max(mx, s_sh[xr * BK + k]);
+            for (uint k = xsub; k < BK; k += XT) mx = max(mx, s_sh[xr * BK + k]);
             red_sh[tid] = mx;
             barrier();
             float rmax = MASKED;
-            [[unroll]] for (uint u = 0u; u < 16u; u++) rmax = max(rmax, red_sh[xr * 16u + u]);
+            [[unroll]] for (uint u = 0u; u < XT; u++) rmax = max(rmax, red_sh[xr * XT + u]);
             const float m_old = m_sh[xr], m_new = max(m_old, rmax);
             float sum = 0.0;
-            for (uint k = xsub; k < BK; k += 16u) {
+            for (uint k = xsub; k < BK; k += XT) {
                 const float sc = s_sh[xr * BK + k];
                 const float p = sc > 0.5 * MASKED ? exp(sc - m_new) : 0.0;
                 s_sh[xr * BK + k] = p;
@@ -159,7 +166,7 @@ void main() {
             barrier();
             if (xsub == 0u) {
                 float l = 0.0;
-                [[unroll]] for (uint u = 0u; u < 16u; u++) l += red_sh[xr * 16u + u];
+                [[unroll]] for (uint u = 0u; u < XT; u++) l += red_sh[xr * XT + u];
                 const float alpha = exp(m_old - m_new); // 1 while the row has no key yet (both MASKED)
                 l_sh[xr] = l_sh[xr] * alpha + l;
                 a_sh[xr] = alpha;

@@ -8,6 +8,7 @@
 //   [4 + cap + t]    position of row t
 //   [4 + 2*cap + t]  sequence of row t
 //   [4 + 3*cap + j]  row index of output j (j < n_out)
+//   [4 + 4*cap]      runs of consecutive rows of one sequence
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -22,6 +23,15 @@ int step_tok(uint t) { return step_data[4u + t]; }
 int step_pos(uint t) { return step_data[4u + uint(step_data[1]) + t]; }
 int step_seq(uint t) { return step_data[4u + 2u * uint(step_data[1]) + t]; }
 int step_out(uint j) { return step_data[4u + 3u * uint(step_data[1]) + j]; }
+uint step_seq_runs() { return uint(max(step_data[4u + 4u * uint(step_data[1])], 0)); }
+
+// Whether attn_tile.comp runs this step rather than attn.comp: tiled 0, the
+// graph has attn.comp only; 2, attn_tile.comp only; 1, both, and the tiled
+// one runs when the rows of one sequence come in runs of tile_run on
+// average (prefill), not one row each from many sequences (decoding).
+bool attn_tiled_step(uint tiled, uint tile_run) {
+    return tiled == 2u || (tiled == 1u && step_rows(0u) >= tile_run * step_seq_runs());
+}
 
 // Linear workgroup index of a 1-D grid folded into x and z (x <= 65535).
 uint wg_linear() { return gl_WorkGroupID.x + gl_WorkGroupID.z * gl_NumWorkGroups.x; }
