@@ -141,6 +141,20 @@ void x8_quant256(uint u, bool live, uint qb) {
 // x8_quant256's. Needs `q1`, a writeonly uint array on the output binding.
 shared float x8_sh_a8[128], x8_sh_m8[128];
 shared int x8_sh_sum[1024];
+// The first of largest magnitude among 8 shared entries, in order: the
+// invocations' (first .. first + 7 of x8_sh_abs / x8_sh_val) or, with
+// blocks, the blocks of 32's (x8_sh_a8 / x8_sh_m8).
+void x8_first_max8(bool blocks, uint first, out float amax, out float mx) {
+    amax = 0.0;
+    mx = 0.0;
+    for (uint l = 0u; l < 8u; l++) {
+        const float a = blocks ? x8_sh_a8[first + l] : x8_sh_abs[first + l];
+        if (a > amax) {
+            amax = a;
+            mx = blocks ? x8_sh_m8[first + l] : x8_sh_val[first + l];
+        }
+    }
+}
 void x8_quant_vec4(vec4 v, uint i, bool live, uint kind, uint qrow) {
     const uint tid = gl_LocalInvocationID.x;
     // the first value of largest magnitude of the 4 (NaN never compares >)
@@ -154,31 +168,14 @@ void x8_quant_vec4(vec4 v, uint i, bool live, uint kind, uint qrow) {
     x8_sh_abs[tid] = amax;
     x8_sh_val[tid] = mx;
     barrier();
-    // ... of the 8 invocations of its block of 32, in order
-    const uint g8 = tid & ~7u;
-    amax = 0.0;
-    mx = 0.0;
-    for (uint l = 0u; l < 8u; l++) {
-        if (x8_sh_abs[g8 + l] > amax) {
-            amax = x8_sh_abs[g8 + l];
-            mx = x8_sh_val[g8 + l];
-        }
-    }
+    x8_first_max8(false, tid & ~7u, amax, mx); // ... of the 8 invocations of its block of 32
     if (kind != 0u) { // ... and of the 8 blocks of its unit of 256
         if ((tid & 7u) == 0u) {
             x8_sh_a8[tid >> 3] = amax;
             x8_sh_m8[tid >> 3] = mx;
         }
         barrier();
-        const uint g64 = (tid & ~63u) >> 3;
-        amax = 0.0;
-        mx = 0.0;
-        for (uint l = 0u; l < 8u; l++) {
-            if (x8_sh_a8[g64 + l] > amax) {
-                amax = x8_sh_a8[g64 + l];
-                mx = x8_sh_m8[g64 + l];
-            }
-        }
+        x8_first_max8(true, (tid & ~63u) >> 3, amax, mx);
     }
     float s, d;
     if (kind == 0u) {
