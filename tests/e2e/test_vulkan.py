@@ -117,6 +117,26 @@ def test_real_model_text(ignis_build: Path):
         assert f32.stdout == cpu.stdout
 
 
+@pytest.mark.skipif(not (REAL.is_file() and REAL_F32.is_file()), reason="real model not present")
+@pytest.mark.parametrize("tile_min", ["32", "1000000"])
+def test_real_model_prefill_attention(ignis_build: Path, tmp_path: Path, tile_min: str):
+    """A 48-token prompt of the real 270M (head dim 256, 4 query heads per kv
+    head, sliding and global layers) through an f16 cache: with the tiled
+    prefill attention (graphs of 32+ tokens) and without it, the GPU's
+    logits at every position are the CPU's on the F32-dequantized weights
+    (f32 activations on both: the same sums), to the f16 cache's rounding."""
+    toks = ",".join(str(t) for t in [2] + [(i * 7919) % 20000 + 100 for i in range(47)])
+    cpu = logits(ignis_build, REAL_F32, toks, tmp_path / "cpu.bin", "--kv", "f16")
+    p = ignis(ignis_build, "logits", str(REAL), "--tokens", toks, "--all", "--kv", "f16", "--backend", "vulkan",
+              "--out", str(tmp_path / "gpu.bin"),
+              env={**os.environ, "IGNIS_VK_INT8": "0", "IGNIS_VK_ATTN_TILE_MIN": tile_min})
+    assert p.returncode == 0, p.stderr
+    gpu = np.fromfile(tmp_path / "gpu.bin", dtype="<f4")
+    assert gpu.shape == cpu.shape and cpu.size == 48 * 262144
+    err = np.linalg.norm(gpu - cpu) / np.linalg.norm(cpu)
+    assert err <= 1e-3, err
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
