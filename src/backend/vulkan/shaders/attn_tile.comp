@@ -12,7 +12,8 @@
 //       max, P = exp(S - max), the running sum and the factor for O;
 //   O = O * alpha + P V (each invocation 4 dims of R / (1024 / HD) rows, in
 //       registers).
-// The graph holds attn.comp too; attn_tiled_step picks one per step (this
+// The graph holds attn.comp too where attn.comp applies (pc.tiled 1), and
+// attn_tiled_step picks one per step (this
 // kernel when the rows come in long runs of one sequence), so that a batch
 // of decoding streams, each row a sequence of its own, never lands here.
 // Token t (sequence s, position p) attends keys j in [lo, p], lo = max(0,
@@ -28,7 +29,7 @@
 layout(local_size_x = 256) in;
 layout(constant_id = 1) const uint G = 1;    // query heads per kv head
 layout(constant_id = 2) const uint HD = 128; // head dim
-layout(constant_id = 3) const uint R = 16;   // query rows per workgroup (a power of 2, 16..64)
+layout(constant_id = 3) const uint R = 16;   // query rows per workgroup (16 or 32)
 
 #define XT (256u / R)                    // softmax: invocations per row
 #define BT (R / G)                       // step rows per workgroup

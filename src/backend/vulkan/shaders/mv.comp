@@ -28,7 +28,7 @@ layout(constant_id = 1) const uint NCOLS = 1;
 layout(constant_id = 2) const uint NR = 2;
 // invocations per row group (a multiple of 32): they split the row's items
 layout(constant_id = 3) const uint TPR = 32;
-// items per lane per pass of the main loop
+// items per lane per pass of the main loop (the host fits it to the row)
 layout(constant_id = 4) const uint UNROLL = 2;
 
 layout(set = 0, binding = 1) readonly buffer WA4 { uvec4 wa4[]; };
