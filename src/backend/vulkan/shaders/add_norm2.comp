@@ -34,7 +34,6 @@ layout(push_constant) uniform PC {
 } pc;
 
 #ifdef X8
-#define X8_VEC4
 #include "x8.glsl"
 #endif
 

@@ -11,7 +11,6 @@
 layout(set = 0, binding = 6) writeonly buffer QU { uint q1[]; };
 layout(set = 0, binding = 6) writeonly buffer QM { vec4 qm4[]; };
 shared vec4 o_sh4[64]; // the outputs of the workgroup's heads
-#define X8_VEC4
 #endif
 
 layout(local_size_x = 64) in;

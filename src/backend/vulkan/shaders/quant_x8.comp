@@ -19,7 +19,6 @@ layout(push_constant) uniform PC {
     uint kind;
 } pc;
 
-#define X8_VEC4
 #include "x8.glsl"
 
 // an invocation per vec4 of the row

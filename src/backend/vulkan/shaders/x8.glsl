@@ -10,9 +10,8 @@
 // [2] vec4(d, d * (q0 + .. + q15), d * (q16 + .. + q31), 0); the half sums
 // serve weights with an offset or a minimum (x . (s w - m) needs sum x).
 //
-// The including shader defines the writeonly array qm4 (vec4) on the output
-// binding, and either X8_SRC(i), vec4 i of the source row, and q4 (uvec4)
-// for the row functions, or X8_VEC4 and q1 (uint) for x8_quant_vec4.
+// The including shader defines the writeonly arrays q1 (uint) and qm4 (vec4)
+// on the output binding.
 
 // Sign of a - m * b, m the midpoint between the positive float of bits qb
 // and the next float up, a and b positive normal floats: exact, from
@@ -56,91 +55,12 @@ uint x8_pack4(ivec4 v) {
     return (uint(v.x) & 0xFFu) | ((uint(v.y) & 0xFFu) << 8) | ((uint(v.z) & 0xFFu) << 16) | (uint(v.w) << 24);
 }
 
+// per invocation: the first value of largest magnitude of its 4 and its
+// magnitude; per block of 32: the same; per invocation: the sum of its q
 shared float x8_sh_abs[1024], x8_sh_val[1024];
-
-#ifdef X8_SRC
-// 32 values at vec4 v0 of the source, scaled by s, to the three uvec4 at qb.
-void x8_store32(uint v0, float s, float d, bool kind0, uint qb) {
-    uint w[8];
-    ivec2 sum = ivec2(0);
-    [[unroll]] for (uint k = 0u; k < 8u; k++) {
-        const vec4 v = X8_SRC(v0 + k) * s;
-        ivec4 q;
-        if (kind0) q = ivec4(mix(mix(roundEven(v), vec4(127.0), greaterThanEqual(v, vec4(127.0))), vec4(-127.0),
-                                 not(greaterThan(v, vec4(-127.0)))));
-        else q = ivec4(roundEven(clamp(v, -128.0, 127.0)));
-        w[k] = x8_pack4(q);
-        if (k < 4u) sum.x += (q.x + q.y) + (q.z + q.w); else sum.y += (q.x + q.y) + (q.z + q.w);
-    }
-    q4[qb] = uvec4(w[0], w[1], w[2], w[3]);
-    q4[qb + 1u] = uvec4(w[4], w[5], w[6], w[7]);
-    qm4[qb + 2u] = vec4(d, d * float(sum.x), d * float(sum.y), 0.0);
-}
-
-// Kind 0: block u of 32 of a row to the three uvec4 at qb.
-void x8_quant32(uint u, uint qb) {
-    float amax = 0.0;
-    [[unroll]] for (uint k = 0u; k < 8u; k++) {
-        vec4 a = abs(X8_SRC(8u * u + k));
-        amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
-    }
-    const float id = amax != 0.0 ? x8_div(127.0, amax) : 0.0;
-    const float d = unpackHalf2x16(f2h_rne(x8_div(amax, 127.0))).x;
-    x8_store32(8u * u, id, d, true, qb);
-}
-
-// Kind 1: block u of 256 of a row (8 blocks of 32, the first at uvec4 qb),
-// by the 32 invocations tid & ~31 .. tid | 31 of the workgroup together
-// (the local size a multiple of 32): each finds the largest magnitude of 8
-// values, then 8 of them quantize a block of 32 each. Every invocation of
-// the workgroup must call it (barriers); `live` false takes part without
-// a unit.
-void x8_quant256(uint u, bool live, uint qb) {
-    const uint tid = gl_LocalInvocationID.x, lane = tid % 32u, first = tid - lane;
-    float amax = 0.0, mx = 0.0; // the first value of largest magnitude, as the CPU scans
-    if (live) {
-        [[unroll]] for (uint k = 0u; k < 2u; k++) {
-            const vec4 v = X8_SRC(64u * u + 2u * lane + k);
-            [[unroll]] for (uint c = 0u; c < 4u; c++) {
-                if (abs(v[c]) > amax) {
-                    amax = abs(v[c]);
-                    mx = v[c];
-                }
-            }
-        }
-    }
-    x8_sh_abs[tid] = amax;
-    x8_sh_val[tid] = mx;
-    barrier();
-    if (live && lane < 8u) {
-        amax = 0.0;
-        for (uint l = 0u; l < 32u; l++) {
-            if (x8_sh_abs[first + l] > amax) {
-                amax = x8_sh_abs[first + l];
-                mx = x8_sh_val[first + l];
-            }
-        }
-        const bool zero = !(amax > 0.0) || isinf(amax);
-        const float is = zero ? 0.0 : x8_div(-127.0, mx), d = zero ? 0.0 : x8_div(1.0, is);
-        x8_store32(64u * u + 8u * lane, is, d, false, qb + 3u * lane);
-    }
-    barrier();
-}
-
-#endif // X8_SRC
-
-#ifdef X8_VEC4
-// The same blocks from a row held in registers, one vec4 per invocation:
-// vec4 i of the row (live: inside it) is held by invocation i mod the local
-// size, so a block of 32 is 8 consecutive invocations and a unit of 256 is
-// 64 (the local size a multiple of 64, units aligned to it). Every
-// invocation of the workgroup calls it (barriers). The largest magnitudes
-// go through shared memory in two steps of 8 instead of one scan of 32 or
-// a re-read of the row, and each invocation quantizes and stores its own 4
-// values: the scan order, and so the result, is x8_quant32's and
-// x8_quant256's. Needs `q1`, a writeonly uint array on the output binding.
 shared float x8_sh_a8[128], x8_sh_m8[128];
 shared int x8_sh_sum[1024];
+
 // The first of largest magnitude among 8 shared entries, in order: the
 // invocations' (first .. first + 7 of x8_sh_abs / x8_sh_val) or, with
 // blocks, the blocks of 32's (x8_sh_a8 / x8_sh_m8).
@@ -155,6 +75,15 @@ void x8_first_max8(bool blocks, uint first, out float amax, out float mx) {
         }
     }
 }
+
+// The blocks of a row held in registers, one vec4 per invocation: vec4 i of
+// the row (live: inside it) is held by invocation i mod the local size, so
+// a block of 32 is 8 consecutive invocations and a unit of 256 is 64 (the
+// local size a multiple of 64, units aligned to it). Every invocation of
+// the workgroup calls it (barriers). The largest magnitudes go through
+// shared memory in two steps of 8, scanned in element order as the CPU
+// scans them (the first value of largest magnitude wins), and each
+// invocation quantizes and stores its own 4 values.
 void x8_quant_vec4(vec4 v, uint i, bool live, uint kind, uint qrow) {
     const uint tid = gl_LocalInvocationID.x;
     // the first value of largest magnitude of the 4 (NaN never compares >)
@@ -202,21 +131,3 @@ void x8_quant_vec4(vec4 v, uint i, bool live, uint kind, uint qrow) {
     }
     barrier(); // the shared arrays are free for the next call
 }
-#endif
-
-#ifdef X8_SRC
-// Every unit of a row of n elements (kind 0: 32, kind 1: 256), the units
-// after qrow (uvec4) in the output, by the whole workgroup (every
-// invocation calls it: barriers).
-void x8_quant_row(uint n, uint kind, uint qrow) {
-    const uint tid = gl_LocalInvocationID.x, nt = gl_WorkGroupSize.x;
-    if (kind == 0u) {
-        for (uint u = tid; u < n / 32u; u += nt) x8_quant32(u, qrow + 3u * u);
-    } else {
-        for (uint u0 = 0u; u0 < n / 256u; u0 += nt / 32u) {
-            const uint u = u0 + tid / 32u;
-            x8_quant256(u, u < n / 256u, qrow + 24u * u);
-        }
-    }
-}
-#endif
