@@ -152,13 +152,15 @@ static void batch_free(batch_buf *b) {
     free(b->want);
 }
 
-/* Fills sequence s with positions from .. to - 1 (pseudo-random tokens) in
- * chunks of n_batch: the depth before a test, or a tg test's short prompt. */
-static int fill_seq(ig_context *ctx, batch_buf *b, int s, int from, int to, int n_batch, int n_vocab) {
+/* Fills sequence s with positions from .. to - 1 in chunks of n_batch:
+ * tokens[k] at position from + k, or pseudo-random tokens where tokens is
+ * NULL (the depth before a test, a tg test's short prompt). */
+static int fill_seq(ig_context *ctx, batch_buf *b, int s, int from, int to, const int32_t *tokens, int n_batch,
+                    int n_vocab) {
     for (int done = from; done < to;) {
         int m = to - done < n_batch ? to - done : n_batch;
         for (int i = 0; i < m; i++) {
-            b->tok[i] = next_token(n_vocab);
+            b->tok[i] = tokens ? tokens[done - from + i] : next_token(n_vocab);
             b->pos[i] = done + i;
             b->seq[i] = s;
         }
@@ -175,7 +177,7 @@ static int fill_seq(ig_context *ctx, batch_buf *b, int s, int from, int to, int 
 static int to_depth(ig_context *ctx, batch_buf *b, int s, int depth, int n_batch, int n_vocab) {
     if (depth > 0 && ig_seq_len(ctx, s) >= depth && ig_seq_truncate(ctx, s, depth) == IG_OK) return 0;
     ig_seq_clear(ctx, s);
-    return fill_seq(ctx, b, s, 0, depth, n_batch, n_vocab);
+    return fill_seq(ctx, b, s, 0, depth, NULL, n_batch, n_vocab);
 }
 
 /* Prompt processing: n tokens of sequence 0 after its first `depth`, in
@@ -184,18 +186,7 @@ static int run_pp(ig_context *ctx, batch_buf *b, const int32_t *prompt, int n, i
                   int n_vocab, double *dt) {
     if (to_depth(ctx, b, 0, depth, n_batch, n_vocab)) return 1;
     double t0 = ig_time_now();
-    for (int done = 0; done < n;) {
-        int m = n - done < n_batch ? n - done : n_batch;
-        for (int i = 0; i < m; i++) {
-            b->tok[i] = prompt[done + i];
-            b->pos[i] = depth + done + i;
-            b->seq[i] = 0;
-        }
-        ig_batch batch = {m, b->tok, b->pos, b->seq, NULL};
-        ig_status st = ig_decode(ctx, &batch);
-        if (st != IG_OK) return decode_fail("prompt decode", st);
-        done += m;
-    }
+    if (fill_seq(ctx, b, 0, depth, depth + n, prompt, n_batch, n_vocab)) return 1;
     *dt = ig_time_now() - t0;
     return 0;
 }
@@ -207,7 +198,7 @@ static int run_tg(ig_context *ctx, batch_buf *b, int n_seq, int steps, int depth
                   double *dt) {
     for (int s = 0; s < n_seq; s++) {
         if (to_depth(ctx, b, s, depth, n_batch, n_vocab)) return 1;
-        if (fill_seq(ctx, b, s, depth, depth + TG_PROMPT, n_batch, n_vocab)) return 1;
+        if (fill_seq(ctx, b, s, depth, depth + TG_PROMPT, NULL, n_batch, n_vocab)) return 1;
     }
     double t0 = ig_time_now();
     for (int k = 0; k < steps; k++) {
