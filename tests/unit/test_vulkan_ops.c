@@ -454,6 +454,13 @@ static void fill_near_ties(float *x, size_t n) {
     for (size_t i = n / 32 * 32; i < n; i++) x[i] = 0.0f;
 }
 
+/* Whether AUTO takes the int8 tensor cores (vk_ops.c's policy: Q4_K
+ * matrices of at least 4M weights, batches from 33 tokens). */
+static bool cmq_auto(ig_vk_device *d, ig_dtype type, int64_t n_in, int rows, int n_tok) {
+    return ig_vk_device_coopmat_int8(d) && type == IG_TYPE_Q4_K && n_in % 256 == 0 && n_in * rows >= (4 << 20) &&
+           n_tok >= 33;
+}
+
 static void run_matmul(ig_vk_device *d, ig_dtype type, int64_t n_in, int rows, int n_tok, ig_vk_matmul_path path,
                        bool geglu, ig_vk_rows rsel) {
     weight wa, wb;
@@ -463,9 +470,11 @@ static void run_matmul(ig_vk_device *d, ig_dtype type, int64_t n_in, int rows, i
     /* the mat-vec and tensor-core paths read x as vec4; even token counts on
        the tensor-core path get an output stride of whole vec4s, so whole
        fragments are stored directly (odd ones go through staging) */
-    const bool vec4_x = path == IG_VK_MATMUL_FAST || path == IG_VK_MATMUL_COOPMAT || path == IG_VK_MATMUL_INT8;
+    const bool cmq = path == IG_VK_MATMUL_COOPMAT_INT8 ||
+                     (path == IG_VK_MATMUL_AUTO && cmq_auto(d, type, n_in, rows, n_tok)); /* mmq.comp */
+    const bool vec4_x = path == IG_VK_MATMUL_FAST || path == IG_VK_MATMUL_COOPMAT || path == IG_VK_MATMUL_INT8 || cmq;
     const int xs = vec4_x ? (int)n_in + 4 : (int)n_in + 2;
-    const int ys = rows + (path == IG_VK_MATMUL_COOPMAT && n_tok % 2 == 0 ? 4 : 3);
+    const int ys = rows + ((path == IG_VK_MATMUL_COOPMAT || cmq) && n_tok % 2 == 0 ? 4 : 3);
     size_t nx = (size_t)xs * n_tok, ny = (size_t)ys * n_tok;
     float *x = malloc(nx * 4), *want = calloc(ny, 4), *got = malloc(ny * 4);
     REQUIRE(x && want && got);
@@ -478,8 +487,8 @@ static void run_matmul(ig_vk_device *d, ig_dtype type, int64_t n_in, int rows, i
     if (rsel == IG_VK_ROWS_HEAD && n_rows > 2) n_rows = 2;
     /* the int8 path sees x as quant_x8.comp leaves it: blocks of 32 rounded
        to steps of amax / 127 */
-    float *xq = path == IG_VK_MATMUL_INT8 ? malloc((size_t)n_in * 4) : NULL;
-    REQUIRE(path != IG_VK_MATMUL_INT8 || xq);
+    float *xq = path == IG_VK_MATMUL_INT8 || cmq ? malloc((size_t)n_in * 4) : NULL;
+    REQUIRE(!(path == IG_VK_MATMUL_INT8 || cmq) || xq);
     for (int t = 0; t < n_rows; t++) {
         if (xq) x8_round(type, x + (size_t)t * xs, xq, n_in);
         for (int r = 0; r < rows; r++) {
@@ -511,13 +520,19 @@ static void run_matmul(ig_vk_device *d, ig_dtype type, int64_t n_in, int rows, i
     REQUIRE_OK(ig_vk_graph_end(g));
     REQUIRE_OK(ig_vk_graph_run(g));
     REQUIRE_OK(ig_vk_buffer_read(by, 0, got, ny * 4));
+    if (getenv("IGNIS_TEST_DEBUG")) {
+        double mw = 0, mg = 0;
+        for (size_t i = 0; i < ny; i++) mw = fmax(mw, fabs(want[i])), mg = fmax(mg, fabs(got[i]));
+        fprintf(stderr, "    max |want| %g |got| %g, want[0] %g got[0] %g\n", mw, mg, want[0], got[0]);
+    }
     /* the tensor-core path rounds weights and activations to f16 */
     const bool f16_inputs = path == IG_VK_MATMUL_COOPMAT ||
-                            (path == IG_VK_MATMUL_AUTO && n_tok > 8 && ig_vk_device_coopmat(d) &&
+                            (path == IG_VK_MATMUL_AUTO && !cmq && n_tok > 8 && ig_vk_device_coopmat(d) &&
                              type != IG_TYPE_F32 && type != IG_TYPE_F16 && type != IG_TYPE_BF16);
     /* int8: the CPU's quantization of x, so the same integer sums; only the
-       order of the float sums differs */
-    CHECK_REL(got, want, ny, f16_inputs ? 3e-3 : xq ? 2e-5 : 1e-5,
+       order of the float sums differs. The int8 tensor cores: the same
+       integer sums, and the minima's term in f16 products */
+    CHECK_REL(got, want, ny, f16_inputs ? 3e-3 : cmq ? 1e-3 : xq ? 2e-5 : 1e-5,
               "matmul%s %s in %lld rows %d tokens %d path %s parts %d%s", geglu ? "_geglu" : "",
               ig_dtype_name(type), (long long)n_in, rows, n_tok,
               path == IG_VK_MATMUL_VEC     ? "vec"
@@ -525,7 +540,8 @@ static void run_matmul(ig_vk_device *d, ig_dtype type, int64_t n_in, int rows, i
               : path == IG_VK_MATMUL_TILED ? "tiled"
               : path == IG_VK_MATMUL_COOPMAT ? "coopmat"
               : path == IG_VK_MATMUL_INT8    ? "int8"
-                                           : "auto",
+              : path == IG_VK_MATMUL_COOPMAT_INT8 ? "coopmat int8"
+                                           : cmq ? "auto (coopmat int8)" : "auto",
               ig_vk_buffer_n_parts(wa.buf), rsel == IG_VK_ROWS_OUTPUTS ? " outputs" : rsel == IG_VK_ROWS_HEAD ? " head" : "");
     ig_vk_graph_free(g);
     ig_vk_buffer_free(bx);
@@ -1345,6 +1361,56 @@ IG_TEST(vulkan_matmul_coopmat) {
         run_matmul(ds, types[i], fast_in(types[i]), 150, 200, IG_VK_MATMUL_COOPMAT, false, IG_VK_ROWS_TOKENS);
         run_matmul(ds, types[i], fast_in(types[i]), 70, 131, IG_VK_MATMUL_COOPMAT, true, IG_VK_ROWS_TOKENS);
     }
+}
+
+/* int8 tensor cores (mmq.comp; NV cooperative matrix with s8 products):
+ * Q4_K against the CPU's sums on x as the CPU quantizes it. */
+IG_TEST(vulkan_matmul_coopmat_int8) {
+    ig_vk_device *d = device();
+    if (!d) return;
+    if (!ig_vk_device_coopmat_int8(d)) {
+        ig_test_skip("no int8 cooperative-matrix matmul on this device");
+        return;
+    }
+    const ig_vk_matmul_path P = IG_VK_MATMUL_COOPMAT_INT8;
+    /* tiles of 128 rows (64 per matrix for GEGLU) x 64 tokens, a
+       super-block per step, the minima in pairs of super-blocks: partial
+       tiles, whole ones stored straight from the fragments, odd and even
+       step counts (one step alone too) */
+    const int toks[] = {1, 33, 64, 100};
+    for (size_t k = 0; k < IG_ARRAY_LEN(toks); k++) {
+        run_matmul(d, IG_TYPE_Q4_K, 256 * 3, 200, toks[k], P, false, IG_VK_ROWS_TOKENS);
+        run_matmul(d, IG_TYPE_Q4_K, 256 * 2, 67, toks[k], P, true, IG_VK_ROWS_TOKENS);
+    }
+    run_matmul(d, IG_TYPE_Q4_K, 256, 70, 40, P, false, IG_VK_ROWS_TOKENS);
+    run_matmul(d, IG_TYPE_Q4_K, 256, 70, 40, P, true, IG_VK_ROWS_TOKENS);
+    run_matmul(d, IG_TYPE_Q4_K, 256 * 4, 256, 128, P, true, IG_VK_ROWS_TOKENS);
+    run_matmul(d, IG_TYPE_Q4_K, 256 * 3, 40, 30, P, false, IG_VK_ROWS_OUTPUTS);
+    /* K split into ranges (small grids on device()), the last one shorter */
+    run_matmul(d, IG_TYPE_Q4_K, 256 * 21, 300, 128, P, false, IG_VK_ROWS_TOKENS);
+    run_matmul(d, IG_TYPE_Q4_K, 256 * 9, 70, 66, P, true, IG_VK_ROWS_TOKENS);
+    /* weights in parts of a few rows, no split */
+    ig_vk_device *ds = device_split();
+    REQUIRE(ds != NULL);
+    run_matmul(ds, IG_TYPE_Q4_K, 256 * 5, 150, 70, P, false, IG_VK_ROWS_TOKENS);
+    run_matmul(ds, IG_TYPE_Q4_K, 256 * 5, 70, 131, P, true, IG_VK_ROWS_TOKENS);
+    /* AUTO takes it for large Q4_K matrices and batches */
+    run_matmul(d, IG_TYPE_Q4_K, 4096, 1024, 40, IG_VK_MATMUL_AUTO, false, IG_VK_ROWS_TOKENS);
+    /* not for other types */
+    ig_vk_step *s;
+    REQUIRE_OK(ig_vk_step_create(d, 40, &s));
+    weight w;
+    REQUIRE(weight_make(d, IG_TYPE_Q6_K, 256, 8, &w));
+    ig_vk_buffer *b;
+    REQUIRE_OK(ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, 256 * 40 * 4, &b));
+    ig_vk_graph *g;
+    REQUIRE_OK(ig_vk_graph_begin(d, s, 40, &g));
+    ig_vk_graph_set_matmul_path(g, P);
+    CHECK(ig_vk_op_matmul(g, IG_VK_ROWS_TOKENS, w.buf, (ig_vk_view){b, 0, 256}, (ig_vk_view){b, 0, 8}) != IG_OK);
+    ig_vk_graph_free(g);
+    ig_vk_buffer_free(b);
+    weight_free(&w);
+    ig_vk_step_free(s);
 }
 
 IG_TEST(vulkan_matmul_fast_rejects) {

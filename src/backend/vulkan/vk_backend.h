@@ -73,8 +73,10 @@ typedef struct ig_vk_device_info {
     bool int_dot, int_dot_accel; /* integer dot product; 4x8 packed signed accelerated */
     bool int_dot_ext;         /* it needs VK_KHR_shader_integer_dot_product (before 1.3) */
     bool coopmat_khr, coopmat_nv;  /* device extensions */
+    bool exec_props;               /* VK_KHR_pipeline_executable_properties */
     char coopmat_shapes[256];      /* e.g. "f16 16x16x16->f32, ..." (KHR, else NV) */
     bool coopmat_nv_16x8x16;       /* NV: f16 16x8x16 -> f32 in subgroup scope */
+    bool coopmat_nv_s8_16x8x32;    /* NV: s8 16x8x32 -> s32 in subgroup scope */
     bool usable;                   /* meets the backend's requirements */
     char why_not[160];             /* when !usable */
 } ig_vk_device_info;
@@ -102,6 +104,8 @@ typedef struct ig_vk_device_params {
                                    ($IGNIS_VK_COOPMAT=0 does the same) */
     bool no_int8;               /* never quantize activations to int8 for the
                                    mat-vec ($IGNIS_VK_INT8=0 does the same) */
+    bool no_coopmat_int8;       /* never use int8 cooperative matrices
+                                   ($IGNIS_VK_CM_INT8=0 does the same) */
     uint32_t coopmat_wide_groups; /* workgroups from which the tensor-core
                                      matmul takes 128-token tiles; 0 = 128,
                                      or $IGNIS_VK_CM_WIDE_GROUPS (tests use 1) */
@@ -124,6 +128,7 @@ const ig_vk_device_info *ig_vk_device_get_info(const ig_vk_device *dev);
 uint64_t ig_vk_device_allocated(const ig_vk_device *dev);
 /* Whether the device runs the tensor-core matmul (IG_VK_MATMUL_COOPMAT). */
 bool ig_vk_device_coopmat(const ig_vk_device *dev);
+bool ig_vk_device_coopmat_int8(const ig_vk_device *dev);
 /* Whether the device runs the int8 mat-vec (IG_VK_MATMUL_INT8). */
 bool ig_vk_device_int8(const ig_vk_device *dev);
 /* The device holding a model's weights, once a Vulkan context of the model
@@ -221,6 +226,9 @@ typedef enum ig_vk_matmul_path {
                               the CPU quantizes them (x8.glsl), packed integer dot
                               products; quantized weights (AUTO uses it instead of
                               FAST where the device has integer dot products) */
+    IG_VK_MATMUL_COOPMAT_INT8, /* mmq.comp: int8 tensor cores on the int8 activations of
+                                  INT8; Q4_K weights, rows of whole 256-blocks (AUTO
+                                  uses it instead of COOPMAT where the device has it) */
 } ig_vk_matmul_path;
 
 typedef struct ig_vk_graph_stats {

@@ -103,21 +103,21 @@ static void coopmat_shapes(VkPhysicalDevice pd, ig_vk_device_info *info) {
     }
 }
 
-/* NV cooperative matrices with f16 16x8x16 -> f32 in subgroup scope. */
-static bool nv_16x8x16(VkPhysicalDevice pd) {
+/* Whether the device has NV cooperative matrices of this shape and these
+ * types (A and B ab, C and D cd) in subgroup scope. */
+static bool nv_shape(VkPhysicalDevice pd, uint32_t m, uint32_t n, uint32_t k, VkComponentTypeNV ab,
+                     VkComponentTypeNV cd) {
     if (!ig_vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV) return false;
-    uint32_t n = 0;
-    if (ig_vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(pd, &n, NULL) != VK_SUCCESS || n == 0) return false;
-    VkCooperativeMatrixPropertiesNV *p = calloc(n, sizeof *p);
+    uint32_t count = 0;
+    if (ig_vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(pd, &count, NULL) != VK_SUCCESS || count == 0) return false;
+    VkCooperativeMatrixPropertiesNV *p = calloc(count, sizeof *p);
     if (!p) return false;
-    for (uint32_t i = 0; i < n; i++) p[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+    for (uint32_t i = 0; i < count; i++) p[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
     bool ok = false;
-    if (ig_vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(pd, &n, p) == VK_SUCCESS)
-        for (uint32_t i = 0; i < n; i++)
-            if (p[i].MSize == 16 && p[i].NSize == 8 && p[i].KSize == 16 &&
-                p[i].AType == VK_COMPONENT_TYPE_FLOAT16_NV && p[i].BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
-                p[i].CType == VK_COMPONENT_TYPE_FLOAT32_NV && p[i].DType == VK_COMPONENT_TYPE_FLOAT32_NV &&
-                p[i].scope == VK_SCOPE_SUBGROUP_NV)
+    if (ig_vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(pd, &count, p) == VK_SUCCESS)
+        for (uint32_t i = 0; i < count; i++)
+            if (p[i].MSize == m && p[i].NSize == n && p[i].KSize == k && p[i].AType == ab && p[i].BType == ab &&
+                p[i].CType == cd && p[i].DType == cd && p[i].scope == VK_SCOPE_SUBGROUP_NV)
                 ok = true;
     free(p);
     return ok;
@@ -151,6 +151,7 @@ void ig_vk_query_device(VkPhysicalDevice pd, int index, uint32_t instance_api, i
     bool has_idot = v13 || has_ext(ext, n_ext, "VK_KHR_shader_integer_dot_product");
     info->coopmat_khr = has_ext(ext, n_ext, "VK_KHR_cooperative_matrix");
     info->coopmat_nv = has_ext(ext, n_ext, "VK_NV_cooperative_matrix");
+    info->exec_props = has_ext(ext, n_ext, "VK_KHR_pipeline_executable_properties");
 
     /* properties */
     VkPhysicalDeviceSubgroupProperties sg = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
@@ -235,7 +236,10 @@ void ig_vk_query_device(VkPhysicalDevice pd, int index, uint32_t instance_api, i
                 info->uma = true;
     }
     coopmat_shapes(pd, info);
-    info->coopmat_nv_16x8x16 = info->coopmat_nv && nv_16x8x16(pd);
+    info->coopmat_nv_16x8x16 =
+        info->coopmat_nv && nv_shape(pd, 16, 8, 16, VK_COMPONENT_TYPE_FLOAT16_NV, VK_COMPONENT_TYPE_FLOAT32_NV);
+    info->coopmat_nv_s8_16x8x32 =
+        info->coopmat_nv && nv_shape(pd, 16, 8, 32, VK_COMPONENT_TYPE_SINT8_NV, VK_COMPONENT_TYPE_SINT32_NV);
 
     /* requirements */
     info->usable = true;
@@ -296,6 +300,7 @@ ig_vk_device_params ig_vk_device_default_params(void) {
 const ig_vk_device_info *ig_vk_device_get_info(const ig_vk_device *dev) { return &dev->info; }
 uint64_t ig_vk_device_allocated(const ig_vk_device *dev) { return dev->allocated; }
 bool ig_vk_device_coopmat(const ig_vk_device *dev) { return dev->coopmat; }
+bool ig_vk_device_coopmat_int8(const ig_vk_device *dev) { return dev->coopmat_i8; }
 bool ig_vk_device_int8(const ig_vk_device *dev) { return dev->int8_mv; }
 
 /* A positive integer from the environment variable `name`, else fallback. */
@@ -397,14 +402,25 @@ static ig_status create_logical(ig_vk_device *d) {
     /* tensor cores: VK_NV_cooperative_matrix with f16 arithmetic */
     VkPhysicalDeviceCooperativeMatrixFeaturesNV cm = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV, .cooperativeMatrix = VK_TRUE};
-    VkPhysicalDeviceShaderFloat16Int8Features f16 = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES, .pNext = &cm, .shaderFloat16 = VK_TRUE};
+    VkPhysicalDeviceShaderFloat16Int8Features f16 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES,
+                                                     .pNext = &cm,
+                                                     .shaderFloat16 = VK_TRUE,
+                                                     .shaderInt8 = d->coopmat_i8 ? VK_TRUE : VK_FALSE};
     /* packed int8 dot products: the int8 mat-vec (mv8_*) */
     VkPhysicalDeviceShaderIntegerDotProductFeatures idf = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES,
         .shaderIntegerDotProduct = VK_TRUE};
-    const char *exts[2];
+    /* $IGNIS_VK_PIPE_STATS: registers and the like of each pipeline */
+    VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pef = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
+        .pipelineExecutableInfo = VK_TRUE};
+    const char *exts[3];
     uint32_t n_exts = 0;
+    if (d->pipe_stats) {
+        pef.pNext = s16.pNext;
+        s16.pNext = &pef;
+        exts[n_exts++] = "VK_KHR_pipeline_executable_properties";
+    }
     if (d->coopmat) {
         s16.pNext = &f16;
         exts[n_exts++] = "VK_NV_cooperative_matrix";
@@ -545,6 +561,11 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
                      d->info.max_shared_memory >= 40 * 1024;
         const char *i8 = getenv("IGNIS_VK_INT8");
         d->int8_mv = IG_VK_GLSL_INT_DOT && !p.no_int8 && !(i8 && strcmp(i8, "0") == 0) && d->info.int_dot;
+        d->pipe_stats = getenv("IGNIS_VK_PIPE_STATS") && d->info.exec_props &&
+                        ig_vk.vkGetPipelineExecutablePropertiesKHR && ig_vk.vkGetPipelineExecutableStatisticsKHR;
+        const char *ci8 = getenv("IGNIS_VK_CM_INT8");
+        d->coopmat_i8 = d->coopmat && d->int8_mv && d->info.coopmat_nv_s8_16x8x32 && d->info.int8 &&
+                        !p.no_coopmat_int8 && !(ci8 && strcmp(ci8, "0") == 0);
         /* measured on the H100, synthetic Q4_K_M (tokens/s, 8 against 32):
            270M 16 streams 1814 / 3713, 32 streams 2845 / 3776; 1B 16
            streams 1227 / 1561, 32 streams 1969 / 2415 */
@@ -558,6 +579,7 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
            tiles: b6 215 / 164, b8 236 / 222, b12 249 / 318, b16 272 / 423
            (before those, it won up to 16) */
         d->cm_min_tokens = env_positive("IGNIS_VK_CM_MIN_TOKENS", d->int8_mv ? 9 : 5);
+        d->cmq_min_tokens = env_positive("IGNIS_VK_CMQ_MIN_TOKENS", 33);
         /* what mmcm.comp prefetches into registers a step ahead: bit 0 the
            activations, bit 1 the weights. Measured on the H100, 27B Q4_K_M
            pp512 / 32 streams (tokens/s): both 1379 / 807, weights only 1675

@@ -84,6 +84,8 @@ typedef struct ig_vk_fns {
     PFN_vkEnumerateInstanceVersion vkEnumerateInstanceVersion;
     PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV vkGetPhysicalDeviceCooperativeMatrixPropertiesNV;
     PFN_vkVoidFunction vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR;
+    PFN_vkGetPipelineExecutablePropertiesKHR vkGetPipelineExecutablePropertiesKHR; /* optional */
+    PFN_vkGetPipelineExecutableStatisticsKHR vkGetPipelineExecutableStatisticsKHR;
 } ig_vk_fns;
 
 extern ig_vk_fns ig_vk;
@@ -195,10 +197,13 @@ struct ig_vk_device {
     uint32_t cm_split_groups; /* split K until a matmul has this many workgroups (1: never) */
     uint32_t cm_pf; /* mmcm.comp register prefetch: bit 0 activations (XPF), bit 1 weights (WPF) */
     bool cm_narrow;           /* 32-token tiles for batches of up to 32 */
+    uint32_t cmq_min_tokens; /* batches from which Q4_K matrices take mmq.comp */
     uint32_t cm_min_tokens;  /* batches from which large quantized matrices take
                                 the tensor cores instead of the mat-vec: the
                                 mat-vec's cost grows with every column */
     bool coopmat;       /* VK_NV_cooperative_matrix + shaderFloat16 enabled: mmcm.comp */
+    bool coopmat_i8;    /* and s8 products, shaderInt8 and the int8 copies: mmq.comp */
+    bool pipe_stats;    /* $IGNIS_VK_PIPE_STATS: the driver's statistics of each new pipeline (stderr) */
     bool int8_mv;       /* shaderIntegerDotProduct enabled: quant_x8.comp + mv8_* */
     bool x8_producers;  /* norms and attention write the int8 copy of their output
                            themselves ($IGNIS_VK_X8_FUSE=0: quant_x8 does it) */

@@ -321,18 +321,20 @@ typedef struct cm_plan {
     uint64_t bytes;
 } cm_plan;
 
-static ig_status cm_prepare(ig_vk_graph *g, const ig_vk_buffer *wa, bool geglu, uint64_t T, uint64_t n_out,
-                            cm_plan *p) {
+static ig_status cm_prepare(ig_vk_graph *g, const ig_vk_buffer *wa, bool geglu, bool int8, uint64_t T,
+                            uint64_t n_out, cm_plan *p) {
     ig_vk_device *d = ig_vk_graph_device(g);
-    const uint32_t kspan = wa->type == IG_TYPE_Q6_K ? 128u : 64u;
+    /* int8 (mmq.comp): a super-block per step, 128 rows (64 per matrix for
+       GEGLU) x 64 tokens */
+    const uint32_t kspan = int8 ? 256u : wa->type == IG_TYPE_Q6_K ? 128u : 64u;
     *p = (cm_plan){0};
-    p->rows_per_group = (geglu ? 4096u : 8192u) / kspan;
+    p->rows_per_group = int8 ? (geglu ? 64u : 128u) : (geglu ? 4096u : 8192u) / kspan;
     /* wide tiles only while they still give every compute unit of a large
        GPU several workgroups: small matrices (270M's) are short of
        workgroups, not of tensor-core work */
-    p->wide = wa->type != IG_TYPE_Q6_K && T >= 128 &&
+    p->wide = !int8 && wa->type != IG_TYPE_Q6_K && T >= 128 &&
               (uint64_t)ceil_div(n_out, p->rows_per_group) * ceil_div(T, 128) >= d->cm_wide_groups;
-    p->narrow = !p->wide && T <= 32 && d->cm_narrow && !(geglu && wa->type == IG_TYPE_Q6_K);
+    p->narrow = !int8 && !p->wide && T <= 32 && d->cm_narrow && !(geglu && wa->type == IG_TYPE_Q6_K);
     p->gy = ceil_div(T, p->wide ? 128 : p->narrow ? 32 : 64);
     const uint32_t n_steps = ceil_div((uint64_t)wa->ne0, kspan);
     p->n_split = 1;
@@ -401,12 +403,19 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
                    : (cm_auto ? IG_VK_MATMUL_COOPMAT : IG_VK_MATMUL_TILED);
     if (path == IG_VK_MATMUL_FAST && int8_ok && ig_vk_graph_matmul_path(g) == IG_VK_MATMUL_AUTO)
         path = IG_VK_MATMUL_INT8;
+    /* int8 tensor cores: Q4_K rows of whole super-blocks */
+    const bool cmq_ok = d->coopmat_i8 && fast_ok && wa->type == IG_TYPE_Q4_K && n_in % 256 == 0;
+    if (path == IG_VK_MATMUL_COOPMAT && cmq_ok && T >= d->cmq_min_tokens &&
+        ig_vk_graph_matmul_path(g) == IG_VK_MATMUL_AUTO)
+        path = IG_VK_MATMUL_COOPMAT_INT8;
+    if (path == IG_VK_MATMUL_COOPMAT_INT8 && !cmq_ok)
+        return bad(g, "vulkan: %s: no int8 cooperative-matrix matmul for this device, type or x view", "matmul");
     if (path == IG_VK_MATMUL_FAST && !fast_ok)
         return bad(g, "vulkan: %s: the fast mat-vec does not apply (type, row length or x alignment)", "matmul");
     if (path == IG_VK_MATMUL_INT8 && !int8_ok)
         return bad(g, "vulkan: %s: no int8 mat-vec for this device, type or x view", "matmul");
     const ig_vk_part *xpart = src.buf->parts;
-    if (path == IG_VK_MATMUL_INT8) {
+    if (path == IG_VK_MATMUL_INT8 || path == IG_VK_MATMUL_COOPMAT_INT8) {
         /* x is read as its int8 copy, from the scratch */
         IG_TRY(quant_x8(g, rows, &b[0], xoff, xs, n_in, T, x8_kind(wa->type), &xpart, &xs));
         xoff = 0;
@@ -416,8 +425,8 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
         return bad(g, "vulkan: %s: no cooperative-matrix matmul for this device or type", "matmul");
     cm_plan cp = {0};
     const ig_vk_bind dst_bind = b[1];
-    if (path == IG_VK_MATMUL_COOPMAT) {
-        IG_TRY(cm_prepare(g, wa, wb != NULL, T, n_out, &cp));
+    if (path == IG_VK_MATMUL_COOPMAT || path == IG_VK_MATMUL_COOPMAT_INT8) {
+        IG_TRY(cm_prepare(g, wa, wb != NULL, path == IG_VK_MATMUL_COOPMAT_INT8, T, n_out, &cp));
         if (cp.n_split > 1) b[1] = (ig_vk_bind){(*ig_vk_graph_split_sums(g))->parts, 0, cp.bytes, true};
     }
     IG_TRY(ig_vk_rec_hazards(g, b, nb)); /* weights are read-only: never a hazard */
@@ -448,6 +457,10 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
         gy = cp.gy * cp.n_split;
         snprintf(name, sizeof name, "mmcm%s%s_%s", cp.wide ? "_wide" : cp.narrow ? "_narrow" : "", wb ? "_geglu" : "",
                  type_suffix(wa->type));
+    } else if (path == IG_VK_MATMUL_COOPMAT_INT8) {
+        rows_per_group = cp.rows_per_group;
+        gy = cp.gy * cp.n_split;
+        snprintf(name, sizeof name, "mmq%s_%s", wb ? "_geglu" : "", type_suffix(wa->type));
     } else {
         gy = ceil_div(T, MATMUL_TILE);
         snprintf(name, sizeof name, "matmul%s_%s", wb ? "_geglu" : "", type_suffix(wa->type));
@@ -472,7 +485,10 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
         uint32_t gx, gz;
         fold(groups, &gx, &gz);
         const ig_vk_part *parts[4] = {pa, pb, xpart, split ? b[1].part : dst.buf->parts};
-        IG_TRY(ig_vk_rec_dispatch(g, pipe, parts, 4, &pc, sizeof pc, gx, gy, gz));
+        if (path == IG_VK_MATMUL_COOPMAT_INT8) /* token tiles along x (mmq.comp) */
+            IG_TRY(ig_vk_rec_dispatch(g, pipe, parts, 4, &pc, sizeof pc, gy, groups, 1));
+        else
+            IG_TRY(ig_vk_rec_dispatch(g, pipe, parts, 4, &pc, sizeof pc, gx, gy, gz));
     }
     if (cp.n_split > 1) {
         /* the splits' sums (and GEGLU) into dst, in split order */

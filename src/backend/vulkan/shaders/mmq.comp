@@ -1,0 +1,313 @@
+#version 450
+// Y[t, r] = sum_i W[r, i] X[t, i] on int8 tensor cores (NV cooperative
+// matrix, s8 x s8 -> s32 in products of 16 x 8 x 32): Q4_K weights against
+// the int8 activations of the int8 mat-vec (x8.glsl, kind 1: one scale per
+// 256 elements of a row). Twice the tensor-core rate of f16 products, half
+// the shared-memory bytes, and no dequantization: a weight's 4-bit value is
+// its byte. For a Q4_K super-block (256 elements, sub-blocks j of 32, 6-bit
+// integer scales sc_j and minima m_j, f16 d and dmin) and x = dx * q:
+//   W·X = d dx sum_j sc_j (Q_j · q_j)  -  dmin sum_j m_j (dx sum q_j)
+// - the integer products Q_j · q_j come from the tensor cores; times sc_j
+//   they are summed in int32 over the super-block (exact), then scaled by
+//   d dx once per super-block;
+// - the minima's term is a product of two small matrices, -dmin m_j (rows
+//   x sub-blocks) by dx sum q_j (sub-blocks x tokens): f16 tensor-core
+//   products of 16 sub-blocks (two super-blocks) each.
+// Which (row, token) an element of an accumulator holds is the driver's
+// business (v1 does not say): each invocation learns it once by loading a
+// fragment of indices of the same type.
+// A workgroup of 8 subgroups computes BM rows x 64 tokens, a super-block
+// per step in two halves of 128 elements (shared memory under 48 KiB);
+// each subgroup a 32 x WN block as fragments of 16 x 8. The next half's
+// loads are issued before this half's products (register prefetch).
+// GEGLU: Y = gelu_tanh(A·X) * (B·X). Split K: as mmcm.comp (steps are
+// super-blocks). Needs (host): n_in a multiple of 256, x offset and stride
+// in uvec4 (x8 blocks of 48 bytes per 32 elements).
+#extension GL_GOOGLE_include_directive : require
+#extension GL_NV_cooperative_matrix : require
+#extension GL_NV_integer_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
+#include "common.glsl"
+
+layout(local_size_x = 256) in;
+
+layout(set = 0, binding = 1) readonly buffer WA4 { uvec4 wa4[]; };
+#ifdef GEGLU
+layout(set = 0, binding = 2) readonly buffer WB4 { uvec4 wb4[]; };
+#endif
+layout(set = 0, binding = 3) readonly buffer XQ { uvec4 xq4[]; };
+layout(set = 0, binding = 3) readonly buffer XM { vec4 xm4[]; };
+layout(set = 0, binding = 4) writeonly buffer YB { float ys[]; };
+
+layout(push_constant) uniform PC {
+    uint rows_sel, n_in, n_rows, row_u16;
+    uint x_off, x_stride, y_off, y_stride, y_row0;
+    uint n_split, split_steps, split_stride, geglu_off;
+} pc;
+
+#ifdef GEGLU
+#define NM 2u                 // matrices
+#define BM 64u
+#else
+#define NM 1u
+#define BM 128u
+#endif
+#define BN 64u
+#define WGM (BM / 32u)        // subgroups along the rows (32 rows each)
+#define WGN (8u / WGM)        // subgroups along the tokens
+#define WN (BN / WGN)         // tokens per subgroup
+#define FRN (WN / 8u)         // fragments per subgroup along the tokens
+#define LDA 36u               // uints per shared row: 128 bytes + 16 (skewed banks)
+
+shared uint sa[NM * BM * LDA];     // weights of the half step, one byte each
+shared uint sx[BN * LDA];          // activations of the half step
+shared int ssc[NM * BM * 8u];      // the super-block's 8 scales sc_j
+shared float sdw[NM * BM];         // its d
+shared float sdx[BN];              // the activations' scale dx
+// -64 dmin m_j and dx sum q_j / 64 (the scaling keeps sums of 32 large
+// activations within f16's range): 16 sub-blocks of two super-blocks
+shared float16_t smin[NM * BM * 16u];
+shared float16_t ssum[BN * 16u];
+shared int sidx_i[128];
+shared float sidx_f[128];
+shared float stage[8u * 256u];
+
+#define ICM_A icoopmatNV<8, gl_ScopeSubgroup, 16, 32>
+#define ICM_B icoopmatNV<8, gl_ScopeSubgroup, 32, 8>
+#define ICM_C icoopmatNV<32, gl_ScopeSubgroup, 16, 8>
+#define FCM_C fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>
+
+// the loads of one half step (h) of super-block s, in registers
+struct wload { uvec4 hdr, q; };
+struct xload { uvec4 q0, q1; vec4 m; };
+#define W_PT (NM * BM * 4u / 256u) // 16-byte loads of quants per thread and half
+wload wr[W_PT];
+xload xr;
+
+void load_w(uint s, uint h, uint row0) {
+    const uint tid = gl_LocalInvocationID.x, r4s = pc.row_u16 >> 3;
+    [[unroll]] for (uint u = 0u; u < W_PT; u++) {
+        const uint idx = tid + u * 256u, m = idx / (BM * 4u), rl = (idx / 4u) % BM, l = 4u * h + idx % 4u;
+        const uint base = min(row0 + rl, pc.n_rows - 1u) * r4s + s * 9u; // rows past the end: never stored
+        const bool hdr = h == 0u && idx % 4u == 0u; // the header, by one thread per row
+#ifdef GEGLU
+        if (m == 1u) {
+            if (hdr) wr[u].hdr = wb4[base];
+            wr[u].q = wb4[base + 1u + l];
+            continue;
+        }
+#endif
+        if (hdr) wr[u].hdr = wa4[base];
+        wr[u].q = wa4[base + 1u + l];
+    }
+}
+
+// one 32-element block per thread: token tid / 4, sub-block 4h + tid % 4
+void load_x(uint s, uint h, uint col0, uint n) {
+    const uint tid = gl_LocalInvocationID.x, t = tid / 4u;
+    if (col0 + t < n) {
+        const uint xb = pc.x_off + (col0 + t) * pc.x_stride + (s * 8u + 4u * h + tid % 4u) * 3u;
+        xr.q0 = xq4[xb];
+        xr.q1 = xq4[xb + 1u];
+        xr.m = xm4[xb + 2u];
+    } else {
+        xr.q0 = uvec4(0u);
+        xr.q1 = uvec4(0u);
+        xr.m = vec4(0.0);
+    }
+}
+
+// registers -> shared; the per-super-block values at h = 0 (their 16-wide
+// tables take slot * 8 + j, slot = the step's parity within the split; the
+// second slot is zeroed when the last step has none)
+void store_half(uint s, uint slot, uint h, bool last, uint col0, uint n) {
+    const uint tid = gl_LocalInvocationID.x;
+    load_x(s, h, col0, n);
+    [[unroll]] for (uint u = 0u; u < W_PT; u++) {
+        const uint idx = tid + u * 256u, m = idx / (BM * 4u), rl = (idx / 4u) % BM, l = 4u * h + idx % 4u;
+        const uint mr = m * BM + rl;
+        // 16 quant bytes l: low nibbles = sub-block 2 (l / 2), high = 2 (l / 2) + 1,
+        // elements 16 (l % 2) ..; local to the half: sub-blocks 2 (l / 2) - 4h ..
+        const uint k = (2u * (l / 2u) - 4u * h) * 32u + (l % 2u) * 16u;
+        const uint o = mr * LDA + k / 4u;
+        const uvec4 q = wr[u].q;
+        sa[o] = q.x & 0x0F0F0F0Fu;
+        sa[o + 1u] = q.y & 0x0F0F0F0Fu;
+        sa[o + 2u] = q.z & 0x0F0F0F0Fu;
+        sa[o + 3u] = q.w & 0x0F0F0F0Fu;
+        sa[o + 8u] = (q.x >> 4) & 0x0F0F0F0Fu;
+        sa[o + 9u] = (q.y >> 4) & 0x0F0F0F0Fu;
+        sa[o + 10u] = (q.z >> 4) & 0x0F0F0F0Fu;
+        sa[o + 11u] = (q.w >> 4) & 0x0F0F0F0Fu;
+        if (h == 0u && idx % 4u == 0u) {
+            // header: d, dmin (f16), 12 bytes of 6-bit scales and minima
+            const uvec4 hd = wr[u].hdr;
+            const vec2 dd = unpackHalf2x16(hd.x);
+            const uint sc_lo = hd.y & 0x3F3F3F3Fu, mn_lo = hd.z & 0x3F3F3F3Fu;
+            const uint sc_hi = (hd.w & 0x0F0F0F0Fu) | (((hd.y >> 6) & 0x03030303u) << 4);
+            const uint mn_hi = ((hd.w >> 4) & 0x0F0F0F0Fu) | (((hd.z >> 6) & 0x03030303u) << 4);
+            [[unroll]] for (uint j = 0u; j < 4u; j++) {
+                ssc[mr * 8u + j] = int((sc_lo >> (8u * j)) & 0xFFu);
+                ssc[mr * 8u + 4u + j] = int((sc_hi >> (8u * j)) & 0xFFu);
+            }
+            sdw[mr] = dd.x;
+            const uint mo = mr * 16u + slot * 8u;
+            [[unroll]] for (uint j = 0u; j < 4u; j++) {
+                smin[mo + j] = float16_t(-64.0 * dd.y * float((mn_lo >> (8u * j)) & 0xFFu));
+                smin[mo + 4u + j] = float16_t(-64.0 * dd.y * float((mn_hi >> (8u * j)) & 0xFFu));
+            }
+            if (last && slot == 0u)
+                [[unroll]] for (uint j = 8u; j < 16u; j++) smin[mr * 16u + j] = float16_t(0.0);
+        }
+    }
+    const uint t = tid / 4u, lj = tid % 4u, o = t * LDA + lj * 8u;
+    sx[o] = xr.q0.x;
+    sx[o + 1u] = xr.q0.y;
+    sx[o + 2u] = xr.q0.z;
+    sx[o + 3u] = xr.q0.w;
+    sx[o + 4u] = xr.q1.x;
+    sx[o + 5u] = xr.q1.y;
+    sx[o + 6u] = xr.q1.z;
+    sx[o + 7u] = xr.q1.w;
+    if (h == 0u && lj == 0u) sdx[t] = xr.m.x;
+    ssum[t * 16u + slot * 8u + 4u * h + lj] = float16_t((xr.m.y + xr.m.z) * (1.0 / 64.0));
+    if (last && slot == 0u && h == 1u)
+        [[unroll]] for (uint j = 0u; j < 2u; j++) ssum[t * 16u + 8u + 2u * lj + j] = float16_t(0.0);
+}
+
+void main() {
+    const uint tid = gl_LocalInvocationID.x, warp = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+    // the grid: x the token tile (and split), y the row group, so the
+    // workgroups of one row group run side by side and share its weights in
+    // L2 (27B pp512 1936 -> 2077 tokens/s)
+    const uint row0 = gl_WorkGroupID.y * BM;
+    const uint ty = gl_WorkGroupID.x;
+    const uint n = step_rows(pc.rows_sel);
+    const uint split = ty % pc.n_split;
+    const uint col0 = ty / pc.n_split * BN;
+    if (row0 >= pc.n_rows || col0 >= n) return; // uniform
+    const uint wm = warp % WGM, wn = warp / WGM;
+    const uint s_begin = split * pc.split_steps; // the host gives every split a step
+    const uint n_steps = min(pc.n_in / 256u, s_begin + pc.split_steps);
+
+    // which (row, token) of a 16 x 8 fragment each element holds
+    if (tid < 128u) {
+        sidx_i[tid] = int(tid);
+        sidx_f[tid] = float(tid);
+    }
+    barrier();
+    ICM_C idx_i;
+    FCM_C idx_f;
+    coopMatLoadNV(idx_i, sidx_i, 0u, 8u, false);
+    coopMatLoadNV(idx_f, sidx_f, 0u, 8u, false);
+    uint ri[8], rf[8], cf[8]; // (8: more than a fragment's elements per invocation)
+    for (int e = 0; e < idx_i.length(); e++) ri[e] = uint(idx_i[e]) >> 3;
+    for (int e = 0; e < idx_f.length(); e++) {
+        rf[e] = uint(idx_f[e]) >> 3;
+        cf[e] = uint(idx_f[e]) & 7u;
+    }
+
+    FCM_C acc[NM][2][FRN];
+    ICM_C isb[NM][2][FRN];
+    [[unroll]] for (uint m = 0u; m < NM; m++)
+        [[unroll]] for (uint i = 0u; i < 2u; i++)
+            [[unroll]] for (uint j = 0u; j < FRN; j++) {
+                acc[m][i][j] = FCM_C(0.0);
+                isb[m][i][j] = ICM_C(0);
+            }
+
+    load_w(s_begin, 0u, row0);
+    for (uint s = s_begin; s < n_steps; s++) {
+        const bool last = s + 1u == n_steps;
+        for (uint h = 0u; h < 2u; h++) {
+            store_half(s, (s - s_begin) & 1u, h, last, col0, n);
+            barrier();
+            if (h == 0u) load_w(s, 1u, row0);
+            else if (!last) load_w(s + 1u, 0u, row0);
+            [[unroll]] for (uint lj = 0u; lj < 4u; lj++) {
+                const uint j = 4u * h + lj;
+                ICM_B b[FRN];
+                [[unroll]] for (uint f = 0u; f < FRN; f++)
+                    coopMatLoadNV(b[f], sx, (wn * WN + f * 8u) * LDA + lj * 8u, LDA, true);
+                [[unroll]] for (uint m = 0u; m < NM; m++)
+                    [[unroll]] for (uint i = 0u; i < 2u; i++) {
+                        ICM_A a;
+                        coopMatLoadNV(a, sa, (m * BM + wm * 32u + i * 16u) * LDA + lj * 8u, LDA, false);
+                        int sc[8]; // the scales of this invocation's rows
+                        for (int e = 0; e < idx_i.length(); e++) sc[e] = ssc[(m * BM + wm * 32u + i * 16u + ri[e]) * 8u + j];
+                        [[unroll]] for (uint f = 0u; f < FRN; f++) {
+                            ICM_C p = coopMatMulAddNV(a, b[f], ICM_C(0));
+                            for (int e = 0; e < p.length(); e++)
+                                isb[m][i][f][e] += sc[e] * p[e];
+                        }
+                    }
+            }
+            if (h == 1u) {
+                // the super-block's integer sums times d dx
+                [[unroll]] for (uint m = 0u; m < NM; m++)
+                    [[unroll]] for (uint i = 0u; i < 2u; i++)
+                        [[unroll]] for (uint f = 0u; f < FRN; f++) {
+                            FCM_C v = FCM_C(isb[m][i][f]);
+                            for (int e = 0; e < v.length(); e++)
+                                acc[m][i][f][e] += sdw[m * BM + wm * 32u + i * 16u + rf[e]] *
+                                                   sdx[wn * WN + f * 8u + cf[e]] * v[e];
+                            isb[m][i][f] = ICM_C(0);
+                        }
+                // the minima of two super-blocks (or of the last one)
+                if (((s - s_begin) & 1u) == 1u || last) {
+                    fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> bs[FRN];
+                    [[unroll]] for (uint f = 0u; f < FRN; f++)
+                        coopMatLoadNV(bs[f], ssum, (wn * WN + f * 8u) * 16u, 16u, true);
+                    [[unroll]] for (uint m = 0u; m < NM; m++)
+                        [[unroll]] for (uint i = 0u; i < 2u; i++) {
+                            fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> am;
+                            coopMatLoadNV(am, smin, (m * BM + wm * 32u + i * 16u) * 16u, 16u, false);
+                            [[unroll]] for (uint f = 0u; f < FRN; f++)
+                                acc[m][i][f] = coopMatMulAddNV(am, bs[f], acc[m][i][f]);
+                        }
+                }
+            }
+            barrier();
+        }
+    }
+
+    // epilogue (mmcm.comp's): whole fragments straight to Y (token t, row r
+    // at t * y_stride + r), partial ones through the staging area
+    const uint y_base = pc.y_off + split * pc.split_stride;
+    const bool direct_ok = ((y_base + pc.y_row0) & 3u) == 0u && (pc.y_stride & 3u) == 0u;
+    const uint sbase = warp * 256u;
+#ifdef GEGLU
+    const uint n_out = pc.n_split > 1u ? 2u : 1u; // split: both raw sums
+#else
+    const uint n_out = 1u;
+#endif
+    for (uint o = 0u; o < n_out; o++) {
+        const uint yb = y_base + o * pc.geglu_off;
+        [[unroll]] for (uint i = 0u; i < 2u; i++)
+            [[unroll]] for (uint j = 0u; j < FRN; j++) {
+                FCM_C r_acc = acc[0][i][j];
+#ifdef GEGLU
+                if (pc.n_split == 1u)
+                    for (int e = 0; e < r_acc.length(); e++) r_acc[e] = gelu_tanh(r_acc[e]) * acc[1][i][j][e];
+                else if (o == 1u)
+                    r_acc = acc[1][i][j];
+#endif
+                const uint r = row0 + wm * 32u + i * 16u, t = col0 + wn * WN + j * 8u;
+                if (r >= pc.n_rows || t >= n) continue; // uniform per subgroup
+                if (direct_ok && r + 16u <= pc.n_rows && t + 8u <= n) {
+                    coopMatStoreNV(r_acc, ys, yb + t * pc.y_stride + pc.y_row0 + r, pc.y_stride, true);
+                } else {
+                    coopMatStoreNV(r_acc, stage, sbase, 16u, true); // (m, n) at n * 16 + m
+                    subgroupMemoryBarrierShared();
+                    subgroupBarrier();
+                    for (uint e = lane; e < 128u; e += gl_SubgroupSize) {
+                        const uint mm = e % 16u, nn = e / 16u;
+                        if (r + mm < pc.n_rows && t + nn < n) ys[yb + (t + nn) * pc.y_stride + pc.y_row0 + r + mm] = stage[sbase + e];
+                    }
+                    subgroupBarrier();
+                }
+            }
+    }
+}
