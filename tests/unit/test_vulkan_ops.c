@@ -455,10 +455,10 @@ static void fill_near_ties(float *x, size_t n) {
 }
 
 /* Whether AUTO takes the int8 tensor cores (vk_ops.c's policy: Q4_K
- * matrices of at least 4M weights, batches from 33 tokens). */
+ * matrices of at least 4M weights, batches from cm_min_tokens, 9). */
 static bool cmq_auto(ig_vk_device *d, ig_dtype type, int64_t n_in, int rows, int n_tok) {
     return ig_vk_device_coopmat_int8(d) && type == IG_TYPE_Q4_K && n_in % 256 == 0 && n_in * rows >= (4 << 20) &&
-           n_tok >= 33;
+           n_tok >= 9;
 }
 
 static void run_matmul(ig_vk_device *d, ig_dtype type, int64_t n_in, int rows, int n_tok, ig_vk_matmul_path path,
@@ -1373,11 +1373,11 @@ IG_TEST(vulkan_matmul_coopmat_int8) {
         return;
     }
     const ig_vk_matmul_path P = IG_VK_MATMUL_COOPMAT_INT8;
-    /* tiles of 128 rows (64 per matrix for GEGLU) x 64 tokens, a
+    /* tiles of 128 rows (64 per matrix for GEGLU) x 64 tokens (32 up to 32), a
        super-block per step, the minima in pairs of super-blocks: partial
        tiles, whole ones stored straight from the fragments, odd and even
        step counts (one step alone too) */
-    const int toks[] = {1, 33, 64, 100};
+    const int toks[] = {1, 17, 32, 33, 64, 100};
     for (size_t k = 0; k < IG_ARRAY_LEN(toks); k++) {
         run_matmul(d, IG_TYPE_Q4_K, 256 * 3, 200, toks[k], P, false, IG_VK_ROWS_TOKENS);
         run_matmul(d, IG_TYPE_Q4_K, 256 * 2, 67, toks[k], P, true, IG_VK_ROWS_TOKENS);
@@ -1396,6 +1396,7 @@ IG_TEST(vulkan_matmul_coopmat_int8) {
     run_matmul(ds, IG_TYPE_Q4_K, 256 * 5, 70, 131, P, true, IG_VK_ROWS_TOKENS);
     /* AUTO takes it for large Q4_K matrices and batches */
     run_matmul(d, IG_TYPE_Q4_K, 4096, 1024, 40, IG_VK_MATMUL_AUTO, false, IG_VK_ROWS_TOKENS);
+    run_matmul(d, IG_TYPE_Q4_K, 4096, 1024, 12, IG_VK_MATMUL_AUTO, true, IG_VK_ROWS_TOKENS);
     /* not for other types */
     ig_vk_step *s;
     REQUIRE_OK(ig_vk_step_create(d, 40, &s));

@@ -579,7 +579,6 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
            tiles: b6 215 / 164, b8 236 / 222, b12 249 / 318, b16 272 / 423
            (before those, it won up to 16) */
         d->cm_min_tokens = env_positive("IGNIS_VK_CM_MIN_TOKENS", d->int8_mv ? 9 : 5);
-        d->cmq_min_tokens = env_positive("IGNIS_VK_CMQ_MIN_TOKENS", 33);
         /* what mmcm.comp prefetches into registers a step ahead: bit 0 the
            activations, bit 1 the weights. Measured on the H100, 27B Q4_K_M
            pp512 / 32 streams (tokens/s): both 1379 / 807, weights only 1675

@@ -197,7 +197,6 @@ struct ig_vk_device {
     uint32_t cm_split_groups; /* split K until a matmul has this many workgroups (1: never) */
     uint32_t cm_pf; /* mmcm.comp register prefetch: bit 0 activations (XPF), bit 1 weights (WPF) */
     bool cm_narrow;           /* 32-token tiles for batches of up to 32 */
-    uint32_t cmq_min_tokens; /* batches from which Q4_K matrices take mmq.comp */
     uint32_t cm_min_tokens;  /* batches from which large quantized matrices take
                                 the tensor cores instead of the mat-vec: the
                                 mat-vec's cost grows with every column */

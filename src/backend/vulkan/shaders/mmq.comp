@@ -16,7 +16,8 @@
 // Which (row, token) an element of an accumulator holds is the driver's
 // business (v1 does not say): each invocation learns it once by loading a
 // fragment of indices of the same type.
-// A workgroup of 8 subgroups computes BM rows x 64 tokens, a super-block
+// A workgroup of 8 subgroups computes BM rows x BN tokens (64; 32 with
+// NARROW), a super-block
 // per step in two halves of 128 elements (shared memory under 48 KiB);
 // each subgroup a 32 x WN block as fragments of 16 x 8. The next half's
 // loads are issued before this half's products (register prefetch).
@@ -54,7 +55,11 @@ layout(push_constant) uniform PC {
 #define NM 1u
 #define BM 128u
 #endif
+#ifdef NARROW
+#define BN 32u                // batches of up to 32 (many streams): no half-empty tiles
+#else
 #define BN 64u
+#endif
 #define WGM (BM / 32u)        // subgroups along the rows (32 rows each)
 #define WGN (8u / WGM)        // subgroups along the tokens
 #define WN (BN / WGN)         // tokens per subgroup
@@ -107,7 +112,7 @@ void load_w(uint s, uint h, uint row0) {
 // one 32-element block per thread: token tid / 4, sub-block 4h + tid % 4
 void load_x(uint s, uint h, uint col0, uint n) {
     const uint tid = gl_LocalInvocationID.x, t = tid / 4u;
-    if (col0 + t < n) {
+    if (t < BN && col0 + t < n) {
         const uint xb = pc.x_off + (col0 + t) * pc.x_stride + (s * 8u + 4u * h + tid % 4u) * 3u;
         xr.q0 = xq4[xb];
         xr.q1 = xq4[xb + 1u];
@@ -162,6 +167,7 @@ void store_half(uint s, uint slot, uint h, bool last, uint col0, uint n) {
                 [[unroll]] for (uint j = 8u; j < 16u; j++) smin[mr * 16u + j] = float16_t(0.0);
         }
     }
+    if (tid >= BN * 4u) return;
     const uint t = tid / 4u, lj = tid % 4u, o = t * LDA + lj * 8u;
     sx[o] = xr.q0.x;
     sx[o + 1u] = xr.q0.y;
