@@ -14,7 +14,7 @@
 //   - each subgroup multiplies a 32 x (BN / (8 / (BM / 32))) block as
 //     fragments of 16 x 8 (k = 16 per product);
 //   - whole fragments are stored straight to Y, partial ones through a
-//     per-subgroup staging area.
+//     per-subgroup staging area (cm_store.glsl).
 // BM x CM_KSPAN = 8192 weights per step (4096 per matrix for GEGLU), so
 // shared memory stays under 48 KiB. Needs (host): vk_ops.c's fast_ok (x
 // offset and stride multiples of 4, n_in whole items).
@@ -95,6 +95,7 @@ shared uvec4 sa2[BM * LD8];
 #endif
 shared uvec4 sb[BN * LD8];
 shared float stage[8u * 256u];
+#include "cm_store.glsl"
 
 // per-thread share of a step's loads
 #define W_ITEMS (BM * CM_IPS)                      // weight items per step
@@ -107,7 +108,7 @@ uvec4 pack8(vec4 lo, vec4 hi) {
 }
 
 void main() {
-    const uint tid = gl_LocalInvocationID.x, warp = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+    const uint tid = gl_LocalInvocationID.x, warp = gl_SubgroupID;
     const uint row0 = wg_linear() * BM;
     const uint n = step_rows(pc.rows_sel);
     const uint split = gl_WorkGroupID.y % pc.n_split;
@@ -229,11 +230,9 @@ void main() {
         barrier();
     }
 
-    // epilogue: whole fragments straight to Y (column-major: token t, row r at
-    // t * y_stride + r), partial ones through the staging area
+    // epilogue (cm_store.glsl)
     const uint y_base = pc.y_off + split * pc.split_stride;
     const bool direct_ok = ((y_base + pc.y_row0) & 3u) == 0u && (pc.y_stride & 3u) == 0u;
-    const uint sbase = warp * 256u;
 #ifdef GEGLU
     const uint n_out = pc.n_split > 1u ? 2u : 1u; // split: both raw sums
 #else
@@ -249,20 +248,7 @@ void main() {
                 else if (o == 1u)
                     acc[i][j] = acc2[i][j];
 #endif
-                const uint r = row0 + wm * 32u + i * 16u, t = col0 + wn * WN + j * 8u;
-                if (r >= pc.n_rows || t >= n) continue; // uniform per subgroup
-                if (direct_ok && r + 16u <= pc.n_rows && t + 8u <= n) {
-                    coopMatStoreNV(acc[i][j], ys, yb + t * pc.y_stride + pc.y_row0 + r, pc.y_stride, true);
-                } else {
-                    coopMatStoreNV(acc[i][j], stage, sbase, 16u, true); // (m, n) at n * 16 + m
-                    subgroupMemoryBarrierShared();
-                    subgroupBarrier();
-                    for (uint e = lane; e < 128u; e += gl_SubgroupSize) {
-                        const uint m = e % 16u, nn = e / 16u;
-                        if (r + m < pc.n_rows && t + nn < n) ys[yb + (t + nn) * pc.y_stride + pc.y_row0 + r + m] = stage[sbase + e];
-                    }
-                    subgroupBarrier();
-                }
+                cm_store(acc[i][j], row0 + wm * 32u + i * 16u, col0 + wn * WN + j * 8u, yb, n, direct_ok);
             }
     }
 }

@@ -78,6 +78,7 @@ shared float16_t ssum[BN * 16u];
 shared int sidx_i[128];
 shared float sidx_f[128];
 shared float stage[8u * 256u];
+#include "cm_store.glsl"
 
 #define ICM_A icoopmatNV<8, gl_ScopeSubgroup, 16, 32>
 #define ICM_B icoopmatNV<8, gl_ScopeSubgroup, 32, 8>
@@ -184,7 +185,7 @@ void store_half(uint s, uint slot, uint h, bool last, uint col0, uint n) {
 }
 
 void main() {
-    const uint tid = gl_LocalInvocationID.x, warp = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+    const uint tid = gl_LocalInvocationID.x, warp = gl_SubgroupID;
     // the grid: x the token tile (and split), y the row group, so the
     // workgroups of one row group run side by side and share its weights in
     // L2 (27B pp512 1936 -> 2077 tokens/s)
@@ -279,11 +280,9 @@ void main() {
         }
     }
 
-    // epilogue (mmcm.comp's): whole fragments straight to Y (token t, row r
-    // at t * y_stride + r), partial ones through the staging area
+    // epilogue (cm_store.glsl)
     const uint y_base = pc.y_off + split * pc.split_stride;
     const bool direct_ok = ((y_base + pc.y_row0) & 3u) == 0u && (pc.y_stride & 3u) == 0u;
-    const uint sbase = warp * 256u;
 #ifdef GEGLU
     const uint n_out = pc.n_split > 1u ? 2u : 1u; // split: both raw sums
 #else
@@ -300,20 +299,7 @@ void main() {
                 else if (o == 1u)
                     r_acc = acc[1][i][j];
 #endif
-                const uint r = row0 + wm * 32u + i * 16u, t = col0 + wn * WN + j * 8u;
-                if (r >= pc.n_rows || t >= n) continue; // uniform per subgroup
-                if (direct_ok && r + 16u <= pc.n_rows && t + 8u <= n) {
-                    coopMatStoreNV(r_acc, ys, yb + t * pc.y_stride + pc.y_row0 + r, pc.y_stride, true);
-                } else {
-                    coopMatStoreNV(r_acc, stage, sbase, 16u, true); // (m, n) at n * 16 + m
-                    subgroupMemoryBarrierShared();
-                    subgroupBarrier();
-                    for (uint e = lane; e < 128u; e += gl_SubgroupSize) {
-                        const uint mm = e % 16u, nn = e / 16u;
-                        if (r + mm < pc.n_rows && t + nn < n) ys[yb + (t + nn) * pc.y_stride + pc.y_row0 + r + mm] = stage[sbase + e];
-                    }
-                    subgroupBarrier();
-                }
+                cm_store(r_acc, row0 + wm * 32u + i * 16u, col0 + wn * WN + j * 8u, yb, n, direct_ok);
             }
     }
 }

@@ -1,0 +1,21 @@
+// The tensor-core matmuls' store of a 16 x 8 accumulator fragment (rows
+// r.., tokens t..) to Y at yb (token t, row r at t * y_stride + y_row0 + r):
+// a whole fragment straight to Y where Y's offsets allow it, a partial one
+// through the subgroup's 256 floats of stage. Include after the push
+// constants (pc) and the ys and stage arrays; uniform per subgroup.
+void cm_store(fcoopmatNV<32, gl_ScopeSubgroup, 16, 8> v, uint r, uint t, uint yb, uint n, bool direct_ok) {
+    if (r >= pc.n_rows || t >= n) return;
+    if (direct_ok && r + 16u <= pc.n_rows && t + 8u <= n) {
+        coopMatStoreNV(v, ys, yb + t * pc.y_stride + pc.y_row0 + r, pc.y_stride, true);
+        return;
+    }
+    const uint sbase = gl_SubgroupID * 256u;
+    coopMatStoreNV(v, stage, sbase, 16u, true); // (m, n) at n * 16 + m
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    for (uint e = gl_SubgroupInvocationID; e < 128u; e += gl_SubgroupSize) {
+        const uint m = e % 16u, nn = e / 16u;
+        if (r + m < pc.n_rows && t + nn < n) ys[yb + (t + nn) * pc.y_stride + pc.y_row0 + r + m] = stage[sbase + e];
+    }
+    subgroupBarrier();
+}
