@@ -1389,11 +1389,14 @@ IG_TEST(vulkan_matmul_coopmat_int8) {
     /* K split into ranges (small grids on device()), the last one shorter */
     run_matmul(d, IG_TYPE_Q4_K, 256 * 21, 300, 128, P, false, IG_VK_ROWS_TOKENS);
     run_matmul(d, IG_TYPE_Q4_K, 256 * 9, 70, 66, P, true, IG_VK_ROWS_TOKENS);
-    /* weights in parts of a few rows, no split */
+    /* weights in parts of a few rows, no split, 128-token tiles from 128 */
     ig_vk_device *ds = device_split();
     REQUIRE(ds != NULL);
     run_matmul(ds, IG_TYPE_Q4_K, 256 * 5, 150, 70, P, false, IG_VK_ROWS_TOKENS);
     run_matmul(ds, IG_TYPE_Q4_K, 256 * 5, 70, 131, P, true, IG_VK_ROWS_TOKENS);
+    /* 128-token tiles (the split device takes them at any size) */
+    run_matmul(ds, IG_TYPE_Q4_K, 256 * 3, 150, 200, P, false, IG_VK_ROWS_TOKENS);
+    run_matmul(ds, IG_TYPE_Q4_K, 256 * 2, 130, 128, P, false, IG_VK_ROWS_TOKENS);
     /* AUTO takes it for large Q4_K matrices and batches */
     run_matmul(d, IG_TYPE_Q4_K, 4096, 1024, 40, IG_VK_MATMUL_AUTO, false, IG_VK_ROWS_TOKENS);
     run_matmul(d, IG_TYPE_Q4_K, 4096, 1024, 12, IG_VK_MATMUL_AUTO, true, IG_VK_ROWS_TOKENS);

@@ -326,14 +326,14 @@ static ig_status cm_prepare(ig_vk_graph *g, const ig_vk_buffer *wa, bool geglu, 
                             uint64_t n_out, cm_plan *p) {
     ig_vk_device *d = ig_vk_graph_device(g);
     /* int8 (mmq.comp): a super-block per step, 128 rows (64 per matrix for
-       GEGLU) x 64 tokens, or 32 (NARROW) */
+       GEGLU) x 64 tokens, 32 (NARROW) or 128 (WIDE, 512 invocations) */
     const uint32_t kspan = int8 ? 256u : wa->type == IG_TYPE_Q6_K ? 128u : 64u;
     *p = (cm_plan){0};
     p->rows_per_group = int8 ? (geglu ? 64u : 128u) : (geglu ? 4096u : 8192u) / kspan;
     /* wide tiles only while they still give every compute unit of a large
        GPU several workgroups: small matrices (270M's) are short of
        workgroups, not of tensor-core work */
-    p->wide = !int8 && wa->type != IG_TYPE_Q6_K && T >= 128 &&
+    p->wide = (int8 || wa->type != IG_TYPE_Q6_K) && T >= 128 &&
               (uint64_t)ceil_div(n_out, p->rows_per_group) * ceil_div(T, 128) >= d->cm_wide_groups;
     p->narrow = !p->wide && T <= 32 && d->cm_narrow && !(geglu && wa->type == IG_TYPE_Q6_K);
     p->gy = ceil_div(T, p->wide ? 128 : p->narrow ? 32 : 64);
@@ -463,7 +463,7 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
     } else if (path == IG_VK_MATMUL_COOPMAT_INT8) {
         rows_per_group = cp.rows_per_group;
         gy = cp.gy * cp.n_split;
-        snprintf(name, sizeof name, "mmq%s%s_%s", cp.narrow ? "_narrow" : "", wb ? "_geglu" : "",
+        snprintf(name, sizeof name, "mmq%s%s_%s", cp.wide ? "_wide" : cp.narrow ? "_narrow" : "", wb ? "_geglu" : "",
                  type_suffix(wa->type));
     } else {
         gy = ceil_div(T, MATMUL_TILE);

@@ -1,8 +1,10 @@
 // The tensor-core matmuls' store of a 16 x 8 accumulator fragment (rows
 // r.., tokens t..) to Y at yb (token t, row r at t * y_stride + y_row0 + r):
 // a whole fragment straight to Y where Y's offsets allow it, a partial one
-// through the subgroup's 256 floats of stage. Include after the push
-// constants (pc) and the ys and stage arrays; uniform per subgroup.
+// through the subgroup's 256 floats of stage (or, with CM_STAGE_IN_SA, of
+// the uint array sa, which holds floats' bits there). Include after the
+// push constants (pc) and the ys and stage (sa) arrays; uniform per
+// subgroup.
 void cm_store(fcoopmatNV<32, gl_ScopeSubgroup, 16, 8> v, uint r, uint t, uint yb, uint n, bool direct_ok) {
     if (r >= pc.n_rows || t >= n) return;
     if (direct_ok && r + 16u <= pc.n_rows && t + 8u <= n) {
@@ -10,12 +12,21 @@ void cm_store(fcoopmatNV<32, gl_ScopeSubgroup, 16, 8> v, uint r, uint t, uint yb
         return;
     }
     const uint sbase = gl_SubgroupID * 256u;
-    coopMatStoreNV(v, stage, sbase, 16u, true); // (m, n) at n * 16 + m
+#ifdef CM_STAGE_IN_SA
+    coopMatStoreNV(v, sa, sbase, 16u, true); // (m, n) at n * 16 + m
+#else
+    coopMatStoreNV(v, stage, sbase, 16u, true);
+#endif
     subgroupMemoryBarrierShared();
     subgroupBarrier();
     for (uint e = gl_SubgroupInvocationID; e < 128u; e += gl_SubgroupSize) {
         const uint m = e % 16u, nn = e / 16u;
-        if (r + m < pc.n_rows && t + nn < n) ys[yb + (t + nn) * pc.y_stride + pc.y_row0 + r + m] = stage[sbase + e];
+#ifdef CM_STAGE_IN_SA
+        const float y = uintBitsToFloat(sa[sbase + e]);
+#else
+        const float y = stage[sbase + e];
+#endif
+        if (r + m < pc.n_rows && t + nn < n) ys[yb + (t + nn) * pc.y_stride + pc.y_row0 + r + m] = y;
     }
     subgroupBarrier();
 }

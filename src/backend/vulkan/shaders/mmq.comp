@@ -32,7 +32,12 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
 #include "common.glsl"
 
-layout(local_size_x = 256) in;
+#ifdef WIDE
+#define NT 512u               // invocations: 16 subgroups, which caps registers at 128
+#else
+#define NT 256u
+#endif
+layout(local_size_x = NT) in;
 
 layout(set = 0, binding = 1) readonly buffer WA4 { uvec4 wa4[]; };
 #ifdef GEGLU
@@ -57,18 +62,20 @@ layout(push_constant) uniform PC {
 #endif
 #ifdef NARROW
 #define BN 32u                // batches of up to 32 (many streams): no half-empty tiles
+#elif defined(WIDE)
+#define BN 128u
 #else
 #define BN 64u
 #endif
 #define WGM (BM / 32u)        // subgroups along the rows (32 rows each)
-#define WGN (8u / WGM)        // subgroups along the tokens
+#define WGN (NT / 32u / WGM)  // subgroups along the tokens
 #define WN (BN / WGN)         // tokens per subgroup
 #define FRN (WN / 8u)         // fragments per subgroup along the tokens
 #define LDA 36u               // uints per shared row: 128 bytes + 16 (skewed banks)
 
 shared uint sa[NM * BM * LDA];     // weights of the half step, one byte each
 shared uint sx[BN * LDA];          // activations of the half step
-shared int ssc[NM * BM * 8u];      // the super-block's 8 scales sc_j
+shared uint ssc[NM * BM * 2u];     // the super-block's 8 scales sc_j, as bytes
 shared float sdw[NM * BM];         // its d
 shared float sdx[BN];              // the activations' scale dx
 // -64 dmin m_j and dx sum q_j / 64 (the scaling keeps sums of 32 large
@@ -77,7 +84,11 @@ shared float16_t smin[NM * BM * 16u];
 shared float16_t ssum[BN * 16u];
 shared int sidx_i[128];
 shared float sidx_f[128];
+#ifdef WIDE
+#define CM_STAGE_IN_SA        // the epilogue's staging area is sa (16 KiB of its 18)
+#else
 shared float stage[8u * 256u];
+#endif
 #include "cm_store.glsl"
 
 #define ICM_A icoopmatNV<8, gl_ScopeSubgroup, 16, 32>
@@ -88,14 +99,14 @@ shared float stage[8u * 256u];
 // the loads of one half step (h) of super-block s, in registers
 struct wload { uvec4 hdr, q; };
 struct xload { uvec4 q0, q1; vec4 m; };
-#define W_PT (NM * BM * 4u / 256u) // 16-byte loads of quants per thread and half
+#define W_PT (NM * BM * 4u / NT) // 16-byte loads of quants per thread and half
 wload wr[W_PT];
 xload xr;
 
 void load_w(uint s, uint h, uint row0) {
     const uint tid = gl_LocalInvocationID.x, r4s = pc.row_u16 >> 3;
     [[unroll]] for (uint u = 0u; u < W_PT; u++) {
-        const uint idx = tid + u * 256u, m = idx / (BM * 4u), rl = (idx / 4u) % BM, l = 4u * h + idx % 4u;
+        const uint idx = tid + u * NT, m = idx / (BM * 4u), rl = (idx / 4u) % BM, l = 4u * h + idx % 4u;
         const uint base = min(row0 + rl, pc.n_rows - 1u) * r4s + s * 9u; // rows past the end: never stored
         const bool hdr = h == 0u && idx % 4u == 0u; // the header, by one thread per row
 #ifdef GEGLU
@@ -132,7 +143,7 @@ void store_half(uint s, uint slot, uint h, bool last, uint col0, uint n) {
     const uint tid = gl_LocalInvocationID.x;
     load_x(s, h, col0, n);
     [[unroll]] for (uint u = 0u; u < W_PT; u++) {
-        const uint idx = tid + u * 256u, m = idx / (BM * 4u), rl = (idx / 4u) % BM, l = 4u * h + idx % 4u;
+        const uint idx = tid + u * NT, m = idx / (BM * 4u), rl = (idx / 4u) % BM, l = 4u * h + idx % 4u;
         const uint mr = m * BM + rl;
         // 16 quant bytes l: low nibbles = sub-block 2 (l / 2), high = 2 (l / 2) + 1,
         // elements 16 (l % 2) ..; local to the half: sub-blocks 2 (l / 2) - 4h ..
@@ -154,10 +165,8 @@ void store_half(uint s, uint slot, uint h, bool last, uint col0, uint n) {
             const uint sc_lo = hd.y & 0x3F3F3F3Fu, mn_lo = hd.z & 0x3F3F3F3Fu;
             const uint sc_hi = (hd.w & 0x0F0F0F0Fu) | (((hd.y >> 6) & 0x03030303u) << 4);
             const uint mn_hi = ((hd.w >> 4) & 0x0F0F0F0Fu) | (((hd.z >> 6) & 0x03030303u) << 4);
-            [[unroll]] for (uint j = 0u; j < 4u; j++) {
-                ssc[mr * 8u + j] = int((sc_lo >> (8u * j)) & 0xFFu);
-                ssc[mr * 8u + 4u + j] = int((sc_hi >> (8u * j)) & 0xFFu);
-            }
+            ssc[mr * 2u] = sc_lo;
+            ssc[mr * 2u + 1u] = sc_hi;
             sdw[mr] = dd.x;
             const uint mo = mr * 16u + slot * 8u;
             [[unroll]] for (uint j = 0u; j < 4u; j++) {
@@ -243,7 +252,8 @@ void main() {
                         ICM_A a;
                         coopMatLoadNV(a, sa, (m * BM + wm * 32u + i * 16u) * LDA + lj * 8u, LDA, false);
                         int sc[8]; // the scales of this invocation's rows
-                        for (int e = 0; e < idx_i.length(); e++) sc[e] = ssc[(m * BM + wm * 32u + i * 16u + ri[e]) * 8u + j];
+                        for (int e = 0; e < idx_i.length(); e++)
+                            sc[e] = int(bitfieldExtract(ssc[(m * BM + wm * 32u + i * 16u + ri[e]) * 2u + j / 4u], int(8u * (j % 4u)), 8));
                         [[unroll]] for (uint f = 0u; f < FRN; f++) {
                             ICM_C p = coopMatMulAddNV(a, b[f], ICM_C(0));
                             for (int e = 0; e < p.length(); e++)
