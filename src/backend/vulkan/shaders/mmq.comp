@@ -17,10 +17,11 @@
 // business (v1 does not say): each invocation learns it once by loading a
 // fragment of indices of the same type.
 // A workgroup of 8 subgroups computes BM rows x BN tokens (64; 32 with
-// NARROW), a super-block
-// per step in two halves of 128 elements (shared memory under 48 KiB);
-// each subgroup a 32 x WN block as fragments of 16 x 8. The next half's
-// loads are issued before this half's products (register prefetch).
+// NARROW; 128 with WIDE, 16 subgroups), a super-block per step in two halves
+// of 128 elements (shared memory under 48 KiB); each subgroup a 32 x WN
+// block as fragments of 16 x 8. The next half's weight loads are issued
+// before this half's products (register prefetch); the activations come
+// from L2 when they are stored to shared memory.
 // GEGLU: Y = gelu_tanh(A·X) * (B·X). Split K: as mmcm.comp (steps are
 // super-blocks). Needs (host): n_in a multiple of 256, x offset and stride
 // in uvec4 (x8 blocks of 48 bytes per 32 elements).
