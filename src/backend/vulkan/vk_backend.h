@@ -128,6 +128,7 @@ const ig_vk_device_info *ig_vk_device_get_info(const ig_vk_device *dev);
 uint64_t ig_vk_device_allocated(const ig_vk_device *dev);
 /* Whether the device runs the tensor-core matmul (IG_VK_MATMUL_COOPMAT). */
 bool ig_vk_device_coopmat(const ig_vk_device *dev);
+/* Whether it runs the int8 tensor-core matmul (IG_VK_MATMUL_COOPMAT_INT8). */
 bool ig_vk_device_coopmat_int8(const ig_vk_device *dev);
 /* Whether the device runs the int8 mat-vec (IG_VK_MATMUL_INT8). */
 bool ig_vk_device_int8(const ig_vk_device *dev);

@@ -453,18 +453,14 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
             snprintf(name, sizeof name, "mv%s%s_%s", path == IG_VK_MATMUL_INT8 ? "8" : "", wb ? "_geglu" : "",
                      type_suffix(wa->type));
         }
-    } else if (path == IG_VK_MATMUL_COOPMAT) {
-        spec1 = d->cm_pf & 1;
-        spec2 = d->cm_pf >> 1;
+    } else if (path == IG_VK_MATMUL_COOPMAT || path == IG_VK_MATMUL_COOPMAT_INT8) {
+        const bool f16 = path == IG_VK_MATMUL_COOPMAT; /* mmcm.comp; else mmq.comp */
+        spec1 = f16 ? d->cm_pf & 1 : 0;
+        spec2 = f16 ? d->cm_pf >> 1 : 0;
         rows_per_group = cp.rows_per_group;
         gy = cp.gy * cp.n_split;
-        snprintf(name, sizeof name, "mmcm%s%s_%s", cp.wide ? "_wide" : cp.narrow ? "_narrow" : "", wb ? "_geglu" : "",
-                 type_suffix(wa->type));
-    } else if (path == IG_VK_MATMUL_COOPMAT_INT8) {
-        rows_per_group = cp.rows_per_group;
-        gy = cp.gy * cp.n_split;
-        snprintf(name, sizeof name, "mmq%s%s_%s", cp.wide ? "_wide" : cp.narrow ? "_narrow" : "", wb ? "_geglu" : "",
-                 type_suffix(wa->type));
+        snprintf(name, sizeof name, "%s%s%s_%s", f16 ? "mmcm" : "mmq", cp.wide ? "_wide" : cp.narrow ? "_narrow" : "",
+                 wb ? "_geglu" : "", type_suffix(wa->type));
     } else {
         gy = ceil_div(T, MATMUL_TILE);
         snprintf(name, sizeof name, "matmul%s_%s", wb ? "_geglu" : "", type_suffix(wa->type));
