@@ -76,7 +76,13 @@ layout(push_constant) uniform PC {
 
 shared uint sa[NM * BM * LDA];     // weights of the half step, one byte each
 shared uint sx[BN * LDA];          // activations of the half step
-shared uint ssc[NM * BM * 2u];     // the super-block's 8 scales sc_j, as bytes
+#ifdef WIDE
+shared uint ssc[NM * BM * 2u];     // the super-block's 8 scales sc_j, as bytes (to fit 48 KiB)
+#define SCALE(row, j) int(bitfieldExtract(ssc[(row) * 2u + (j) / 4u], int(8u * ((j) % 4u)), 8))
+#else
+shared int ssc[NM * BM * 8u];      // the super-block's 8 scales sc_j
+#define SCALE(row, j) ssc[(row) * 8u + (j)]
+#endif
 shared float sdw[NM * BM];         // its d
 shared float sdx[BN];              // the activations' scale dx
 // -64 dmin m_j and dx sum q_j / 64 (the scaling keeps sums of 32 large
@@ -166,8 +172,15 @@ void store_half(uint s, uint slot, uint h, bool last, uint col0, uint n) {
             const uint sc_lo = hd.y & 0x3F3F3F3Fu, mn_lo = hd.z & 0x3F3F3F3Fu;
             const uint sc_hi = (hd.w & 0x0F0F0F0Fu) | (((hd.y >> 6) & 0x03030303u) << 4);
             const uint mn_hi = ((hd.w >> 4) & 0x0F0F0F0Fu) | (((hd.z >> 6) & 0x03030303u) << 4);
+#ifdef WIDE
             ssc[mr * 2u] = sc_lo;
             ssc[mr * 2u + 1u] = sc_hi;
+#else
+            [[unroll]] for (uint j = 0u; j < 4u; j++) {
+                ssc[mr * 8u + j] = int((sc_lo >> (8u * j)) & 0xFFu);
+                ssc[mr * 8u + 4u + j] = int((sc_hi >> (8u * j)) & 0xFFu);
+            }
+#endif
             sdw[mr] = dd.x;
             const uint mo = mr * 16u + slot * 8u;
             [[unroll]] for (uint j = 0u; j < 4u; j++) {
@@ -253,8 +266,7 @@ void main() {
                         ICM_A a;
                         coopMatLoadNV(a, sa, (m * BM + wm * 32u + i * 16u) * LDA + lj * 8u, LDA, false);
                         int sc[8]; // the scales of this invocation's rows
-                        for (int e = 0; e < idx_i.length(); e++)
-                            sc[e] = int(bitfieldExtract(ssc[(m * BM + wm * 32u + i * 16u + ri[e]) * 2u + j / 4u], int(8u * (j % 4u)), 8));
+                        for (int e = 0; e < idx_i.length(); e++) sc[e] = SCALE(m * BM + wm * 32u + i * 16u + ri[e], j);
                         [[unroll]] for (uint f = 0u; f < FRN; f++) {
                             ICM_C p = coopMatMulAddNV(a, b[f], ICM_C(0));
                             for (int e = 0; e < p.length(); e++)
