@@ -454,11 +454,11 @@ static void fill_near_ties(float *x, size_t n) {
     for (size_t i = n / 32 * 32; i < n; i++) x[i] = 0.0f;
 }
 
-/* Whether AUTO takes the int8 tensor cores (vk_ops.c's policy: Q4_K
- * matrices of at least 4M weights, batches from cm_min_tokens, 9). */
+/* Whether AUTO takes the int8 tensor cores (vk_ops.c's policy: Q4_K and
+ * Q6_K matrices of at least 4M weights, batches from cm_min_tokens, 9). */
 static bool cmq_auto(ig_vk_device *d, ig_dtype type, int64_t n_in, int rows, int n_tok) {
-    return ig_vk_device_coopmat_int8(d) && type == IG_TYPE_Q4_K && n_in % 256 == 0 && n_in * rows >= (4 << 20) &&
-           n_tok >= 9;
+    return ig_vk_device_coopmat_int8(d) && (type == IG_TYPE_Q4_K || type == IG_TYPE_Q6_K) && n_in % 256 == 0 &&
+           n_in * rows >= (4 << 20) && n_tok >= 9;
 }
 
 static void run_matmul(ig_vk_device *d, ig_dtype type, int64_t n_in, int rows, int n_tok, ig_vk_matmul_path path,
@@ -1364,7 +1364,7 @@ IG_TEST(vulkan_matmul_coopmat) {
 }
 
 /* int8 tensor cores (mmq.comp; NV cooperative matrix with s8 products):
- * Q4_K against the CPU's sums on x as the CPU quantizes it. */
+ * Q4_K and Q6_K against the CPU's sums on x as the CPU quantizes it. */
 IG_TEST(vulkan_matmul_coopmat_int8) {
     ig_vk_device *d = device();
     if (!d) return;
@@ -1373,38 +1373,42 @@ IG_TEST(vulkan_matmul_coopmat_int8) {
         return;
     }
     const ig_vk_matmul_path P = IG_VK_MATMUL_COOPMAT_INT8;
-    /* tiles of 128 rows (64 per matrix for GEGLU) x 64 tokens (32 up to 32), a
-       super-block per step, the minima in pairs of super-blocks: partial
-       tiles, whole ones stored straight from the fragments, odd and even
-       step counts (one step alone too) */
-    const int toks[] = {1, 17, 32, 33, 64, 100};
-    for (size_t k = 0; k < IG_ARRAY_LEN(toks); k++) {
-        run_matmul(d, IG_TYPE_Q4_K, 256 * 3, 200, toks[k], P, false, IG_VK_ROWS_TOKENS);
-        run_matmul(d, IG_TYPE_Q4_K, 256 * 2, 67, toks[k], P, true, IG_VK_ROWS_TOKENS);
-    }
-    run_matmul(d, IG_TYPE_Q4_K, 256, 70, 40, P, false, IG_VK_ROWS_TOKENS);
-    run_matmul(d, IG_TYPE_Q4_K, 256, 70, 40, P, true, IG_VK_ROWS_TOKENS);
-    run_matmul(d, IG_TYPE_Q4_K, 256 * 4, 256, 128, P, true, IG_VK_ROWS_TOKENS);
-    run_matmul(d, IG_TYPE_Q4_K, 256 * 3, 40, 30, P, false, IG_VK_ROWS_OUTPUTS);
-    /* K split into ranges (small grids on device()), the last one shorter */
-    run_matmul(d, IG_TYPE_Q4_K, 256 * 21, 300, 128, P, false, IG_VK_ROWS_TOKENS);
-    run_matmul(d, IG_TYPE_Q4_K, 256 * 9, 70, 66, P, true, IG_VK_ROWS_TOKENS);
-    /* weights in parts of a few rows, no split, 128-token tiles from 128 */
     ig_vk_device *ds = device_split();
     REQUIRE(ds != NULL);
-    run_matmul(ds, IG_TYPE_Q4_K, 256 * 5, 150, 70, P, false, IG_VK_ROWS_TOKENS);
-    run_matmul(ds, IG_TYPE_Q4_K, 256 * 5, 70, 131, P, true, IG_VK_ROWS_TOKENS);
-    /* 128-token tiles (the split device takes them at any size) */
-    run_matmul(ds, IG_TYPE_Q4_K, 256 * 3, 150, 200, P, false, IG_VK_ROWS_TOKENS);
-    run_matmul(ds, IG_TYPE_Q4_K, 256 * 2, 130, 128, P, false, IG_VK_ROWS_TOKENS);
-    /* AUTO takes it for large Q4_K matrices and batches */
-    run_matmul(d, IG_TYPE_Q4_K, 4096, 1024, 40, IG_VK_MATMUL_AUTO, false, IG_VK_ROWS_TOKENS);
-    run_matmul(d, IG_TYPE_Q4_K, 4096, 1024, 12, IG_VK_MATMUL_AUTO, true, IG_VK_ROWS_TOKENS);
+    const ig_dtype types[] = {IG_TYPE_Q4_K, IG_TYPE_Q6_K};
+    for (size_t ti = 0; ti < IG_ARRAY_LEN(types); ti++) {
+        const ig_dtype t = types[ti];
+        /* tiles of 128 rows (64 per matrix for GEGLU) x 64 tokens (32 up to
+           32), a super-block per step, Q4_K's minima in pairs of
+           super-blocks: partial tiles, whole ones stored straight from the
+           fragments, odd and even step counts (one step alone too) */
+        const int toks[] = {1, 17, 32, 33, 64, 100};
+        for (size_t k = 0; k < IG_ARRAY_LEN(toks); k++) {
+            run_matmul(d, t, 256 * 3, 200, toks[k], P, false, IG_VK_ROWS_TOKENS);
+            run_matmul(d, t, 256 * 2, 67, toks[k], P, true, IG_VK_ROWS_TOKENS);
+        }
+        run_matmul(d, t, 256, 70, 40, P, false, IG_VK_ROWS_TOKENS);
+        run_matmul(d, t, 256, 70, 40, P, true, IG_VK_ROWS_TOKENS);
+        run_matmul(d, t, 256 * 4, 256, 128, P, true, IG_VK_ROWS_TOKENS);
+        run_matmul(d, t, 256 * 3, 40, 30, P, false, IG_VK_ROWS_OUTPUTS);
+        /* K split into ranges (small grids on device()), the last one shorter */
+        run_matmul(d, t, 256 * 21, 300, 128, P, false, IG_VK_ROWS_TOKENS);
+        run_matmul(d, t, 256 * 9, 70, 66, P, true, IG_VK_ROWS_TOKENS);
+        /* weights in parts of a few rows, no split; Q4_K's 128-token tiles
+           from 128 (the split device takes them at any size) */
+        run_matmul(ds, t, 256 * 5, 150, 70, P, false, IG_VK_ROWS_TOKENS);
+        run_matmul(ds, t, 256 * 5, 70, 131, P, true, IG_VK_ROWS_TOKENS);
+        run_matmul(ds, t, 256 * 3, 150, 200, P, false, IG_VK_ROWS_TOKENS);
+        run_matmul(ds, t, 256 * 2, 130, 128, P, false, IG_VK_ROWS_TOKENS);
+        /* AUTO takes it for large matrices and batches */
+        run_matmul(d, t, 4096, 1024, 40, IG_VK_MATMUL_AUTO, false, IG_VK_ROWS_TOKENS);
+        run_matmul(d, t, 4096, 1024, 12, IG_VK_MATMUL_AUTO, true, IG_VK_ROWS_TOKENS);
+    }
     /* not for other types */
     ig_vk_step *s;
     REQUIRE_OK(ig_vk_step_create(d, 40, &s));
     weight w;
-    REQUIRE(weight_make(d, IG_TYPE_Q6_K, 256, 8, &w));
+    REQUIRE(weight_make(d, IG_TYPE_Q5_K, 256, 8, &w));
     ig_vk_buffer *b;
     REQUIRE_OK(ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, 256 * 40 * 4, &b));
     ig_vk_graph *g;

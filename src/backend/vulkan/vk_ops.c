@@ -333,9 +333,9 @@ static ig_status cm_prepare(ig_vk_graph *g, const ig_vk_buffer *wa, bool geglu, 
     /* wide tiles only while they still give every compute unit of a large
        GPU several workgroups: small matrices (270M's) are short of
        workgroups, not of tensor-core work */
-    p->wide = (int8 || wa->type != IG_TYPE_Q6_K) && T >= 128 &&
+    p->wide = wa->type != IG_TYPE_Q6_K && T >= 128 &&
               (uint64_t)ceil_div(n_out, p->rows_per_group) * ceil_div(T, 128) >= d->cm_wide_groups;
-    p->narrow = !p->wide && T <= 32 && d->cm_narrow && !(geglu && wa->type == IG_TYPE_Q6_K);
+    p->narrow = !p->wide && T <= 32 && d->cm_narrow && !(geglu && wa->type == IG_TYPE_Q6_K && !int8);
     p->gy = ceil_div(T, p->wide ? 128 : p->narrow ? 32 : 64);
     const uint32_t n_steps = ceil_div((uint64_t)wa->ne0, kspan);
     p->n_split = 1;
@@ -408,7 +408,8 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
        takes the tensor cores: measured on the H100, 27B Q4_K_M (tokens/s,
        against the f16 ones): pp512 2075 / 1800, 16 streams 505 / 453, 32
        streams 951 / 849, 64 streams 1416 / 1115 */
-    const bool cmq_ok = d->coopmat_i8 && fast_ok && wa->type == IG_TYPE_Q4_K && n_in % 256 == 0;
+    const bool cmq_ok = d->coopmat_i8 && fast_ok && (wa->type == IG_TYPE_Q4_K || wa->type == IG_TYPE_Q6_K) &&
+                        n_in % 256 == 0;
     if (path == IG_VK_MATMUL_COOPMAT && cmq_ok && ig_vk_graph_matmul_path(g) == IG_VK_MATMUL_AUTO)
         path = IG_VK_MATMUL_COOPMAT_INT8;
     if (path == IG_VK_MATMUL_COOPMAT_INT8 && !cmq_ok)

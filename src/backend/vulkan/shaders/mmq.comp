@@ -22,6 +22,12 @@
 // block as fragments of 16 x 8. The next half's weight loads are issued
 // before this half's products (register prefetch); the activations come
 // from L2 when they are stored to shared memory.
+// Q6K: Q6_K weights (vk_memory.c's repacked rows: ql, qh, scales, d), 16
+// sub-blocks of 16 with signed 8-bit scales and no minima; a weight's byte
+// is its signed value q6 - 32. A product of 32 elements spans two scales,
+// so each takes two: the activations are staged as [q0..q15, 16 zeros,
+// q16..q31] per 32 and read at offsets 0 and 16. No wide tiles (their
+// activations would not fit).
 // GEGLU: Y = gelu_tanh(A·X) * (B·X). Split K: as mmcm.comp (steps are
 // super-blocks). Needs (host): n_in a multiple of 256, x offset and stride
 // in uvec4 (x8 blocks of 48 bytes per 32 elements).
@@ -73,10 +79,18 @@ layout(push_constant) uniform PC {
 #define WN (BN / WGN)         // tokens per subgroup
 #define FRN (WN / 8u)         // fragments per subgroup along the tokens
 #define LDA 36u               // uints per shared row: 128 bytes + 16 (skewed banks)
+#ifdef Q6K
+#define LDX 52u               // activations: 32 elements per 48 bytes (the zeros between) + 16
+#else
+#define LDX LDA
+#endif
 
 shared uint sa[NM * BM * LDA];     // weights of the half step, one byte each
-shared uint sx[BN * LDA];          // activations of the half step
-#ifdef WIDE
+shared uint sx[BN * LDX];          // activations of the half step
+#ifdef Q6K
+shared int ssc[NM * BM * 16u];     // the super-block's 16 scales
+#define SCALE(row, j) ssc[(row) * 16u + (j)]
+#elif defined(WIDE)
 shared uint ssc[NM * BM * 2u];     // the super-block's 8 scales sc_j, as bytes (to fit 48 KiB)
 #define SCALE(row, j) int(bitfieldExtract(ssc[(row) * 2u + (j) / 4u], int(8u * ((j) % 4u)), 8))
 #else
@@ -85,14 +99,16 @@ shared int ssc[NM * BM * 8u];      // the super-block's 8 scales sc_j
 #endif
 shared float sdw[NM * BM];         // its d
 shared float sdx[BN];              // the activations' scale dx
+#ifndef Q6K
 // -64 dmin m_j and dx sum q_j / 64 (the scaling keeps sums of 32 large
 // activations within f16's range): 16 sub-blocks of two super-blocks
 shared float16_t smin[NM * BM * 16u];
 shared float16_t ssum[BN * 16u];
+#endif
 shared int sidx_i[128];
 shared float sidx_f[128];
-#ifdef WIDE
-#define CM_STAGE_IN_SA        // the epilogue's staging area is sa (16 KiB of its 18)
+#if defined(WIDE) || defined(Q6K)
+#define CM_STAGE_IN_SA        // the epilogue's staging area is sa (8 or 16 KiB of its 18)
 #else
 shared float stage[8u * 256u];
 #endif
@@ -104,12 +120,47 @@ shared float stage[8u * 256u];
 #define FCM_C fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>
 
 // the loads of one half step (h) of super-block s, in registers
-struct wload { uvec4 hdr, q; };
 struct xload { uvec4 q0, q1; vec4 m; };
-#define W_PT (NM * BM * 4u / NT) // 16-byte loads of quants per thread and half
-wload wr[W_PT];
 xload xr;
+#ifdef Q6K
+#ifdef WIDE
+#error "no wide tiles for Q6_K"
+#endif
+uvec4 wload4(uint m, uint i) { // of matrix m
+#ifdef GEGLU
+    if (m == 1u) return wb4[i];
+#endif
+    return wa4[i];
+}
 
+// per thread and half: 16 elements l of each of the 4 groups q of 32 (ql
+// bytes l and l + 32, qh bytes l); at h = 0 the header (scales, d)
+struct wload { uvec4 qa, qb, qh, sc; uint d; };
+#define W_PT (NM * BM * 2u / NT)
+#else
+struct wload { uvec4 hdr, q; };
+#define W_PT (NM * BM * 4u / NT) // 16-byte loads of quants per thread and half
+#endif
+wload wr[W_PT];
+
+#ifdef Q6K
+// the repacked row in uvec4s: ql 8 per super-block, then qh 4, scales 1, d
+// (2 bytes each, 8 per uvec4)
+void load_w(uint s, uint h, uint row0) {
+    const uint tid = gl_LocalInvocationID.x, r4s = pc.row_u16 >> 3, nb = pc.n_in / 256u;
+    [[unroll]] for (uint u = 0u; u < W_PT; u++) {
+        const uint idx = tid + u * NT, m = idx / (BM * 2u), rl = (idx / 2u) % BM, lq = idx % 2u;
+        const uint base = min(row0 + rl, pc.n_rows - 1u) * r4s; // rows past the end: never stored
+        wr[u].qa = wload4(m, base + s * 8u + 4u * h + lq);
+        wr[u].qb = wload4(m, base + s * 8u + 4u * h + 2u + lq);
+        wr[u].qh = wload4(m, base + nb * 8u + s * 4u + 2u * h + lq);
+        if (h == 0u && lq == 0u) {
+            wr[u].sc = wload4(m, base + nb * 12u + s);
+            wr[u].d = wload4(m, base + nb * 13u + s / 8u)[(s % 8u) / 2u] >> (16u * (s % 2u));
+        }
+    }
+}
+#else
 void load_w(uint s, uint h, uint row0) {
     const uint tid = gl_LocalInvocationID.x, r4s = pc.row_u16 >> 3;
     [[unroll]] for (uint u = 0u; u < W_PT; u++) {
@@ -127,6 +178,7 @@ void load_w(uint s, uint h, uint row0) {
         wr[u].q = wa4[base + 1u + l];
     }
 }
+#endif
 
 // one 32-element block per thread: token tid / 4, sub-block 4h + tid % 4
 void load_x(uint s, uint h, uint col0, uint n) {
@@ -143,6 +195,48 @@ void load_x(uint s, uint h, uint col0, uint n) {
     }
 }
 
+#ifdef Q6K
+// 4 bytes of 6-bit values v -> v - 32 as signed bytes: bit 5 flipped, then
+// copied into bits 6 and 7 (0x20 * 6 = 0xC0: no carry between bytes)
+uint q6_signed(uint v) {
+    const uint w = v ^ 0x20202020u;
+    return w | ((w & 0x20202020u) * 6u);
+}
+
+// registers -> shared (the element 32q + l of the half from ql byte l + 32
+// (q & 1), nibble q >> 1, and bits 2q of qh byte l); scales and d at h = 0
+void store_half(uint s, uint slot, uint h, bool last, uint col0, uint n) {
+    const uint tid = gl_LocalInvocationID.x;
+    load_x(s, h, col0, n);
+    [[unroll]] for (uint u = 0u; u < W_PT; u++) {
+        const uint idx = tid + u * NT, m = idx / (BM * 2u), rl = (idx / 2u) % BM, lq = idx % 2u;
+        const uint mr = m * BM + rl, o = mr * LDA + 4u * lq;
+        [[unroll]] for (uint c = 0u; c < 4u; c++) {
+            const uint a = wr[u].qa[c], b = wr[u].qb[c], hb = wr[u].qh[c];
+            sa[o + c] = q6_signed((a & 0x0F0F0F0Fu) | ((hb << 4) & 0x30303030u));
+            sa[o + 8u + c] = q6_signed((b & 0x0F0F0F0Fu) | ((hb << 2) & 0x30303030u));
+            sa[o + 16u + c] = q6_signed(((a >> 4) & 0x0F0F0F0Fu) | (hb & 0x30303030u));
+            sa[o + 24u + c] = q6_signed(((b >> 4) & 0x0F0F0F0Fu) | ((hb >> 2) & 0x30303030u));
+        }
+        if (h == 0u && lq == 0u) {
+            [[unroll]] for (uint j = 0u; j < 16u; j++)
+                ssc[mr * 16u + j] = bitfieldExtract(int(wr[u].sc[j / 4u]), int(8u * (j % 4u)), 8);
+            sdw[mr] = unpackHalf2x16(wr[u].d).x;
+        }
+    }
+    if (tid >= BN * 4u) return;
+    const uint t = tid / 4u, lj = tid % 4u, o = t * LDX + lj * 12u;
+    sx[o] = xr.q0.x;
+    sx[o + 1u] = xr.q0.y;
+    sx[o + 2u] = xr.q0.z;
+    sx[o + 3u] = xr.q0.w;
+    sx[o + 8u] = xr.q1.x;
+    sx[o + 9u] = xr.q1.y;
+    sx[o + 10u] = xr.q1.z;
+    sx[o + 11u] = xr.q1.w;
+    if (h == 0u && lj == 0u) sdx[t] = xr.m.x;
+}
+#else
 // registers -> shared; the per-super-block values at h = 0 (their 16-wide
 // tables take slot * 8 + j, slot = the step's parity within the split; the
 // second slot is zeroed when the last step has none)
@@ -206,6 +300,7 @@ void store_half(uint s, uint slot, uint h, bool last, uint col0, uint n) {
     if (last && slot == 0u && h == 1u)
         [[unroll]] for (uint j = 0u; j < 2u; j++) ssum[t * 16u + 8u + 2u * lj + j] = float16_t(0.0);
 }
+#endif
 
 void main() {
     const uint tid = gl_LocalInvocationID.x, warp = gl_SubgroupID;
@@ -227,6 +322,10 @@ void main() {
         sidx_i[tid] = int(tid);
         sidx_f[tid] = float(tid);
     }
+#ifdef Q6K
+    for (uint i = tid; i < BN * 4u; i += NT)
+        [[unroll]] for (uint k = 4u; k < 8u; k++) sx[(i / 4u) * LDX + (i % 4u) * 12u + k] = 0u;
+#endif
     barrier();
     ICM_C idx_i;
     FCM_C idx_f;
@@ -256,6 +355,32 @@ void main() {
             barrier();
             if (h == 0u) load_w(s, 1u, row0);
             else if (!last) load_w(s + 1u, 0u, row0);
+#ifdef Q6K
+            [[unroll]] for (uint lj = 0u; lj < 4u; lj++) {
+                const uint j = 8u * h + 2u * lj; // the scales of elements 0-15 and 16-31
+                ICM_B b0[FRN], b1[FRN];
+                [[unroll]] for (uint f = 0u; f < FRN; f++) {
+                    coopMatLoadNV(b0[f], sx, (wn * WN + f * 8u) * LDX + lj * 12u, LDX, true);
+                    coopMatLoadNV(b1[f], sx, (wn * WN + f * 8u) * LDX + lj * 12u + 4u, LDX, true);
+                }
+                [[unroll]] for (uint m = 0u; m < NM; m++)
+                    [[unroll]] for (uint i = 0u; i < 2u; i++) {
+                        ICM_A a;
+                        coopMatLoadNV(a, sa, (m * BM + wm * 32u + i * 16u) * LDA + lj * 8u, LDA, false);
+                        int sc0[8], sc1[8];
+                        for (int e = 0; e < idx_i.length(); e++) {
+                            sc0[e] = SCALE(m * BM + wm * 32u + i * 16u + ri[e], j);
+                            sc1[e] = SCALE(m * BM + wm * 32u + i * 16u + ri[e], j + 1u);
+                        }
+                        [[unroll]] for (uint f = 0u; f < FRN; f++) {
+                            ICM_C p0 = coopMatMulAddNV(a, b0[f], ICM_C(0));
+                            ICM_C p1 = coopMatMulAddNV(a, b1[f], ICM_C(0));
+                            for (int e = 0; e < p0.length(); e++)
+                                isb[m][i][f][e] += sc0[e] * p0[e] + sc1[e] * p1[e];
+                        }
+                    }
+            }
+#else
             [[unroll]] for (uint lj = 0u; lj < 4u; lj++) {
                 const uint j = 4u * h + lj;
                 ICM_B b[FRN];
@@ -274,6 +399,7 @@ void main() {
                         }
                     }
             }
+#endif
             if (h == 1u) {
                 // the super-block's integer sums times d dx
                 [[unroll]] for (uint m = 0u; m < NM; m++)
@@ -285,6 +411,7 @@ void main() {
                                                    sdx[wn * WN + f * 8u + cf[e]] * v[e];
                             isb[m][i][f] = ICM_C(0);
                         }
+#ifndef Q6K
                 // the minima of two super-blocks (or of the last one)
                 if (((s - s_begin) & 1u) == 1u || last) {
                     fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> bs[FRN];
@@ -298,6 +425,7 @@ void main() {
                                 acc[m][i][f] = coopMatMulAddNV(am, bs[f], acc[m][i][f]);
                         }
                 }
+#endif
             }
             barrier();
         }
