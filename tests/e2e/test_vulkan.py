@@ -118,23 +118,27 @@ def test_real_model_text(ignis_build: Path):
 
 
 @pytest.mark.skipif(not (REAL.is_file() and REAL_F32.is_file()), reason="real model not present")
-@pytest.mark.parametrize("tile_min", ["32", "1000000"])
-def test_real_model_prefill_attention(ignis_build: Path, tmp_path: Path, tile_min: str):
+@pytest.mark.parametrize("tile_min,cm", [("32", "0"), ("32", "1"), ("1000000", "0")])
+def test_real_model_prefill_attention(ignis_build: Path, tmp_path: Path, tile_min: str, cm: str):
     """A 48-token prompt of the real 270M (head dim 256, 4 query heads per kv
     head, sliding and global layers) through an f16 cache: with the tiled
-    prefill attention (graphs of 32+ tokens) and without it, the GPU's
-    logits at every position are the CPU's on the F32-dequantized weights
-    (f32 activations on both: the same sums), to the f16 cache's rounding."""
+    prefill attention (graphs of 32+ tokens; on tensor cores where the
+    device has them, cm 1) and without it, the GPU's logits at every
+    position are the CPU's on the F32-dequantized weights (f32 activations
+    on both: the same sums), to the f16 cache's rounding (and on tensor
+    cores that of q and P, with a looser bound; on synthetic 1B and 27B
+    files the H100's logits moved by under 1e-7 against the CPU with it)."""
     toks = ",".join(str(t) for t in [2] + [(i * 7919) % 20000 + 100 for i in range(47)])
     cpu = logits(ignis_build, REAL_F32, toks, tmp_path / "cpu.bin", "--kv", "f16")
     p = ignis(ignis_build, "logits", str(REAL), "--tokens", toks, "--all", "--kv", "f16", "--backend", "vulkan",
               "--out", str(tmp_path / "gpu.bin"),
-              env={**os.environ, "IGNIS_VK_INT8": "0", "IGNIS_VK_ATTN_TILE_MIN": tile_min})
+              env={**os.environ, "IGNIS_VK_INT8": "0", "IGNIS_VK_ATTN_TILE_MIN": tile_min, "IGNIS_VK_ATTN_CM": cm})
     assert p.returncode == 0, p.stderr
     gpu = np.fromfile(tmp_path / "gpu.bin", dtype="<f4")
     assert gpu.shape == cpu.shape and cpu.size == 48 * 262144
     err = np.linalg.norm(gpu - cpu) / np.linalg.norm(cpu)
-    assert err <= 1e-3, err
+    print("relative error against the CPU (tile_min %s, cm %s): %.3g" % (tile_min, cm, err))
+    assert err <= (3e-3 if cm == "1" else 1e-3), err
 
 
 def test_int8_tensor_cores_match_cpu(ignis_build: Path, tmp_path: Path):

@@ -17,16 +17,15 @@
 
 /* ---- fixtures -------------------------------------------------------------- */
 
-static ig_vk_device *g_dev, *g_dev_split, *g_dev_staging, *g_dev_tiled[2];
-static bool g_tried, g_tried_split, g_tried_staging, g_tried_tiled[2];
+static ig_vk_device *g_dev, *g_dev_split, *g_dev_staging, *g_dev_tiled[4];
+static bool g_tried, g_tried_split, g_tried_staging, g_tried_tiled[4];
 
 static void free_devices(void) {
     ig_vk_device_free(g_dev);
     ig_vk_device_free(g_dev_split);
     ig_vk_device_free(g_dev_staging);
-    ig_vk_device_free(g_dev_tiled[0]);
-    ig_vk_device_free(g_dev_tiled[1]);
-    g_dev = g_dev_split = g_dev_staging = g_dev_tiled[0] = g_dev_tiled[1] = NULL;
+    for (int i = 0; i < 4; i++) ig_vk_device_free(g_dev_tiled[i]), g_dev_tiled[i] = NULL;
+    g_dev = g_dev_split = g_dev_staging = NULL;
 }
 
 /* The default device, or NULL (test skipped) when there is no usable one. */
@@ -73,18 +72,20 @@ static ig_vk_device *device_staging(void) {
     return g_dev_staging;
 }
 
-/* The same device with the tiled prefill attention (attn_tile.comp) in
- * every graph, whatever its token count; run_tiled: every step runs it
- * (else none does, and attn.comp in the same graph serves them all). */
-static ig_vk_device *device_tiled(bool run_tiled) {
+/* The same device with the tiled prefill attention in every graph,
+ * whatever its token count; run_tiled: every step runs it (else none does,
+ * and attn.comp in the same graph serves them all); cm: on the tensor cores
+ * where the device has them (attn_cm.comp), else attn_tile.comp. */
+static ig_vk_device *device_tiled(bool run_tiled, bool cm) {
     if (!device()) return NULL;
-    const int i = run_tiled;
+    const int i = run_tiled + 2 * cm;
     if (!g_tried_tiled[i]) {
         g_tried_tiled[i] = true;
         ig_vk_device_params p = ig_vk_device_default_params();
         p.index = ig_vk_device_get_info(g_dev)->index;
         p.attn_tile_min = 1;
         p.attn_tile_run = run_tiled ? 1 : 1000000;
+        p.no_attn_coopmat = !cm;
         if (ig_vk_device_create(&p, &g_dev_tiled[i]) != IG_OK) g_dev_tiled[i] = NULL;
     }
     return g_dev_tiled[i];
@@ -784,6 +785,10 @@ typedef struct attn_case {
     bool aligned; /* q and output strides multiples of 4 (the tiled kernel's condition) */
 } attn_case;
 
+/* f16 caches: 1e-3 of the largest output; the tensor-core kernel also
+ * rounds q (scaled) and P to f16 */
+static double g_attn_f16_tol = 1e-3;
+
 static void run_attention(ig_vk_device *d, attn_case c) {
     const int kv_dim = c.n_kv * c.hd, width = c.n_head * c.hd, qs = width + (c.aligned ? 4 : 2),
               os = width + (c.aligned ? 8 : 6);
@@ -859,7 +864,7 @@ static void run_attention(ig_vk_device *d, attn_case c) {
     REQUIRE_OK(ig_vk_graph_end(g));
     REQUIRE_OK(ig_vk_graph_run(g));
     REQUIRE_OK(ig_vk_buffer_read(bo, 0, got, (size_t)os * c.n_tok * 4));
-    CHECK_REL(got, want, (size_t)os * c.n_tok, c.type == IG_KV_F16 ? 1e-3 : 1e-5,
+    CHECK_REL(got, want, (size_t)os * c.n_tok, c.type == IG_KV_F16 ? g_attn_f16_tol : 1e-5,
               "attention heads %d/%d hd %d tokens %d window %d seqs %d cap %d %s softcap %g", c.n_head, c.n_kv, c.hd,
               c.n_tok, c.window, c.n_seq, c.cap, c.type == IG_KV_F16 ? "f16" : "f32", (double)c.softcap);
     ig_vk_graph_free(g);
@@ -904,13 +909,13 @@ IG_TEST(vulkan_attention) {
 }
 
 /* The tiled prefill attention (f16 caches, head dims 64, 128 and 256): the
- * query heads per kv head of every Gemma 3 size (1, 2, 4), blocks of 32
- * (16 for head dim 256) query rows that end mid-batch, tokens of several sequences interleaved in
- * one block, sliding-window rings, softcap, and long contexts over many key
- * tiles. */
-IG_TEST(vulkan_attention_tiled) {
-    ig_vk_device *d = device_tiled(true);
-    if (!d) return;
+ * query heads per kv head of every Gemma 3 size (1, 2, 4), blocks of query
+ * rows (attn_tile.comp: 32, 16 for head dim 256; attn_cm.comp: 64, 32) that
+ * end mid-batch, tokens of several sequences interleaved in one block,
+ * sliding-window rings, softcap, and long contexts over many key tiles. */
+static void attention_tiled_cases(bool cm) {
+    ig_vk_device *d = device_tiled(true, cm);
+    REQUIRE(d != NULL);
     const int hds[] = {64, 128, 256};
     const int toks[] = {1, 7, 64, 100};
     for (size_t i = 0; i < IG_ARRAY_LEN(hds); i++) {
@@ -929,11 +934,31 @@ IG_TEST(vulkan_attention_tiled) {
     run_attention(d, (attn_case){4, 1, 256, 64, 1000, 2, 1000 + 63, IG_KV_F16, 0.0f, 1500, true});
     /* graphs holding both kernels, steps choosing attn.comp: the tiled one
        must leave the output to it */
-    d = device_tiled(false);
+    d = device_tiled(false, cm);
     REQUIRE(d != NULL);
     run_attention(d, (attn_case){4, 2, 128, 64, 0, 3, 512, IG_KV_F16, 0.0f, 0, true});
     run_attention(d, (attn_case){4, 1, 256, 7, 37, 2, 37 + 6, IG_KV_F16, 0.0f, 0, true});
     run_attention(d, (attn_case){4, 2, 128, 1, 0, 2, 4096, IG_KV_F16, 0.0f, 1500, true});
+}
+
+IG_TEST(vulkan_attention_tiled) {
+    if (!device()) return;
+    attention_tiled_cases(false);
+}
+
+/* The same cases on the tensor cores (attn_cm.comp), where q and P are
+ * rounded to f16 as well */
+IG_TEST(vulkan_attention_coopmat) {
+    if (!device()) return;
+    ig_vk_device *d = device_tiled(true, true);
+    REQUIRE(d != NULL);
+    if (!ig_vk_device_attn_coopmat(d)) {
+        ig_test_skip("no cooperative-matrix attention on this device");
+        return;
+    }
+    g_attn_f16_tol = 3e-3;
+    attention_tiled_cases(true);
+    g_attn_f16_tol = 1e-3;
 }
 
 /* The attention output's int8 copy, written by attn_reduce for the int8

@@ -61,6 +61,7 @@ typedef struct ig_vk_device_info {
     } heaps[IG_VK_MAX_HEAPS];
     uint32_t subgroup_size, subgroup_min, subgroup_max;
     bool subgroup_arith;      /* arithmetic subgroup ops in compute shaders */
+    bool subgroup_shuffle;    /* and shuffles */
     bool subgroup_size_control;
     uint64_t max_storage_buffer_range;
     uint64_t max_memory_allocation_size;
@@ -106,6 +107,8 @@ typedef struct ig_vk_device_params {
                                    mat-vec ($IGNIS_VK_INT8=0 does the same) */
     bool no_coopmat_int8;       /* never use int8 cooperative matrices
                                    ($IGNIS_VK_CM_INT8=0 does the same) */
+    bool no_attn_coopmat;       /* prefill attention without cooperative
+                                   matrices ($IGNIS_VK_ATTN_CM=0 does the same) */
     uint32_t coopmat_wide_groups; /* workgroups from which the tensor-core
                                      matmul takes 128-token tiles; 0 = 128,
                                      or $IGNIS_VK_CM_WIDE_GROUPS (tests use 1) */
@@ -130,6 +133,8 @@ uint64_t ig_vk_device_allocated(const ig_vk_device *dev);
 bool ig_vk_device_coopmat(const ig_vk_device *dev);
 /* Whether it runs the int8 tensor-core matmul (IG_VK_MATMUL_COOPMAT_INT8). */
 bool ig_vk_device_coopmat_int8(const ig_vk_device *dev);
+/* Whether prefill attention runs on the tensor cores (attn_cm.comp). */
+bool ig_vk_device_attn_coopmat(const ig_vk_device *dev);
 /* Whether the device runs the int8 mat-vec (IG_VK_MATMUL_INT8). */
 bool ig_vk_device_int8(const ig_vk_device *dev);
 /* The device holding a model's weights, once a Vulkan context of the model

@@ -182,6 +182,7 @@ void ig_vk_query_device(VkPhysicalDevice pd, int index, uint32_t instance_api, i
     const VkSubgroupFeatureFlags need = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
     info->subgroup_arith = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                            (sg.supportedOperations & need) == need;
+    info->subgroup_shuffle = info->subgroup_arith && (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
     info->max_storage_buffer_range = props.limits.maxStorageBufferRange;
     info->max_memory_allocation_size = m3.maxMemoryAllocationSize;
     info->max_buffer_size = has_maint4 && m4.maxBufferSize ? m4.maxBufferSize : m3.maxMemoryAllocationSize;
@@ -301,6 +302,7 @@ const ig_vk_device_info *ig_vk_device_get_info(const ig_vk_device *dev) { return
 uint64_t ig_vk_device_allocated(const ig_vk_device *dev) { return dev->allocated; }
 bool ig_vk_device_coopmat(const ig_vk_device *dev) { return dev->coopmat; }
 bool ig_vk_device_coopmat_int8(const ig_vk_device *dev) { return dev->coopmat_i8; }
+bool ig_vk_device_attn_coopmat(const ig_vk_device *dev) { return dev->attn_cm; }
 bool ig_vk_device_int8(const ig_vk_device *dev) { return dev->int8_mv; }
 
 /* A positive integer from the environment variable `name`, else fallback. */
@@ -564,6 +566,8 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
         d->pipe_stats = getenv("IGNIS_VK_PIPE_STATS") && d->info.exec_props &&
                         ig_vk.vkGetPipelineExecutablePropertiesKHR && ig_vk.vkGetPipelineExecutableStatisticsKHR;
         const char *ci8 = getenv("IGNIS_VK_CM_INT8");
+        const char *acm = getenv("IGNIS_VK_ATTN_CM");
+        d->attn_cm = d->coopmat && d->info.subgroup_shuffle && !p.no_attn_coopmat && !(acm && strcmp(acm, "0") == 0);
         d->coopmat_i8 = d->coopmat && d->int8_mv && d->info.coopmat_nv_s8_16x8x32 && d->info.int8 &&
                         !p.no_coopmat_int8 && !(ci8 && strcmp(ci8, "0") == 0);
         /* measured on the H100, synthetic Q4_K_M (tokens/s, 8 against 32):

@@ -202,6 +202,7 @@ struct ig_vk_device {
                                 mat-vec's cost grows with every column */
     bool coopmat;       /* VK_NV_cooperative_matrix + shaderFloat16 enabled: mmcm.comp */
     bool coopmat_i8;    /* and s8 products, shaderInt8 and the int8 copies: mmq.comp */
+    bool attn_cm;       /* and subgroup shuffles: prefill attention on them (attn_cm.comp) */
     bool pipe_stats;    /* $IGNIS_VK_PIPE_STATS: the driver's statistics of each new pipeline (stderr) */
     bool int8_mv;       /* shaderIntegerDotProduct enabled: quant_x8.comp + mv8_* */
     bool x8_producers;  /* norms and attention write the int8 copy of their output
