@@ -572,9 +572,12 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
                         !p.no_coopmat_int8 && !(ci8 && strcmp(ci8, "0") == 0);
         /* measured on the H100, synthetic Q4_K_M (tokens/s, 8 against 32):
            270M 16 streams 1814 / 3713, 32 streams 2845 / 3776; 1B 16
-           streams 1227 / 1561, 32 streams 1969 / 2415 */
+           streams 1227 / 1561, 32 streams 1969 / 2415. 32 against 128 (the
+           f32 tiled kernel beyond): 270M 48 streams 6538 / 12965, 64
+           streams 8158 / 14357, 128 streams 13596 / 16900; 1B 48 streams
+           5750 / 8171, 64 streams 7161 / 9727, 128 streams 11261 / 12714 */
         const char *mt = getenv("IGNIS_VK_MV_MAX_TOKENS");
-        d->mv_max_tokens = mt && atoi(mt) >= 8 && atoi(mt) <= 256 ? (uint32_t)atoi(mt) : 32;
+        d->mv_max_tokens = mt && atoi(mt) >= 8 && atoi(mt) <= 256 ? (uint32_t)atoi(mt) : 128;
         const char *xf = getenv("IGNIS_VK_X8_FUSE");
         d->x8_producers = !(xf && strcmp(xf, "0") == 0);
         /* measured on the H100 (27B Q4_K_M): the f32 mat-vec loses to the
