@@ -64,7 +64,8 @@ int cmd_devices(int argc, char **argv) {
         fprintf(stderr, "ignis devices: %s\n", ig_last_error());
         return 1;
     }
-    printf("shader compiler: cooperative matrix KHR %s, NV %s (the prefill matmul uses NV)\n",
+    printf("shader compiler: cooperative matrix KHR %s, NV %s"
+           " (the tensor-core matmuls and prefill attention use NV)\n",
            yn(ig_vk_compiler_coopmat_khr()), yn(ig_vk_compiler_coopmat_nv()));
     if (n == 0) printf("no Vulkan devices found (install a driver, e.g. mesa-vulkan-drivers)\n");
     for (int i = 0; i < n; i++) print_device(&infos[i]);
