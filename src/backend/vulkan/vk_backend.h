@@ -233,7 +233,7 @@ typedef enum ig_vk_matmul_path {
                               products; quantized weights (AUTO uses it instead of
                               FAST where the device has integer dot products) */
     IG_VK_MATMUL_COOPMAT_INT8, /* mmq.comp: int8 tensor cores on the int8 activations of
-                                  INT8; Q4_K weights, rows of whole 256-blocks (AUTO
+                                  INT8; Q4_K and Q6_K weights, rows of whole 256-blocks (AUTO
                                   uses it instead of COOPMAT where the device has it) */
 } ig_vk_matmul_path;
 

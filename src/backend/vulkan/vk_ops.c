@@ -404,10 +404,11 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
                    : (cm_auto ? IG_VK_MATMUL_COOPMAT : IG_VK_MATMUL_TILED);
     if (path == IG_VK_MATMUL_FAST && int8_ok && ig_vk_graph_matmul_path(g) == IG_VK_MATMUL_AUTO)
         path = IG_VK_MATMUL_INT8;
-    /* int8 tensor cores for Q4_K (rows of whole super-blocks) wherever AUTO
-       takes the tensor cores: measured on the H100, 27B Q4_K_M (tokens/s,
-       against the f16 ones): pp512 2075 / 1800, 16 streams 505 / 453, 32
-       streams 951 / 849, 64 streams 1416 / 1115 */
+    /* int8 tensor cores for Q4_K and Q6_K (rows of whole super-blocks)
+       wherever AUTO takes the tensor cores: measured on the H100, 27B
+       Q4_K_M (tokens/s, against the f16 ones, Q4_K alone): pp512 2075 /
+       1800, 16 streams 505 / 453, 32 streams 951 / 849, 64 streams 1416 /
+       1115; Q6_K too: pp512 2191 -> 2225, 64 streams 1414 -> 1470 */
     const bool cmq_ok = d->coopmat_i8 && fast_ok && (wa->type == IG_TYPE_Q4_K || wa->type == IG_TYPE_Q6_K) &&
                         n_in % 256 == 0;
     if (path == IG_VK_MATMUL_COOPMAT && cmq_ok && ig_vk_graph_matmul_path(g) == IG_VK_MATMUL_AUTO)

@@ -1,8 +1,8 @@
 #version 450
 // Y[t, r] = sum_i W[r, i] X[t, i] on int8 tensor cores (NV cooperative
-// matrix, s8 x s8 -> s32 in products of 16 x 8 x 32): Q4_K weights against
-// the int8 activations of the int8 mat-vec (x8.glsl, kind 1: one scale per
-// 256 elements of a row). Twice the tensor-core rate of f16 products, half
+// matrix, s8 x s8 -> s32 in products of 16 x 8 x 32): Q4_K weights (Q6_K
+// with -DQ6K, below) against the int8 activations of the int8 mat-vec
+// (x8.glsl, kind 1: one scale per 256 elements of a row). Twice the tensor-core rate of f16 products, half
 // the shared-memory bytes, and no dequantization: a weight's 4-bit value is
 // its byte. For a Q4_K super-block (256 elements, sub-blocks j of 32, 6-bit
 // integer scales sc_j and minima m_j, f16 d and dmin) and x = dx * q:
