@@ -183,8 +183,7 @@ IG_TEST(vulkan_engine_unfused) {
 }
 
 /* One token per step (the decode graph) gives the prefill logits. */
-IG_TEST(vulkan_engine_incremental) {
-    if (!have_device()) return;
+static void incremental(void) {
     ref_data r;
     REQUIRE(load_ref("tiny-1b-like", &r) == 0);
     ig_model *m = load_fixture("tiny-1b-like", "f32");
@@ -210,6 +209,19 @@ IG_TEST(vulkan_engine_incremental) {
     ig_context_free(ctx);
     ig_model_free(m);
     free_ref(&r);
+}
+
+IG_TEST(vulkan_engine_incremental) {
+    if (have_device()) incremental();
+}
+
+/* The same with L2 prefetches of the weights ahead in the decode graphs (8
+ * KiB next to each small op, at most 1 MiB ahead): they change no result. */
+IG_TEST(vulkan_engine_incremental_prefetch) {
+    if (!have_device()) return;
+    setenv("IGNIS_VK_PREFETCH", "8,1,8", 1);
+    incremental();
+    unsetenv("IGNIS_VK_PREFETCH");
 }
 
 /* Two sequences in interleaved chunks of different sizes through one context

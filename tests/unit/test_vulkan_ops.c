@@ -1162,6 +1162,76 @@ IG_TEST(vulkan_graph_replay) {
     weight_free(&wk);
 }
 
+/* An L2 prefetch next to an op: one dispatch per weight part it touches,
+ * no barrier (it writes nothing), and the product after it unchanged. */
+static void prefetch_graph(ig_vk_device *d, ig_vk_step *s, const weight *w, ig_vk_buffer *x, ig_vk_buffer *y,
+                           const ig_vk_buffer *bn, int H, int F, const uint64_t *range, ig_vk_graph_stats *stats,
+                           float *out) {
+    ig_vk_graph *g;
+    REQUIRE_OK(ig_vk_graph_begin(d, s, 1, &g));
+    ig_vk_view vx = {x, 0, 0};
+    REQUIRE_OK(ig_vk_op_rmsnorm(g, IG_VK_ROWS_TOKENS, vx, vx, bn, H, 1, 1e-6f));
+    if (range) REQUIRE_OK(ig_vk_op_prefetch(g, w->buf, range[0], range[1]));
+    REQUIRE_OK(ig_vk_op_matmul(g, IG_VK_ROWS_TOKENS, w->buf, vx, (ig_vk_view){y, 0, 0}));
+    REQUIRE_OK(ig_vk_graph_end(g));
+    *stats = ig_vk_graph_get_stats(g);
+    float xr[256];
+    for (int i = 0; i < H; i++) xr[i] = 0.5f + 0.01f * (float)(i % 37);
+    REQUIRE_OK(ig_vk_buffer_write(x, 0, xr, (size_t)H * 4));
+    REQUIRE_OK(ig_vk_graph_run(g));
+    REQUIRE_OK(ig_vk_buffer_read(y, 0, out, (size_t)F * 4));
+    ig_vk_graph_free(g);
+}
+
+IG_TEST(vulkan_prefetch) {
+    ig_vk_device *d = device_split(); /* weights in parts of 4 KiB */
+    if (!d) return;
+    const int H = 256, F = 100;
+    weight w;
+    REQUIRE(weight_make(d, IG_TYPE_Q8_0, H, F, &w));
+    const int parts = ig_vk_buffer_n_parts(w.buf);
+    const uint64_t size = ig_vk_buffer_size(w.buf);
+    REQUIRE(parts >= 3);
+    float norm[256], base[100], got[100];
+    for (int i = 0; i < H; i++) norm[i] = 1.0f + 0.01f * (float)i;
+    ig_vk_buffer *bn = upload(d, norm, (size_t)H * 4), *x, *y;
+    REQUIRE(bn);
+    REQUIRE_OK(ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, (size_t)H * 4, &x));
+    REQUIRE_OK(ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, (size_t)F * 4, &y));
+    ig_vk_step *s;
+    REQUIRE_OK(ig_vk_step_create(d, 1, &s));
+    step_simple(s, 1, 1, 0, NULL);
+    ig_vk_graph_stats st0, st;
+    prefetch_graph(d, s, &w, x, y, bn, H, F, NULL, &st0, base);
+    /* whole weight: every part; one byte: one part; past the end: none */
+    const uint64_t ranges[4][2] = {{0, size}, {size / 2, size / 2 + 1}, {size, size + 100}, {10, 9}};
+    const int want[4] = {parts, 1, 0, 0};
+    for (int k = 0; k < 4; k++) {
+        prefetch_graph(d, s, &w, x, y, bn, H, F, ranges[k], &st, got);
+        CHECK_EQ_INT(st.n_dispatch, st0.n_dispatch + want[k]);
+        CHECK_EQ_INT(st.n_barrier, st0.n_barrier);
+        CHECK(memcmp(got, base, sizeof got) == 0);
+    }
+    /* the product itself, against the reference */
+    float xr[256], x8[256], ref[100];
+    for (int i = 0; i < H; i++) xr[i] = 0.5f + 0.01f * (float)(i % 37);
+    ref_rmsnorm(xr, xr, norm, H, 1e-6f);
+    const bool int8 = ig_vk_device_int8(d);
+    if (int8) x8_round(IG_TYPE_Q8_0, xr, x8, H);
+    for (int r = 0; r < F; r++) ref[r] = ig_vec_dot_ref(IG_TYPE_Q8_0, w.data + (size_t)r * w.row_bytes, int8 ? x8 : xr, H);
+    CHECK_REL(base, ref, (size_t)F, 2e-5, "matmul after a prefetch");
+    /* not a weight */
+    ig_vk_graph *g;
+    REQUIRE_OK(ig_vk_graph_begin(d, s, 1, &g));
+    CHECK(ig_vk_op_prefetch(g, x, 0, 16) != IG_OK);
+    ig_vk_graph_free(g);
+    ig_vk_step_free(s);
+    ig_vk_buffer_free(bn);
+    ig_vk_buffer_free(x);
+    ig_vk_buffer_free(y);
+    weight_free(&w);
+}
+
 IG_TEST(vulkan_op_errors) {
     ig_vk_device *d = device();
     if (!d) return;

@@ -325,6 +325,9 @@ ig_status ig_vk_op_rmsnorm_rope(ig_vk_graph *g, ig_vk_view x, const ig_vk_buffer
 ig_status ig_vk_op_rmsnorm_rope_kv_store(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view k,
                                          const ig_vk_buffer *knorm, ig_vk_view v, float eps, float base,
                                          float factor);
+/* Reads bytes [lo, hi) of weight w (in the device layout, parts in order)
+ * into the GPU's L2 cache, for a later op: no barrier, nothing written. */
+ig_status ig_vk_op_prefetch(ig_vk_graph *g, const ig_vk_buffer *w, uint64_t lo, uint64_t hi);
 /* dst[j] = src[out_idx[j]] for the step's outputs. */
 ig_status ig_vk_op_gather(ig_vk_graph *g, ig_vk_view src, ig_vk_view dst, int width);
 

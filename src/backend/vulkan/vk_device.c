@@ -552,6 +552,16 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
         d->norm_wg = cpu ? 128 : (d->info.max_wg_invocations >= 1024 ? 1024 : 256);
         const uint32_t nw = env_positive("IGNIS_VK_NORM_WG", d->norm_wg);
         if (nw % 64 == 0 && nw <= d->info.max_wg_invocations && nw <= 1024) d->norm_wg = nw;
+        const char *pfe = getenv("IGNIS_VK_PREFETCH");
+        if (pfe && *pfe) {
+            unsigned kb = 0, amb = 0, tk = 1;
+            if (sscanf(pfe, "%u,%u,%u", &kb, &amb, &tk) >= 2 && kb <= (1u << 20) && amb <= 4096 && tk >= 1 &&
+                tk <= 256) {
+                d->prefetch_stage = (uint64_t)kb << 10;
+                d->prefetch_ahead = (uint64_t)amb << 20;
+                d->prefetch_max_tokens = tk;
+            }
+        }
         const char *al = getenv("IGNIS_VK_ATTN");
         d->attn_legacy = al && strcmp(al, "legacy") == 0;
         /* mv.comp's reduction scratch when subgroups are narrower than 32 */

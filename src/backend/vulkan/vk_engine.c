@@ -19,6 +19,9 @@
  *   of Q (rmsnorm_rope), QK-norm + RoPE of K + the cache store
  *   (rmsnorm_rope_kv_store, else rope_kv_store), gate + up + GeGLU
  *   (matmul_geglu).
+ * - L2 prefetch ($IGNIS_VK_PREFETCH, off by default): in graphs of few
+ *   tokens, the weights ahead are read into the GPU's cache next to the
+ *   ops that leave the memory bus idle (see `prefetch` below).
  * - Logits: the output rows go through at most `head_cap` rows of a device
  *   buffer (a binding and a memory budget bound it); on discrete GPUs they
  *   are copied into host memory by the last dispatch. ig_get_logits reads
@@ -300,6 +303,52 @@ static ig_status emit(vk_backend *vb, const ig_context *ctx, ig_vk_graph *g, int
     return ig_fail(IG_ERR_INTERNAL, "vulkan: unknown op %d", (int)op->kind);
 }
 
+/* ---- L2 prefetch (small batches) ----
+ * Between the mat-vecs of decoding come ops that move few bytes (norms,
+ * QK-norm and RoPE, attention) and leave the memory bus idle. Next to each,
+ * in the same barrier stage, a prefetch dispatch touches the next bytes of
+ * the weights ahead, so the mat-vecs find them in L2: at most `stage` bytes
+ * per op and `ahead` bytes touched but not yet read. Matrices that one
+ * dispatch reads side by side (gate and up) advance together. */
+typedef struct prefetch {
+    uint64_t stage, ahead; /* 0: off */
+    uint64_t pending;      /* bytes touched and not yet read */
+    uint64_t *done;        /* per op: bytes of its weight touched */
+} prefetch;
+
+static bool pf_pair(const ig_graph *G, int j) {
+    const ig_op *a = &G->ops[j], *b = j + 1 < G->n_ops ? &G->ops[j + 1] : NULL;
+    return b && b->kind == IG_OP_MATMUL && b->src == a->src && b->w->type == a->w->type &&
+           b->w->ne[0] == a->w->ne[0] && b->w->ne[1] == a->w->ne[1];
+}
+
+static ig_status pf_after(vk_backend *vb, const ig_graph *G, ig_vk_graph *g, prefetch *pf, int i,
+                          const bool *done) {
+    uint64_t budget = pf->stage;
+    for (int j = i + 1; j < G->n_ops && budget > 0 && pf->pending < pf->ahead; j++) {
+        const ig_op *op = &G->ops[j];
+        if (done[j] || op->kind != IG_OP_MATMUL) continue;
+        const int m = pf_pair(G, j) ? 2 : 1;
+        const ig_vk_buffer *w = wbuf(vb, op->w);
+        if (!w) return ig_fail(IG_ERR_INTERNAL, "vulkan: prefetch of an unknown weight");
+        const uint64_t size = ig_vk_buffer_size(w);
+        if (pf->done[j] < size) {
+            uint64_t n = size - pf->done[j], room = (pf->ahead - pf->pending) / (uint64_t)m;
+            if (n > budget / (uint64_t)m) n = budget / (uint64_t)m;
+            if (n > room) n = room;
+            if (n == 0 || (n < 4096 && n < size - pf->done[j])) break; /* no slivers but a weight's last */
+            for (int k = 0; k < m; k++) {
+                IG_TRY(ig_vk_op_prefetch(g, wbuf(vb, G->ops[j + k].w), pf->done[j + k], pf->done[j + k] + n));
+                pf->done[j + k] += n;
+            }
+            pf->pending += n * (uint64_t)m;
+            budget -= n * (uint64_t)m;
+        }
+        j += m - 1;
+    }
+    return IG_OK;
+}
+
 /* The body (every op but those writing the logits) for buckets of T tokens,
  * or the head (the ops writing the logits, then the copy to host memory) for
  * up to T output rows. */
@@ -310,8 +359,29 @@ static ig_status record(vk_backend *vb, const ig_context *ctx, int T, bool head,
     bool *done = ig_calloc_array((size_t)G->n_ops + 1, sizeof *done);
     ig_status st = done ? IG_OK : IG_ERR_NO_MEMORY;
     for (int i = 0; i < G->n_ops && st == IG_OK; i++) done[i] = (G->ops[i].dst == IG_BUF_LOGITS) != head;
-    for (int i = 0; i < G->n_ops && st == IG_OK; i++)
-        if (!done[i]) st = emit(vb, ctx, g, i, done);
+    prefetch pf = {0};
+    if (st == IG_OK && !head && vb->dev->prefetch_stage && T <= (int)vb->dev->prefetch_max_tokens) {
+        pf = (prefetch){vb->dev->prefetch_stage, vb->dev->prefetch_ahead, 0,
+                        ig_calloc_array((size_t)G->n_ops + 1, sizeof *pf.done)};
+        if (!pf.done) st = IG_ERR_NO_MEMORY;
+    }
+    for (int i = 0; i < G->n_ops && st == IG_OK; i++) {
+        if (done[i]) continue;
+        const bool mm = G->ops[i].kind == IG_OP_MATMUL;
+        st = emit(vb, ctx, g, i, done);
+        if (st != IG_OK || !pf.done) continue;
+        if (!mm) {
+            st = pf_after(vb, G, g, &pf, i, done);
+            continue;
+        }
+        /* what the matmuls just recorded read from L2 is no longer ahead */
+        for (int k = i; k < G->n_ops && k < i + 3; k++)
+            if (done[k] && G->ops[k].kind == IG_OP_MATMUL && pf.done[k] != UINT64_MAX) {
+                pf.pending -= pf.done[k] < pf.pending ? pf.done[k] : pf.pending;
+                pf.done[k] = UINT64_MAX;
+            }
+    }
+    free(pf.done);
     if (st == IG_OK && head && vb->logits_rb)
         st = ig_vk_op_copy(g, IG_VK_ROWS_HEAD, (ig_vk_view){vb->logits, 0, 0}, (ig_vk_view){vb->logits_rb, 0, 0},
                            ctx->model->hp.n_vocab);

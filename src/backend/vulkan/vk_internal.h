@@ -191,6 +191,11 @@ struct ig_vk_device {
        on average ($IGNIS_VK_ATTN_TILE_RUN) */
     uint32_t attn_tile_run;
     uint32_t norm_wg; /* workgroup of the row norms: wide on GPUs (few rows, latency-bound) */
+    /* L2 prefetch of the weights ahead next to small ops (vk_engine.c), in
+       graphs of up to prefetch_max_tokens: bytes per op and bytes ahead
+       (prefetch_stage 0: off; $IGNIS_VK_PREFETCH="stage_kb,ahead_mb,tokens") */
+    uint64_t prefetch_stage, prefetch_ahead;
+    uint32_t prefetch_max_tokens;
     bool attn_legacy;
     bool force_staging; /* device memory is never mapped (tests) */
     uint32_t cm_wide_groups; /* ig_vk_device_params.coopmat_wide_groups, 0 replaced */

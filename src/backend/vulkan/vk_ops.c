@@ -841,6 +841,33 @@ ig_status ig_vk_op_softcap(ig_vk_graph *g, ig_vk_rows rows, ig_vk_view x, int wi
     return eltwise(g, ELT_SOFTCAP, rows, &x, NULL, x, width, cap);
 }
 
+/* ---- L2 prefetch ---- */
+
+ig_status ig_vk_op_prefetch(ig_vk_graph *g, const ig_vk_buffer *w, uint64_t lo, uint64_t hi) {
+    if (!g) return IG_ERR_INVALID_ARG;
+    IG_TRY(ig_vk_graph_error(g));
+    if (!w || !w->is_weight) return bad(g, "vulkan: %s: not a weight", "prefetch");
+    ig_vk_device *d = ig_vk_graph_device(g);
+    VkPipeline pipe;
+    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(d, "l2_prefetch", 0, 0, &pipe)));
+    uint64_t base = 0; /* the part's first byte within the weight */
+    for (int i = 0; i < w->n_parts; i++) {
+        const ig_vk_part *p = &w->parts[i];
+        const uint64_t p0 = base;
+        base += p->size;
+        if (hi <= p0 || lo >= base || lo >= hi) continue;
+        const uint64_t a = lo > p0 ? lo - p0 : 0, b = hi < base ? hi - p0 : p->size;
+        const uint64_t s0 = a / 32, s1 = (b + 31) / 32; /* sectors, each starting inside the part */
+        if (s1 > UINT32_MAX) return bad(g, "vulkan: %s: weight part too large", "prefetch");
+        const struct {
+            uint32_t first, count, never;
+        } pc = {(uint32_t)s0, (uint32_t)(s1 - s0), 0};
+        const ig_vk_part *parts[4] = {p, NULL, NULL, &d->dummy->parts[0]};
+        IG_TRY(ig_vk_rec_dispatch(g, pipe, parts, 4, &pc, sizeof pc, ceil_div(s1 - s0, 256 * 8), 1, 1));
+    }
+    return IG_OK;
+}
+
 ig_status ig_vk_op_copy(ig_vk_graph *g, ig_vk_rows rows, ig_vk_view src, ig_vk_view dst, int width) {
     return eltwise(g, ELT_COPY, rows, &src, NULL, dst, width, 0.0f);
 }
