@@ -45,6 +45,9 @@ static void print_device(const ig_vk_device_info *d) {
            d->int_dot ? (d->int_dot_accel ? " (4x8 packed accelerated)" : " (not accelerated)") : "");
     printf("  cooperative matrix: KHR %s, NV %s%s%s\n", yn(d->coopmat_khr), yn(d->coopmat_nv),
            d->coopmat_shapes[0] ? "; " : "", d->coopmat_shapes);
+    printf("  L2 prefetch of the weights in decode: %s\n",
+           ig_vk_prefetch_default(d) ? "on (NVIDIA, >= 64 GiB; IGNIS_VK_PREFETCH=0 turns it off)"
+                                     : "off (IGNIS_VK_PREFETCH=stage_kb,ahead_mb turns it on)");
 }
 
 int cmd_devices(int argc, char **argv) {

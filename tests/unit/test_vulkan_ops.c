@@ -1232,6 +1232,27 @@ IG_TEST(vulkan_prefetch) {
     weight_free(&w);
 }
 
+/* The prefetch's default: NVIDIA GPUs of 64 GiB and more only. */
+IG_TEST(vulkan_prefetch_default) {
+    ig_vk_device_info i;
+    memset(&i, 0, sizeof i);
+    i.vendor_id = 0x10DE;
+    i.type = "discrete";
+    i.n_heaps = 2;
+    i.heaps[0].size = 79ull << 30; /* an H100 80GB reports 79.6 GiB */
+    i.heaps[0].device_local = true;
+    i.heaps[1].size = 256ull << 30; /* host memory does not count */
+    CHECK(ig_vk_prefetch_default(&i));
+    i.heaps[0].size = 48ull << 30; /* RTX A6000: 6 MiB of L2 */
+    CHECK(!ig_vk_prefetch_default(&i));
+    i.heaps[0].size = 192ull << 30;
+    i.vendor_id = 0x1002; /* not measured */
+    CHECK(!ig_vk_prefetch_default(&i));
+    i.vendor_id = 0x10DE;
+    i.type = "integrated";
+    CHECK(!ig_vk_prefetch_default(&i));
+}
+
 IG_TEST(vulkan_op_errors) {
     ig_vk_device *d = device();
     if (!d) return;

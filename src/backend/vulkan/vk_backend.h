@@ -137,6 +137,9 @@ bool ig_vk_device_coopmat_int8(const ig_vk_device *dev);
 bool ig_vk_device_attn_coopmat(const ig_vk_device *dev);
 /* Whether the device runs the int8 mat-vec (IG_VK_MATMUL_INT8). */
 bool ig_vk_device_int8(const ig_vk_device *dev);
+/* Whether decode graphs prefetch the weights ahead into L2 on this device
+ * by default (before $IGNIS_VK_PREFETCH; see vk_engine.c). */
+bool ig_vk_prefetch_default(const ig_vk_device_info *info);
 /* The device holding a model's weights, once a Vulkan context of the model
  * exists (vk_engine.c); else NULL. */
 typedef struct ig_model ig_model;

@@ -305,6 +305,17 @@ bool ig_vk_device_coopmat_int8(const ig_vk_device *dev) { return dev->coopmat_i8
 bool ig_vk_device_attn_coopmat(const ig_vk_device *dev) { return dev->attn_cm; }
 bool ig_vk_device_int8(const ig_vk_device *dev) { return dev->int8_mv; }
 
+/* Vulkan does not report cache sizes. NVIDIA's GPUs of 64 GiB and more
+ * (A100 80GB, H100, H200) have 40 MiB of L2 or more, which holds what the
+ * prefetch reads ahead (32 MiB); a GPU with a few MiB of L2 would read it
+ * twice, so elsewhere it is off unless $IGNIS_VK_PREFETCH asks for it. */
+bool ig_vk_prefetch_default(const ig_vk_device_info *info) {
+    uint64_t local = 0;
+    for (int h = 0; h < info->n_heaps; h++)
+        if (info->heaps[h].device_local && info->heaps[h].size > local) local = info->heaps[h].size;
+    return info->vendor_id == 0x10DE && strcmp(info->type, "discrete") == 0 && local >= (64ull << 30) - (1ull << 30);
+}
+
 /* A positive integer from the environment variable `name`, else fallback. */
 static uint32_t env_positive(const char *name, uint32_t fallback) {
     const char *v = getenv(name);
@@ -552,8 +563,17 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
         d->norm_wg = cpu ? 128 : (d->info.max_wg_invocations >= 1024 ? 1024 : 256);
         const uint32_t nw = env_positive("IGNIS_VK_NORM_WG", d->norm_wg);
         if (nw % 64 == 0 && nw <= d->info.max_wg_invocations && nw <= 1024) d->norm_wg = nw;
+        /* L2 prefetch: H100, 27B Q4_K_M tg128 84.6 -> 86.5 tokens/s at
+           4096,32,1 (8192,32 84.4; 16384,40 79.5; 8 streams -0.1..-0.8 %;
+           16-64 streams no gain) */
+        if (ig_vk_prefetch_default(&d->info)) {
+            d->prefetch_stage = 4096u << 10;
+            d->prefetch_ahead = 32u << 20;
+            d->prefetch_max_tokens = 1;
+        }
         const char *pfe = getenv("IGNIS_VK_PREFETCH");
-        if (pfe && *pfe) {
+        if (pfe && strcmp(pfe, "0") == 0) d->prefetch_stage = 0;
+        else if (pfe && *pfe) {
             unsigned kb = 0, amb = 0, tk = 1;
             if (sscanf(pfe, "%u,%u,%u", &kb, &amb, &tk) >= 2 && kb <= (1u << 20) && amb <= 4096 && tk >= 1 &&
                 tk <= 256) {
