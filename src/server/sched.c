@@ -447,9 +447,11 @@ static void process_token(srv_sched *s, task *t, const float *logits) {
         finish(s, t, "stop", NULL);
         return;
     }
-    memmove(t->pend.data, t->pend.data + rel, t->pend.len - rel);
-    t->pend.len -= rel;
-    if (t->pend.data) t->pend.data[t->pend.len] = '\0';
+    if (t->pend.data) { /* NULL until a token produced text (memmove needs real pointers) */
+        memmove(t->pend.data, t->pend.data + rel, t->pend.len - rel);
+        t->pend.len -= rel;
+        t->pend.data[t->pend.len] = '\0';
+    }
 
     const slot *sl = &s->slots[t->slot];
     if (t->n_gen >= j->max_tokens || sl->n_cache >= s->n_ctx) {
