@@ -218,10 +218,18 @@ def test_chat_on_a_terminal_ctrl_c_stops_the_answer_and_ctrl_d_quits():
         assert int(s2.group(3)) == n  # ran to -n: this base model never ends its turn
         assert int(s2.group(2)) > 20, s2.group(0)  # turn 1 came from the cache
         answer = t.buf[p2.end():s2.start()].split("The capital of France is\n", 1)[1]
-        # What the model says here depends on where Ctrl-C cut turn 1; it
-        # continues the capitals pattern, and every capital it names is true.
-        claims = _capital_claims(answer)
-        assert claims and all(CAPITALS[c] == city for c, city in claims), (claims, answer)
+        # What the model says here depends on where Ctrl-C cut turn 1 (this
+        # machine's speed), so it is checked against the same conversation
+        # evaluated afresh: turn 1's answer as it was cut (the terminal's
+        # "^C" echo taken out), the chat template around both turns.
+        a1 = t.buf[q.end():s1.start()].replace("^C", "").split("[stopped]", 1)[0].strip()
+        conv = ("<start_of_turn>user\nTell me a long story about a dragon.<end_of_turn>\n"
+                f"<start_of_turn>model\n{a1}<end_of_turn>\n"
+                f"<start_of_turn>user\n{FEW_SHOT}<end_of_turn>\n<start_of_turn>model\n")
+        fresh = ignis(["run", MODEL, "--raw", "-p", conv, "--temp", "0", "-n", "24", "-t", "2", "--ctx", "8192"])
+        assert fresh.returncode == 0, fresh.stderr
+        k = min(24, len(fresh.stdout))
+        assert k >= 8 and answer[:k] == fresh.stdout[:k], (answer, fresh.stdout, a1)
         t.expect(r"\n> $", start=s2.end())
         t.send(b"\x04")  # Ctrl-D at the prompt: quit
         t.drain(timeout=30)
