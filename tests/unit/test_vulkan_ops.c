@@ -867,6 +867,11 @@ static void run_attention(ig_vk_device *d, attn_case c) {
     CHECK_REL(got, want, (size_t)os * c.n_tok, c.type == IG_KV_F16 ? g_attn_f16_tol : 1e-5,
               "attention heads %d/%d hd %d tokens %d window %d seqs %d cap %d %s softcap %g", c.n_head, c.n_kv, c.hd,
               c.n_tok, c.window, c.n_seq, c.cap, c.type == IG_KV_F16 ? "f16" : "f32", (double)c.softcap);
+    /* replayed, the same bytes (the merge's counters are back at zero) */
+    REQUIRE_OK(ig_vk_buffer_zero(bo));
+    REQUIRE_OK(ig_vk_graph_run(g));
+    REQUIRE_OK(ig_vk_buffer_read(bo, 0, want, (size_t)os * c.n_tok * 4));
+    CHECK(memcmp(got, want, (size_t)os * c.n_tok * 4) == 0);
     ig_vk_graph_free(g);
     ig_vk_buffer_free(bq);
     ig_vk_buffer_free(bk);
@@ -1034,6 +1039,126 @@ IG_TEST(vulkan_attention_int8_copy) {
         CHECK(memcmp(a, b, sizeof a) == 0);
     }
     ig_vk_device_free(dq);
+}
+
+/* The split attention's chunks merged by the last workgroup of each unit of
+ * heads (attn.comp -DREDUCE) against attn_reduce.comp's stage: the same
+ * output and int8 copy bit for bit (through the mat-vec reading it), one
+ * dispatch fewer, over replays; query heads per kv head 1 to 8, heads that
+ * share a block of 256 and heads of several blocks, a row with no valid
+ * position (zeros), long contexts of 32 chunks. */
+typedef struct merge_case {
+    int n_head, n_kv, hd, n_tok, pos0;
+    ig_dtype wt; /* the mat-vec's weights: which int8 blocks */
+    ig_kv_type kv;
+} merge_case;
+
+static void attn_merge_run(ig_vk_device *d, merge_case c, float *att, float *mv, int rows, int *n_dispatch) {
+    const int width = c.n_head * c.hd, kv_dim = c.n_kv * c.hd, T = c.n_tok, cap = c.pos0 + 64;
+    const size_t cache = (size_t)cap * kv_dim, es = c.kv == IG_KV_F16 ? 2 : 4;
+    float *q = malloc((size_t)width * T * 4), *tmp = malloc(cache * 4);
+    uint8_t *kc = malloc(cache * es), *vc = malloc(cache * es);
+    REQUIRE(q && tmp && kc && vc);
+    g_rng = 0xC0FFEEull + (uint64_t)c.hd * 7 + (uint64_t)c.n_head; /* the same inputs on both devices */
+    fill(q, (size_t)width * T, 2.0f);
+    for (int pass = 0; pass < 2; pass++) {
+        uint8_t *dst = pass ? vc : kc;
+        fill(tmp, cache, pass ? 1.0f : 2.0f);
+        for (size_t i = 0; i < cache; i++) {
+            if (c.kv == IG_KV_F16) ((uint16_t *)dst)[i] = ig_f32_to_f16(tmp[i]);
+            else ((float *)dst)[i] = tmp[i];
+        }
+    }
+    weight w;
+    REQUIRE(weight_make(d, c.wt, width, rows, &w));
+    int32_t pos[8], seq[8];
+    for (int t = 0; t < T; t++) {
+        pos[t] = c.pos0 + t;
+        seq[t] = 0;
+    }
+    if (T > 1) pos[1] = -1; /* a row with no valid position */
+    ig_vk_step *st;
+    REQUIRE_OK(ig_vk_step_create(d, T, &st));
+    REQUIRE_OK(ig_vk_step_set(st, T, NULL, pos, seq, 0, NULL));
+    ig_vk_buffer *bq = upload(d, q, (size_t)width * T * 4), *bk = upload(d, kc, cache * es),
+                 *bv = upload(d, vc, cache * es), *bo, *by;
+    REQUIRE(bq && bk && bv);
+    REQUIRE_OK(ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, (size_t)width * T * 4, &bo));
+    REQUIRE_OK(ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, (size_t)rows * T * 4, &by));
+    ig_vk_kv kv = {bk, bv, 0, 0, c.kv, 1, cap, c.n_kv, c.hd, 0};
+    ig_vk_graph *g;
+    REQUIRE_OK(ig_vk_graph_begin(d, st, T, &g));
+    /* a mat-vec of this width first: the producers learn its kind */
+    REQUIRE_OK(ig_vk_op_matmul(g, IG_VK_ROWS_TOKENS, w.buf, (ig_vk_view){bq, 0, 0}, (ig_vk_view){by, 0, 0}));
+    REQUIRE_OK(ig_vk_op_attention(g, &kv, (ig_vk_view){bq, 0, 0}, (ig_vk_view){bo, 0, 0}, c.n_head,
+                                  1.0f / sqrtf((float)c.hd), 0.0f));
+    REQUIRE_OK(ig_vk_op_matmul(g, IG_VK_ROWS_TOKENS, w.buf, (ig_vk_view){bo, 0, 0}, (ig_vk_view){by, 0, 0}));
+    REQUIRE_OK(ig_vk_graph_end(g));
+    *n_dispatch = ig_vk_graph_get_stats(g).n_dispatch;
+    float *again = malloc((size_t)width * T * 4);
+    REQUIRE(again);
+    for (int run = 0; run < 3; run++) {
+        REQUIRE_OK(ig_vk_graph_run(g));
+        REQUIRE_OK(ig_vk_buffer_read(bo, 0, run ? again : att, (size_t)width * T * 4));
+        if (run) CHECK(memcmp(again, att, (size_t)width * T * 4) == 0);
+    }
+    REQUIRE_OK(ig_vk_buffer_read(by, 0, mv, (size_t)rows * T * 4));
+    free(again);
+    ig_vk_graph_free(g);
+    ig_vk_buffer_free(bq);
+    ig_vk_buffer_free(bk);
+    ig_vk_buffer_free(bv);
+    ig_vk_buffer_free(bo);
+    ig_vk_buffer_free(by);
+    ig_vk_step_free(st);
+    weight_free(&w);
+    free(q);
+    free(tmp);
+    free(kc);
+    free(vc);
+}
+
+IG_TEST(vulkan_attention_merge) {
+    ig_vk_device *d = device();
+    if (!d) return;
+    ig_vk_device_params p = ig_vk_device_default_params();
+    p.index = ig_vk_device_get_info(d)->index;
+    p.attn_reduce_stage = true;
+    ig_vk_device *ds;
+    REQUIRE_OK(ig_vk_device_create(&p, &ds));
+    const bool i8 = ig_vk_device_int8(d);
+    const merge_case cases[] = {
+        {32, 16, 128, 1, 100, IG_TYPE_Q4_K, IG_KV_F16}, /* 27B: G 2, two heads a block of 256 */
+        {4, 1, 256, 1, 100, IG_TYPE_Q4_K, IG_KV_F16},   /* 270M, 1B: G 4, four blocks of 256 */
+        {4, 1, 256, 3, 3000, IG_TYPE_Q6_K, IG_KV_F16},  /* 32 chunks, an invalid row */
+        {8, 4, 256, 2, 50, IG_TYPE_Q4_K, IG_KV_F32},    /* 4B, 12B: G 2 */
+        {8, 8, 128, 3, 40, IG_TYPE_Q4_K, IG_KV_F32},    /* G 1: a unit of two kv heads */
+        {8, 2, 128, 2, 40, IG_TYPE_Q4_K, IG_KV_F16},    /* G 4, hd 128: two blocks of 256 */
+        {4, 2, 64, 3, 300, IG_TYPE_Q8_0, IG_KV_F32},    /* blocks of 32 */
+        {8, 1, 64, 1, 70, IG_TYPE_Q8_0, IG_KV_F16},     /* G 8 */
+        {4, 4, 64, 2, 90, IG_TYPE_Q4_K, IG_KV_F32},     /* G 1, hd 64: a unit of four kv heads */
+    };
+    for (size_t i = 0; i < IG_ARRAY_LEN(cases); i++) {
+        const merge_case c = cases[i];
+        const int rows = 24, n = c.n_head * c.hd * c.n_tok;
+        float *a = malloc((size_t)n * 4), *b = malloc((size_t)n * 4), ya[24 * 8], yb[24 * 8];
+        REQUIRE(a && b);
+        int nf = 0, ns = 0;
+        attn_merge_run(d, c, a, ya, rows, &nf);
+        attn_merge_run(ds, c, b, yb, rows, &ns);
+        if (getenv("IGNIS_TEST_VERBOSE"))
+            fprintf(stderr, "    merge heads %d/%d hd %d tokens %d: dispatches %d / %d\n", c.n_head, c.n_kv, c.hd,
+                    c.n_tok, nf, ns);
+        /* (G 8 takes attention.comp, no split, where shared memory is 32 KiB) */
+        CHECK(nf == ns - 1 || (c.n_head / c.n_kv == 8 && nf == ns));
+        CHECK(memcmp(a, b, (size_t)n * 4) == 0);
+        if (i8) CHECK(memcmp(ya, yb, (size_t)rows * c.n_tok * 4) == 0);
+        if (c.n_tok > 1) /* the invalid row: zeros */
+            for (int k = 0; k < c.n_head * c.hd; k++) CHECK(a[c.n_head * c.hd + k] == 0.0f);
+        free(a);
+        free(b);
+    }
+    ig_vk_device_free(ds);
 }
 
 /* ---- element-wise ---------------------------------------------------------------- */

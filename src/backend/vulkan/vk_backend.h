@@ -121,6 +121,10 @@ typedef struct ig_vk_device_params {
     uint32_t attn_tile_run; /* steps whose rows come in runs of one sequence
                                this long on average run it; 0 = 16, or
                                $IGNIS_VK_ATTN_TILE_RUN (tests: 1, always) */
+    bool attn_reduce_stage; /* the split attention's chunks merged by a
+                               dispatch of their own (attn_reduce.comp)
+                               rather than by the last workgroup of each
+                               unit ($IGNIS_VK_ATTN_REDUCE=stage) */
 } ig_vk_device_params;
 
 ig_vk_device_params ig_vk_device_default_params(void);

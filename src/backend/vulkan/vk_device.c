@@ -584,6 +584,8 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
         }
         const char *al = getenv("IGNIS_VK_ATTN");
         d->attn_legacy = al && strcmp(al, "legacy") == 0;
+        const char *ar = getenv("IGNIS_VK_ATTN_REDUCE");
+        d->attn_reduce_stage = p.attn_reduce_stage || (ar && strcmp(ar, "stage") == 0);
         /* mv.comp's reduction scratch when subgroups are narrower than 32 */
         if (d->info.subgroup_size < 32 && d->mv_wg > 128) d->mv_wg = 128;
         if (d->info.subgroup_size > 32 && d->mv_wg > 256) d->mv_wg = 256;

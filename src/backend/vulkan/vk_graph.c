@@ -298,13 +298,29 @@ ig_status ig_vk_graph_const(ig_vk_graph *g, const void *data, uint64_t size, con
     return IG_OK;
 }
 
-ig_status ig_vk_graph_scratch(ig_vk_graph *g, uint64_t size, const ig_vk_buffer **out) {
+static ig_status scratch_new(ig_vk_graph *g, uint64_t size, ig_vk_buffer **out) {
     struct owned *no = ig_realloc_array(g->owned, (size_t)g->n_owned + 1, sizeof *no);
     if (!no) return ig_vk_graph_set_error(g, IG_ERR_NO_MEMORY);
     g->owned = no;
     ig_vk_buffer *b;
     IG_TRY(ig_vk_graph_set_error(g, ig_vk_buffer_create(g->dev, IG_VK_MEM_DEVICE, size ? size : 4, &b)));
     g->owned[g->n_owned++] = (struct owned){b, NULL, size};
+    *out = b;
+    return IG_OK;
+}
+
+ig_status ig_vk_graph_scratch(ig_vk_graph *g, uint64_t size, const ig_vk_buffer **out) {
+    ig_vk_buffer *b;
+    IG_TRY(scratch_new(g, size, &b));
+    *out = b;
+    return IG_OK;
+}
+
+ig_status ig_vk_graph_counters(ig_vk_graph *g, uint64_t n, const ig_vk_buffer **out) {
+    if (n > UINT32_MAX / 4) return ig_vk_graph_set_error(g, ig_fail(IG_ERR_INVALID_ARG, "vulkan: too many counters"));
+    ig_vk_buffer *b;
+    IG_TRY(scratch_new(g, n * 4, &b));
+    IG_TRY(ig_vk_graph_set_error(g, ig_vk_buffer_zero(b)));
     *out = b;
     return IG_OK;
 }

@@ -197,6 +197,7 @@ struct ig_vk_device {
     uint64_t prefetch_stage, prefetch_ahead;
     uint32_t prefetch_max_tokens;
     bool attn_legacy;
+    bool attn_reduce_stage; /* attn_reduce.comp merges the split attention (else its last workgroups) */
     bool force_staging; /* device memory is never mapped (tests) */
     uint32_t cm_wide_groups; /* ig_vk_device_params.coopmat_wide_groups, 0 replaced */
     uint32_t cm_split_groups; /* split K until a matmul has this many workgroups (1: never) */
@@ -302,5 +303,8 @@ const ig_vk_buffer **ig_vk_graph_split_sums(ig_vk_graph *g);
 ig_status ig_vk_graph_const(ig_vk_graph *g, const void *data, uint64_t size, const ig_vk_buffer **out);
 /* An uninitialized device buffer owned by the graph (scratch of an op). */
 ig_status ig_vk_graph_scratch(ig_vk_graph *g, uint64_t size, const ig_vk_buffer **out);
+/* A scratch buffer of n zeroed 32-bit counters (shaders put them back to
+ * zero before their dispatch ends, so every replay finds them so). */
+ig_status ig_vk_graph_counters(ig_vk_graph *g, uint64_t n, const ig_vk_buffer **out);
 
 #endif

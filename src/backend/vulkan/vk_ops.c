@@ -765,38 +765,63 @@ ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, i
         uint32_t soff;
         IG_TRY(view_bind(g, "attention scratch", scratch, 0, 0, 1, bytes / 4, 4, true, &b[3], &soff));
     }
-    IG_TRY(ig_vk_rec_hazards(g, b, 4));
-    char name[32];
-    snprintf(name, sizeof name, "%s_%s", chunks > 1 ? "attn_split" : "attn", kvs);
+    const ig_vk_bind out_bind = b[3];
+    ig_vk_bind dst_bind;
+    IG_TRY(view_bind(g, "attention dst", dst.buf, dst.offset, os, T, width, 4, true, &dst_bind, &ooff));
+    /* the output projection's int8 input, written here rather than by
+       quant_x8 (not when attn_tile.comp may run instead of this): the
+       merging workgroup takes hpw heads, whole blocks of the int8 copy */
+    bool x8 = chunks > 1 && pc.tiled == 0 && x8_wanted(g, width, ooff, os, &pc.kind);
+    const uint32_t unit = x8 ? x8_unit(pc.kind) : 1;
+    if (x8 && hd < unit) pc.hpw = unit % hd == 0 ? unit / hd : 0; /* heads sharing a block */
+    else if (x8) pc.hpw = hd % unit == 0 ? 1 : 0;
+    /* merged by the last workgroup of each unit of R = max(G, hpw) heads */
+    const uint64_t merge_shared = shared + 32 * 4 + 16 + (x8 ? (uint64_t)NSG * G * 8 * 8 : 0);
+    const bool fused = chunks > 1 && !d->attn_reduce_stage && merge_shared <= d->info.max_shared_memory &&
+                       (!x8 || (pc.hpw > 0 && (pc.hpw % G == 0 || G % pc.hpw == 0) &&
+                                n_head % (int)(pc.hpw > G ? pc.hpw : G) == 0));
+    if (!fused)
+        x8 = x8 && pc.hpw > 0 && n_head % (int)pc.hpw == 0 &&
+             pc.hpw * hd <= 256; /* attn_reduce.comp's o_sh4: a vec4 per invocation */
+    if (!x8) pc.hpw = 1;
+    if (fused) pc.hpw = pc.hpw > G ? pc.hpw : G;
+    ig_vk_bind x8_bind = {0};
+    if (x8) {
+        IG_TRY(x8_scratch(g, width, T, &pc.x8_stride));
+        x8_bind = (ig_vk_bind){ig_vk_graph_x8(g)->buf->parts, 0, T * pc.x8_stride * 16, true};
+    }
+    const ig_vk_buffer *counters = NULL;
+    ig_vk_bind binds[7] = {b[0], b[1], b[2], out_bind};
+    int nb = 4;
+    if (fused) {
+        IG_TRY(ig_vk_graph_counters(g, T * (uint64_t)(n_head / (int)pc.hpw), &counters));
+        binds[nb++] = dst_bind;
+        if (x8) binds[nb++] = x8_bind;
+        binds[nb++] = (ig_vk_bind){counters->parts, 0, T * (uint64_t)(n_head / (int)pc.hpw) * 4, true};
+    }
+    IG_TRY(ig_vk_rec_hazards(g, binds, nb));
+    char name[40];
+    snprintf(name, sizeof name, "%s_%s", chunks == 1 ? "attn" : fused ? (x8 ? "attn_merge_x8" : "attn_merge")
+                                                               : "attn_split", kvs);
     VkPipeline pipe;
     const uint32_t spec[3] = {NSG * SG, SG, G};
     IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline_spec(d, name, spec, 3, &pipe)));
-    const ig_vk_part *parts[5] = {q.buf->parts, kv->k->parts, kv->v->parts, dst.buf->parts,
-                                  scratch ? scratch->parts : NULL};
-    IG_TRY(ig_vk_rec_dispatch(g, pipe, parts, 5, &pc, sizeof pc, (uint32_t)kv->n_head_kv, (uint32_t)T,
+    const ig_vk_part *parts[7] = {q.buf->parts, kv->k->parts, kv->v->parts, dst.buf->parts,
+                                  scratch ? scratch->parts : NULL, x8 && fused ? x8_bind.part : NULL,
+                                  counters ? counters->parts : NULL};
+    IG_TRY(ig_vk_rec_dispatch(g, pipe, parts, 7, &pc, sizeof pc, (uint32_t)kv->n_head_kv, (uint32_t)T,
                               (uint32_t)chunks));
-    if (chunks == 1) return IG_OK;
-    ig_vk_bind rb[3] = {b[3], b[3]};
-    rb[0].write = false;
-    IG_TRY(view_bind(g, "attention dst", dst.buf, dst.offset, os, T, width, 4, true, &rb[1], &ooff));
-    /* the output projection's int8 input, written here rather than by
-       quant_x8 (not when attn_tile.comp may run instead of this) */
-    bool x8 = pc.tiled == 0 && x8_wanted(g, width, ooff, os, &pc.kind);
-    if (x8 && kv->head_dim < (int)x8_unit(pc.kind) && x8_unit(pc.kind) % kv->head_dim == 0)
-        pc.hpw = x8_unit(pc.kind) / (uint32_t)kv->head_dim; /* heads sharing a block */
-    x8 = x8 && (pc.hpw * (uint32_t)kv->head_dim) % x8_unit(pc.kind) == 0 && n_head % (int)pc.hpw == 0 &&
-         pc.hpw * (uint32_t)kv->head_dim <= 256; /* attn_reduce.comp's o_sh4: a vec4 per invocation */
-    if (!x8) pc.hpw = 1;
-    if (x8) {
-        IG_TRY(x8_scratch(g, width, T, &pc.x8_stride));
-        rb[2] = (ig_vk_bind){ig_vk_graph_x8(g)->buf->parts, 0, T * pc.x8_stride * 16, true};
+    if (chunks > 1 && !fused) {
+        /* attn_reduce.comp: a dispatch of its own after a barrier */
+        ig_vk_bind rb[3] = {out_bind, dst_bind, x8_bind};
+        rb[0].write = false;
+        IG_TRY(ig_vk_rec_hazards(g, rb, x8 ? 3 : 2));
+        IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(d, x8 ? "attn_reduce_x8" : "attn_reduce", 0, 0, &pipe)));
+        const ig_vk_part *rparts[6] = {NULL, NULL, NULL, dst.buf->parts, scratch->parts, x8 ? x8_bind.part : NULL};
+        IG_TRY(ig_vk_rec_dispatch(g, pipe, rparts, x8 ? 6 : 5, &pc, sizeof pc, (uint32_t)n_head / pc.hpw,
+                                  (uint32_t)T, 1));
     }
-    IG_TRY(ig_vk_rec_hazards(g, rb, x8 ? 3 : 2));
-    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(d, x8 ? "attn_reduce_x8" : "attn_reduce", 0, 0, &pipe)));
-    const ig_vk_part *rparts[6] = {NULL, NULL, NULL, dst.buf->parts, scratch->parts, x8 ? rb[2].part : NULL};
-    IG_TRY(ig_vk_rec_dispatch(g, pipe, rparts, x8 ? 6 : 5, &pc, sizeof pc, (uint32_t)n_head / pc.hpw, (uint32_t)T,
-                              1));
-    if (x8) x8_holds(g, &rb[1], ooff, os, width, IG_VK_ROWS_TOKENS, pc.kind);
+    if (x8) x8_holds(g, &dst_bind, ooff, os, width, IG_VK_ROWS_TOKENS, pc.kind);
     return IG_OK;
 }
 

@@ -13,6 +13,14 @@
 //   SPLIT: the chunk's state (unnormalized o, m, l) goes to the scratch
 //          buffer, attn_reduce.comp merges the chunks; else o / l is the
 //          output.
+//   REDUCE (with SPLIT): no attn_reduce.comp stage. Every workgroup counts
+//          itself in on its unit's counter once its state is written, and
+//          the last one of a unit (the R = hpw_ query heads of a token that
+//          one merge serves) merges the unit's chunks as attn_reduce.comp
+//          does, with the same sums; the counter goes back to zero for the
+//          next replay. X8: it also writes the int8 copy of the unit's
+//          output (R x head_dim holds whole blocks), one block of 32 per
+//          invocation.
 // Requires head_dim a multiple of SG, head_dim <= 256, and SG equal to the
 // device's subgroup size.
 #extension GL_GOOGLE_include_directive : require
@@ -37,7 +45,20 @@ layout(set = 0, binding = 3) readonly buffer VC { float vc[]; };
 #define KV_GET(buf, i) buf[i]
 #endif
 layout(set = 0, binding = 4) writeonly buffer OB { float os[]; };
+#ifdef REDUCE
+// written here, read by the unit's last workgroup: coherent, so that its
+// loads see the other workgroups' stores rather than a stale cache line
+layout(set = 0, binding = 5) coherent buffer PB { float ps[]; }; // [t][h][chunk][hd + 2]
+layout(set = 0, binding = 7) coherent buffer CB { uint cnt[]; };  // [t][unit], zero between dispatches
+#ifdef X8
+layout(set = 0, binding = 6) writeonly buffer QU { uint q1[]; };
+layout(set = 0, binding = 6) writeonly buffer QM { vec4 qm4[]; };
+#define X8_NO_VEC4
+#include "x8.glsl"
+#endif
+#else
 layout(set = 0, binding = 5) writeonly buffer PB { float ps[]; }; // SPLIT: [t][h][chunk][hd + 2]
+#endif
 
 layout(push_constant) uniform PC {
     uint n_head, n_head_kv, hd;
@@ -46,12 +67,117 @@ layout(push_constant) uniform PC {
     uint window;
     float scale, softcap;
     uint chunk, n_chunks; // the fewest keys per chunk, chunks per token (1: no split)
-    uint x8_stride_, kind_, hpw_; // attn_reduce.comp's
+    uint x8_stride, kind, hpw; // attn_reduce.comp's; REDUCE: hpw = R, the heads of a unit
     uint tiled, tile_run; // the graph also holds attn_tile.comp: attn_tiled_step
 } pc;
 
 shared float s_m[NSG * G], s_l[NSG * G];
-shared float s_o[NSG * G * 256];
+shared float s_o[NSG * G * 256]; // REDUCE: then the unit's output (R x hd <= NSG G 256, the host's condition)
+
+#ifdef REDUCE
+shared bool s_last;
+shared float e_sh[32]; // exp(m_c - M) of the chunks (at most 32, the host's cap)
+#ifdef X8
+shared float s_bmax[NSG * G * 8], s_bval[NSG * G * 8]; // per block of 32 of the unit
+#endif
+
+// Counts this workgroup in on its unit; the last one merges the unit's
+// chunks into the output (and its int8 copy). Uniform control flow.
+void count_in_and_merge(uint kvh, uint t, bool valid, int p, uint lo) {
+    const uint tid = gl_LocalInvocationID.x, WG = gl_WorkGroupSize.x;
+    const uint R = pc.hpw, unit = kvh * G / R;
+    memoryBarrierBuffer(); // this workgroup's chunk state before its count
+    barrier();
+    if (tid == 0u) {
+        const uint slot = t * (pc.n_head / R) + unit;
+        s_last = atomicAdd(cnt[slot], 1u) + 1u == R / G * pc.n_chunks;
+        if (s_last) atomicExchange(cnt[slot], 0u);
+    }
+    barrier();
+    if (!s_last) return;
+    memoryBarrierBuffer();
+    const uint nc = valid ? min(pc.n_chunks, (uint(p) - lo) / attn_chunk_keys(uint(p) - lo + 1u, pc.n_chunks, pc.chunk) + 1u) : 0u;
+    const uint cs = pc.hd + 2u;
+    for (uint hh = 0u; hh < R; hh++) {
+        const uint h = unit * R + hh;
+        const uint ob = pc.o_off + t * pc.o_stride + h * pc.hd;
+        const uint pb = (t * pc.n_head + h) * pc.n_chunks * cs;
+        if (!valid) { // an invalid row: zeros (uniform)
+            for (uint d = tid; d < pc.hd; d += WG) {
+                os[ob + d] = 0.0;
+                s_o[hh * pc.hd + d] = 0.0;
+            }
+            continue;
+        }
+        float m = -1.0e30;
+        for (uint c = tid; c < nc; c += WG) m = max(m, ps[pb + c * cs + pc.hd]);
+        const float M = wg_max(m);
+        float l = 0.0;
+        for (uint c = tid; c < nc; c += WG) {
+            const float e = exp(ps[pb + c * cs + pc.hd] - M);
+            e_sh[c] = e;
+            l += ps[pb + c * cs + pc.hd + 1u] * e;
+        }
+        const float inv = 1.0 / wg_sum(l); // its barriers publish e_sh
+        for (uint d = tid; d < pc.hd; d += WG) {
+            // attn_reduce.comp's order: even and odd chunks apart
+            float a = 0.0, b = 0.0;
+            uint c = 0u;
+            for (; c + 1u < nc; c += 2u) {
+                a += ps[pb + c * cs + d] * e_sh[c];
+                b += ps[pb + (c + 1u) * cs + d] * e_sh[c + 1u];
+            }
+            if (c < nc) a += ps[pb + c * cs + d] * e_sh[c];
+            const float o = (a + b) * inv;
+            os[ob + d] = o;
+            s_o[hh * pc.hd + d] = o;
+        }
+        barrier(); // e_sh is the next head's
+    }
+#ifdef X8
+    // the unit's blocks of 32, one per invocation, as x8_quant_vec4 makes
+    // them: the first value of largest magnitude of the block (of its unit
+    // of 256 for the K-quants), the multiplier, the bytes, the half sums
+    const uint nb = R * pc.hd / 32u, qrow = t * pc.x8_stride + unit * nb * 3u;
+    for (uint b = tid; b < nb; b += WG) {
+        float amax = 0.0, mx = 0.0;
+        for (uint k = 0u; k < 32u; k++) {
+            const float v = s_o[b * 32u + k];
+            if (abs(v) > amax) {
+                amax = abs(v);
+                mx = v;
+            }
+        }
+        s_bmax[b] = amax;
+        s_bval[b] = mx;
+    }
+    barrier();
+    for (uint b = tid; b < nb; b += WG) {
+        float amax = s_bmax[b], mx = s_bval[b];
+        if (pc.kind != 0u) {
+            amax = 0.0;
+            mx = 0.0;
+            for (uint k = b & ~7u; k < (b & ~7u) + 8u; k++) {
+                if (s_bmax[k] > amax) {
+                    amax = s_bmax[k];
+                    mx = s_bval[k];
+                }
+            }
+        }
+        float sc, d;
+        x8_scale(pc.kind, amax, mx, sc, d);
+        int half_sum[2] = int[2](0, 0);
+        [[unroll]] for (uint k = 0u; k < 8u; k++) {
+            const uint e = b * 32u + 4u * k;
+            const ivec4 q = x8_round4(vec4(s_o[e], s_o[e + 1u], s_o[e + 2u], s_o[e + 3u]), sc, pc.kind);
+            q1[4u * (qrow + 3u * b) + k] = x8_pack4(q);
+            half_sum[k / 4u] += (q.x + q.y) + (q.z + q.w);
+        }
+        qm4[qrow + 3u * b + 2u] = vec4(d, d * float(half_sum[0]), d * float(half_sum[1]), 0.0);
+    }
+#endif
+}
+#endif
 
 void main() {
     const uint kvh = gl_WorkGroupID.x, t = gl_WorkGroupID.y, c = gl_WorkGroupID.z;
@@ -69,6 +195,9 @@ void main() {
         if (!valid && c == 0u)
             for (uint i = tid; i < G * pc.hd; i += gl_WorkGroupSize.x)
                 os[pc.o_off + t * pc.o_stride + (kvh * G + i / pc.hd) * pc.hd + i % pc.hd] = 0.0;
+#endif
+#ifdef REDUCE
+        count_in_and_merge(kvh, t, valid, p, lo);
 #endif
         return;
     }
@@ -155,4 +284,7 @@ void main() {
         os[pc.o_off + t * pc.o_stride + h * pc.hd + d] = O / L;
 #endif
     }
+#ifdef REDUCE
+    count_in_and_merge(kvh, t, valid, p, lo);
+#endif
 }

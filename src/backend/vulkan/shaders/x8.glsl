@@ -11,7 +11,9 @@
 // serve weights with an offset or a minimum (x . (s w - m) needs sum x).
 //
 // The including shader defines the writeonly arrays q1 (uint) and qm4 (vec4)
-// on the output binding.
+// on the output binding. X8_NO_VEC4 leaves out x8_quant_vec4 and its 12 KiB
+// of shared memory (for shaders that quantize whole blocks per invocation
+// with x8_scale and x8_round4).
 
 // Sign of a - m * b, m the midpoint between the positive float of bits qb
 // and the next float up, a and b positive normal floats: exact, from
@@ -54,6 +56,30 @@ float x8_div(float a, float b) {
 uint x8_pack4(ivec4 v) {
     return (uint(v.x) & 0xFFu) | ((uint(v.y) & 0xFFu) << 8) | ((uint(v.z) & 0xFFu) << 16) | (uint(v.w) << 24);
 }
+
+// The multiplier s and the stored scale d of a block (kind 0) or unit
+// (kind 1) from its largest magnitude amax and the first value mx of it.
+void x8_scale(uint kind, float amax, float mx, out float s, out float d) {
+    if (kind == 0u) {
+        s = amax != 0.0 ? x8_div(127.0, amax) : 0.0;
+        d = unpackHalf2x16(f2h_rne(x8_div(amax, 127.0))).x;
+    } else {
+        const bool zero = !(amax > 0.0) || isinf(amax);
+        s = zero ? 0.0 : x8_div(-127.0, mx);
+        d = zero ? 0.0 : x8_div(1.0, s);
+    }
+}
+
+// Four values quantized with multiplier s.
+ivec4 x8_round4(vec4 v, float s, uint kind) {
+    const vec4 w = v * s;
+    if (kind == 0u)
+        return ivec4(mix(mix(roundEven(w), vec4(127.0), greaterThanEqual(w, vec4(127.0))), vec4(-127.0),
+                         not(greaterThan(w, vec4(-127.0)))));
+    return ivec4(roundEven(clamp(w, -128.0, 127.0)));
+}
+
+#ifndef X8_NO_VEC4
 
 // per invocation: the first value of largest magnitude of its 4 and its
 // magnitude; per block of 32: the same; per invocation: the sum of its q
@@ -107,19 +133,8 @@ void x8_quant_vec4(vec4 v, uint i, bool live, uint kind, uint qrow) {
         x8_first_max8(true, (tid & ~63u) >> 3, amax, mx);
     }
     float s, d;
-    if (kind == 0u) {
-        s = amax != 0.0 ? x8_div(127.0, amax) : 0.0;
-        d = unpackHalf2x16(f2h_rne(x8_div(amax, 127.0))).x;
-    } else {
-        const bool zero = !(amax > 0.0) || isinf(amax);
-        s = zero ? 0.0 : x8_div(-127.0, mx);
-        d = zero ? 0.0 : x8_div(1.0, s);
-    }
-    const vec4 w = v * s;
-    ivec4 q;
-    if (kind == 0u) q = ivec4(mix(mix(roundEven(w), vec4(127.0), greaterThanEqual(w, vec4(127.0))), vec4(-127.0),
-                                  not(greaterThan(w, vec4(-127.0)))));
-    else q = ivec4(roundEven(clamp(w, -128.0, 127.0)));
+    x8_scale(kind, amax, mx, s, d);
+    const ivec4 q = x8_round4(v, s, kind);
     const uint qb = qrow + 3u * (i >> 3); // the block's three uvec4
     if (live) q1[4u * qb + (i & 7u)] = x8_pack4(q);
     x8_sh_sum[tid] = (q.x + q.y) + (q.z + q.w);
@@ -131,3 +146,4 @@ void x8_quant_vec4(vec4 v, uint i, bool live, uint kind, uint qrow) {
     }
     barrier(); // the shared arrays are free for the next call
 }
+#endif // X8_NO_VEC4
