@@ -121,10 +121,12 @@ typedef struct ig_vk_device_params {
     uint32_t attn_tile_run; /* steps whose rows come in runs of one sequence
                                this long on average run it; 0 = 16, or
                                $IGNIS_VK_ATTN_TILE_RUN (tests: 1, always) */
-    bool attn_reduce_stage; /* the split attention's chunks merged by a
-                               dispatch of their own (attn_reduce.comp)
-                               rather than by the last workgroup of each
-                               unit ($IGNIS_VK_ATTN_REDUCE=stage) */
+    uint32_t attn_merge_max; /* the split attention's chunks are merged by
+                                the last workgroup of each unit of heads
+                                when the unit has at most this many outputs,
+                                else by a dispatch of their own
+                                (attn_reduce.comp); 0 = 256, or
+                                $IGNIS_VK_ATTN_MERGE (0 there: never) */
 } ig_vk_device_params;
 
 ig_vk_device_params ig_vk_device_default_params(void);

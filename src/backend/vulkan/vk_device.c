@@ -584,8 +584,15 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
         }
         const char *al = getenv("IGNIS_VK_ATTN");
         d->attn_legacy = al && strcmp(al, "legacy") == 0;
-        const char *ar = getenv("IGNIS_VK_ATTN_REDUCE");
-        d->attn_reduce_stage = p.attn_reduce_stage || (ar && strcmp(ar, "stage") == 0);
+        /* H100, tokens/s, merged by the last workgroup against
+           attn_reduce.comp: 27B Q4_K_M (units of 2 x 128 outputs) tg128
+           88.1-88.4 / 86.5-86.9, tg64@d4096 80.8 / 77.4, 8 streams 263 /
+           261; 270M (4 x 256) tg128 731-736 / 770-775, 8 streams 3,960-3,980
+           / 4,000-4,030: one workgroup merging 1024 outputs takes longer
+           than the stage it saves */
+        const char *am = getenv("IGNIS_VK_ATTN_MERGE");
+        d->attn_merge_max = p.attn_merge_max ? p.attn_merge_max : 256;
+        if (am && *am) d->attn_merge_max = (uint32_t)strtoul(am, NULL, 10);
         /* mv.comp's reduction scratch when subgroups are narrower than 32 */
         if (d->info.subgroup_size < 32 && d->mv_wg > 128) d->mv_wg = 128;
         if (d->info.subgroup_size > 32 && d->mv_wg > 256) d->mv_wg = 256;

@@ -197,7 +197,7 @@ struct ig_vk_device {
     uint64_t prefetch_stage, prefetch_ahead;
     uint32_t prefetch_max_tokens;
     bool attn_legacy;
-    bool attn_reduce_stage; /* attn_reduce.comp merges the split attention (else its last workgroups) */
+    uint32_t attn_merge_max; /* outputs of a unit of heads that the split attention's last workgroup merges */
     bool force_staging; /* device memory is never mapped (tests) */
     uint32_t cm_wide_groups; /* ig_vk_device_params.coopmat_wide_groups, 0 replaced */
     uint32_t cm_split_groups; /* split K until a matmul has this many workgroups (1: never) */

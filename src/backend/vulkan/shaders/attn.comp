@@ -75,14 +75,30 @@ shared float s_m[NSG * G], s_l[NSG * G];
 shared float s_o[NSG * G * 256]; // REDUCE: then the unit's output (R x hd <= NSG G 256, the host's condition)
 
 #ifdef REDUCE
+// R <= 8 (G <= 8, hpw x hd <= 256 with hd >= 32) and chunks <= 32: the host's conditions
 shared bool s_last;
-shared float e_sh[32]; // exp(m_c - M) of the chunks (at most 32, the host's cap)
+shared float e_sh[8 * 32], l_sh[8 * 32]; // per (head, chunk): m_c, then exp(m_c - M); l_c
+shared float inv_sh[8];                  // per head: 1 / sum_c l_c exp(m_c - M)
 #ifdef X8
-shared float s_bmax[NSG * G * 8], s_bval[NSG * G * 8]; // per block of 32 of the unit
+// per vec4 of the unit's output (R x hd <= 256 G) and per block of 32
+shared float x_a4[G * 64], x_m4[G * 64];
+shared int x_s4[G * 64];
+shared float x_ab[G * 8], x_mb[G * 8], x_db[G * 8];
 #endif
 
+// The first value of largest magnitude of n entries of a / m from k0, in order.
+#define FIRST_MAX(a, m, k0, n, amax, mx)         \
+    amax = 0.0;                                 \
+    mx = 0.0;                                   \
+    for (uint k_ = (k0); k_ < (k0) + (n); k_++) \
+        if (a[k_] > amax) {                     \
+            amax = a[k_];                       \
+            mx = m[k_];                         \
+        }
+
 // Counts this workgroup in on its unit; the last one merges the unit's
-// chunks into the output (and its int8 copy). Uniform control flow.
+// chunks into the output (and its int8 copy), every head of the unit at
+// once. Uniform control flow.
 void count_in_and_merge(uint kvh, uint t, bool valid, int p, uint lo) {
     const uint tid = gl_LocalInvocationID.x, WG = gl_WorkGroupSize.x;
     const uint R = pc.hpw, unit = kvh * G / R;
@@ -97,83 +113,89 @@ void count_in_and_merge(uint kvh, uint t, bool valid, int p, uint lo) {
     if (!s_last) return;
     memoryBarrierBuffer();
     const uint nc = valid ? min(pc.n_chunks, (uint(p) - lo) / attn_chunk_keys(uint(p) - lo + 1u, pc.n_chunks, pc.chunk) + 1u) : 0u;
-    const uint cs = pc.hd + 2u;
-    for (uint hh = 0u; hh < R; hh++) {
-        const uint h = unit * R + hh;
-        const uint ob = pc.o_off + t * pc.o_stride + h * pc.hd;
-        const uint pb = (t * pc.n_head + h) * pc.n_chunks * cs;
-        if (!valid) { // an invalid row: zeros (uniform)
-            for (uint d = tid; d < pc.hd; d += WG) {
-                os[ob + d] = 0.0;
-                s_o[hh * pc.hd + d] = 0.0;
-            }
-            continue;
+    const uint cs = pc.hd + 2u, pb0 = (t * pc.n_head + unit * R) * pc.n_chunks * cs, hs = pc.n_chunks * cs;
+    // the chunks' maxima and sums, side by side
+    for (uint i = tid; i < R * nc; i += WG) {
+        const uint hh = i / nc, c = i % nc, at = pb0 + hh * hs + c * cs + pc.hd;
+        e_sh[hh * 32u + c] = ps[at];
+        l_sh[hh * 32u + c] = ps[at + 1u];
+    }
+    barrier();
+    if (tid < R && nc > 0u) { // per head, in chunk order (attn_reduce.comp's order)
+        float M = -1.0e30;
+        for (uint c = 0u; c < nc; c++) M = max(M, e_sh[tid * 32u + c]);
+        precise float L = 0.0;
+        for (uint c = 0u; c < nc; c++) {
+            precise float e = exp(e_sh[tid * 32u + c] - M); // as attn_reduce.comp rounds it
+            e_sh[tid * 32u + c] = e;
+            L += l_sh[tid * 32u + c] * e;
         }
-        float m = -1.0e30;
-        for (uint c = tid; c < nc; c += WG) m = max(m, ps[pb + c * cs + pc.hd]);
-        const float M = wg_max(m);
-        float l = 0.0;
-        for (uint c = tid; c < nc; c += WG) {
-            const float e = exp(ps[pb + c * cs + pc.hd] - M);
-            e_sh[c] = e;
-            l += ps[pb + c * cs + pc.hd + 1u] * e;
-        }
-        const float inv = 1.0 / wg_sum(l); // its barriers publish e_sh
-        for (uint d = tid; d < pc.hd; d += WG) {
-            // attn_reduce.comp's order: even and odd chunks apart
-            float a = 0.0, b = 0.0;
+        inv_sh[tid] = 1.0 / L;
+    }
+    barrier();
+    for (uint j = tid; j < R * pc.hd; j += WG) {
+        const uint hh = j / pc.hd, d = j % pc.hd, pb = pb0 + hh * hs;
+        float o = 0.0; // an invalid row: zeros
+        if (valid) {
+            // attn_reduce.comp's order and roundings: even and odd chunks apart
+            precise float a = 0.0, b = 0.0;
             uint c = 0u;
             for (; c + 1u < nc; c += 2u) {
-                a += ps[pb + c * cs + d] * e_sh[c];
-                b += ps[pb + (c + 1u) * cs + d] * e_sh[c + 1u];
+                a += ps[pb + c * cs + d] * e_sh[hh * 32u + c];
+                b += ps[pb + (c + 1u) * cs + d] * e_sh[hh * 32u + c + 1u];
             }
-            if (c < nc) a += ps[pb + c * cs + d] * e_sh[c];
-            const float o = (a + b) * inv;
-            os[ob + d] = o;
-            s_o[hh * pc.hd + d] = o;
+            if (c < nc) a += ps[pb + c * cs + d] * e_sh[hh * 32u + c];
+            o = (a + b) * inv_sh[hh];
         }
-        barrier(); // e_sh is the next head's
+        os[pc.o_off + t * pc.o_stride + (unit * R + hh) * pc.hd + d] = o;
+        s_o[j] = o;
     }
 #ifdef X8
-    // the unit's blocks of 32, one per invocation, as x8_quant_vec4 makes
-    // them: the first value of largest magnitude of the block (of its unit
-    // of 256 for the K-quants), the multiplier, the bytes, the half sums
-    const uint nb = R * pc.hd / 32u, qrow = t * pc.x8_stride + unit * nb * 3u;
-    for (uint b = tid; b < nb; b += WG) {
+    // the unit's int8 blocks as x8_quant_vec4 makes them, a vec4 per
+    // invocation: the first value of largest magnitude of each vec4, of
+    // each block of 32 (8 vec4s), of each unit of 256 for the K-quants (8
+    // blocks); then the multipliers, the bytes and the half sums
+    const uint nv = R * pc.hd / 4u, nb = nv / 8u, qrow = t * pc.x8_stride + unit * nb * 3u;
+    barrier();
+    for (uint v = tid; v < nv; v += WG) {
         float amax = 0.0, mx = 0.0;
-        for (uint k = 0u; k < 32u; k++) {
-            const float v = s_o[b * 32u + k];
-            if (abs(v) > amax) {
-                amax = abs(v);
-                mx = v;
+        [[unroll]] for (uint k = 0u; k < 4u; k++) {
+            const float x = s_o[4u * v + k];
+            if (abs(x) > amax) {
+                amax = abs(x);
+                mx = x;
             }
         }
-        s_bmax[b] = amax;
-        s_bval[b] = mx;
+        x_a4[v] = amax;
+        x_m4[v] = mx;
     }
     barrier();
     for (uint b = tid; b < nb; b += WG) {
-        float amax = s_bmax[b], mx = s_bval[b];
+        float amax, mx;
+        FIRST_MAX(x_a4, x_m4, 8u * b, 8u, amax, mx);
+        x_ab[b] = amax;
+        x_mb[b] = mx;
+    }
+    barrier();
+    float sc = 0.0, d = 0.0;
+    for (uint v = tid; v < nv; v += WG) {
+        const uint b = v / 8u;
+        float amax = x_ab[b], mx = x_mb[b];
         if (pc.kind != 0u) {
-            amax = 0.0;
-            mx = 0.0;
-            for (uint k = b & ~7u; k < (b & ~7u) + 8u; k++) {
-                if (s_bmax[k] > amax) {
-                    amax = s_bmax[k];
-                    mx = s_bval[k];
-                }
-            }
+            FIRST_MAX(x_ab, x_mb, b & ~7u, 8u, amax, mx);
         }
-        float sc, d;
         x8_scale(pc.kind, amax, mx, sc, d);
-        int half_sum[2] = int[2](0, 0);
-        [[unroll]] for (uint k = 0u; k < 8u; k++) {
-            const uint e = b * 32u + 4u * k;
-            const ivec4 q = x8_round4(vec4(s_o[e], s_o[e + 1u], s_o[e + 2u], s_o[e + 3u]), sc, pc.kind);
-            q1[4u * (qrow + 3u * b) + k] = x8_pack4(q);
-            half_sum[k / 4u] += (q.x + q.y) + (q.z + q.w);
-        }
-        qm4[qrow + 3u * b + 2u] = vec4(d, d * float(half_sum[0]), d * float(half_sum[1]), 0.0);
+        const ivec4 q = x8_round4(vec4(s_o[4u * v], s_o[4u * v + 1u], s_o[4u * v + 2u], s_o[4u * v + 3u]), sc, pc.kind);
+        q1[4u * (qrow + 3u * b) + v % 8u] = x8_pack4(q);
+        x_s4[v] = (q.x + q.y) + (q.z + q.w);
+        if (v % 8u == 0u) x_db[b] = d;
+    }
+    barrier();
+    for (uint b = tid; b < nb; b += WG) {
+        const int lo4 = (x_s4[8u * b] + x_s4[8u * b + 1u]) + (x_s4[8u * b + 2u] + x_s4[8u * b + 3u]);
+        const int hi4 = (x_s4[8u * b + 4u] + x_s4[8u * b + 5u]) + (x_s4[8u * b + 6u] + x_s4[8u * b + 7u]);
+        const float db = x_db[b];
+        qm4[qrow + 3u * b + 2u] = vec4(db, db * float(lo4), db * float(hi4), 0.0);
     }
 #endif
 }

@@ -15,6 +15,7 @@ shared vec4 o_sh4[64]; // the outputs of the workgroup's heads
 
 layout(local_size_x = 64) in;
 shared float e_sh[64]; // exp(m_c - M) of a tile of chunks
+shared float inv_sh;   // 1 / sum_c l_c exp(m_c - M)
 
 layout(set = 0, binding = 4) writeonly buffer OB { float os[]; };
 layout(set = 0, binding = 5) readonly buffer PB { float ps[]; };
@@ -61,19 +62,31 @@ void main() {
         float m = -1.0e30;
         for (uint c = tid; c < nc; c += 64u) m = max(m, ps[pb + c * cs + pc.hd]);
         const float M = wg_max(m);
-        float l = 0.0;
-        for (uint c = tid; c < nc; c += 64u) l += ps[pb + c * cs + pc.hd + 1u] * exp(ps[pb + c * cs + pc.hd] - M);
-        const float inv = 1.0 / wg_sum(l);
+        // the sum in chunk order by one invocation (nc <= 32), as attn.comp
+        // -DREDUCE makes it: both give the same bits
+        if (tid == 0u) {
+            precise float L = 0.0;
+            for (uint c = 0u; c < nc; c++) {
+                precise float e = exp(ps[pb + c * cs + pc.hd] - M);
+                L += ps[pb + c * cs + pc.hd + 1u] * e;
+            }
+            inv_sh = 1.0 / L;
+        }
+        barrier();
+        const float inv = inv_sh;
         float O[4] = float[4](0.0, 0.0, 0.0, 0.0); // d = tid + 64 j, hd <= 256
         for (uint c0 = 0u; c0 < nc; c0 += 64u) {
             barrier(); // the previous tile's weights are read
-            if (c0 + tid < nc) e_sh[tid] = exp(ps[pb + (c0 + tid) * cs + pc.hd] - M);
+            if (c0 + tid < nc) {
+                precise float e = exp(ps[pb + (c0 + tid) * cs + pc.hd] - M);
+                e_sh[tid] = e;
+            }
             barrier();
             const uint n = min(64u, nc - c0);
             [[unroll]] for (uint j = 0u; j < 4u; j++) {
                 const uint d = tid + 64u * j;
                 if (d < pc.hd) {
-                    float a = 0.0, b = 0.0;
+                    precise float a = 0.0, b = 0.0;
                     uint c = 0u;
                     for (; c + 1u < n; c += 2u) {
                         a += ps[pb + (c0 + c) * cs + d] * e_sh[c];
