@@ -125,7 +125,7 @@ typedef struct ig_vk_device_params {
                                 the last workgroup of each unit of heads
                                 when the unit has at most this many outputs,
                                 else by a dispatch of their own
-                                (attn_reduce.comp); 0 = 256, or
+                                (attn_reduce.comp); 0 = 512, or
                                 $IGNIS_VK_ATTN_MERGE (0 there: never) */
 } ig_vk_device_params;
 

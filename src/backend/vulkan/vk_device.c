@@ -586,12 +586,14 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
         d->attn_legacy = al && strcmp(al, "legacy") == 0;
         /* H100, tokens/s, merged by the last workgroup against
            attn_reduce.comp: 27B Q4_K_M (units of 2 x 128 outputs) tg128
-           88.1-88.4 / 86.5-86.9, tg64@d4096 80.8 / 77.4, 8 streams 263 /
-           261; 270M (4 x 256) tg128 731-736 / 770-775, 8 streams 3,960-3,980
-           / 4,000-4,030: one workgroup merging 1024 outputs takes longer
-           than the stage it saves */
+           88.1-88.4 / 86.5-87.1, tg64@d4096 80.8 / 77.4, 8 streams 263 /
+           261; 4B (2 x 256) tg128 300-303 / 301-303, 8 streams 1,051-1,057
+           / 1,042-1,050, 16 streams 1,973-1,984 / 1,946-1,947; 270M (4 x
+           256) tg128 731-736 / 770-775, 8 streams 3,960-3,980 / 4,000-4,030:
+           one workgroup merging 1024 outputs takes longer than the stage
+           it saves */
         const char *am = getenv("IGNIS_VK_ATTN_MERGE");
-        d->attn_merge_max = p.attn_merge_max ? p.attn_merge_max : 256;
+        d->attn_merge_max = p.attn_merge_max ? p.attn_merge_max : 512;
         if (am && *am) d->attn_merge_max = (uint32_t)strtoul(am, NULL, 10);
         /* mv.comp's reduction scratch when subgroups are narrower than 32 */
         if (d->info.subgroup_size < 32 && d->mv_wg > 128) d->mv_wg = 128;
