@@ -53,8 +53,6 @@ layout(set = 0, binding = 7) coherent buffer CB { uint cnt[]; };  // [t][unit], 
 #ifdef X8
 layout(set = 0, binding = 6) writeonly buffer QU { uint q1[]; };
 layout(set = 0, binding = 6) writeonly buffer QM { vec4 qm4[]; };
-#define X8_NO_VEC4
-#include "x8.glsl"
 #endif
 #else
 layout(set = 0, binding = 5) writeonly buffer PB { float ps[]; }; // SPLIT: [t][h][chunk][hd + 2]
@@ -80,21 +78,11 @@ shared bool s_last;
 shared float e_sh[8 * 32], l_sh[8 * 32]; // per (head, chunk): m_c, then exp(m_c - M); l_c
 shared float inv_sh[8];                  // per head: 1 / sum_c l_c exp(m_c - M)
 #ifdef X8
-// per vec4 of the unit's output (R x hd <= 256 G) and per block of 32
-shared float x_a4[G * 64], x_m4[G * 64];
-shared int x_s4[G * 64];
-shared float x_ab[G * 8], x_mb[G * 8], x_db[G * 8];
+#define X8_NO_VEC4
+#define X8_VALUE(i) s_o[i]
+#define X8_VALUES_MAX (G * 256u) // R x hd <= 256 G
+#include "x8.glsl"
 #endif
-
-// The first value of largest magnitude of n entries of a / m from k0, in order.
-#define FIRST_MAX(a, m, k0, n, amax, mx)         \
-    amax = 0.0;                                 \
-    mx = 0.0;                                   \
-    for (uint k_ = (k0); k_ < (k0) + (n); k_++) \
-        if (a[k_] > amax) {                     \
-            amax = a[k_];                       \
-            mx = m[k_];                         \
-        }
 
 // Counts this workgroup in on its unit; the last one merges the unit's
 // chunks into the output (and its int8 copy), every head of the unit at
@@ -151,52 +139,8 @@ void count_in_and_merge(uint kvh, uint t, bool valid, int p, uint lo) {
         s_o[j] = o;
     }
 #ifdef X8
-    // the unit's int8 blocks as x8_quant_vec4 makes them, a vec4 per
-    // invocation: the first value of largest magnitude of each vec4, of
-    // each block of 32 (8 vec4s), of each unit of 256 for the K-quants (8
-    // blocks); then the multipliers, the bytes and the half sums
-    const uint nv = R * pc.hd / 4u, nb = nv / 8u, qrow = t * pc.x8_stride + unit * nb * 3u;
-    barrier();
-    for (uint v = tid; v < nv; v += WG) {
-        float amax = 0.0, mx = 0.0;
-        [[unroll]] for (uint k = 0u; k < 4u; k++) {
-            const float x = s_o[4u * v + k];
-            if (abs(x) > amax) {
-                amax = abs(x);
-                mx = x;
-            }
-        }
-        x_a4[v] = amax;
-        x_m4[v] = mx;
-    }
-    barrier();
-    for (uint b = tid; b < nb; b += WG) {
-        float amax, mx;
-        FIRST_MAX(x_a4, x_m4, 8u * b, 8u, amax, mx);
-        x_ab[b] = amax;
-        x_mb[b] = mx;
-    }
-    barrier();
-    float sc = 0.0, d = 0.0;
-    for (uint v = tid; v < nv; v += WG) {
-        const uint b = v / 8u;
-        float amax = x_ab[b], mx = x_mb[b];
-        if (pc.kind != 0u) {
-            FIRST_MAX(x_ab, x_mb, b & ~7u, 8u, amax, mx);
-        }
-        x8_scale(pc.kind, amax, mx, sc, d);
-        const ivec4 q = x8_round4(vec4(s_o[4u * v], s_o[4u * v + 1u], s_o[4u * v + 2u], s_o[4u * v + 3u]), sc, pc.kind);
-        q1[4u * (qrow + 3u * b) + v % 8u] = x8_pack4(q);
-        x_s4[v] = (q.x + q.y) + (q.z + q.w);
-        if (v % 8u == 0u) x_db[b] = d;
-    }
-    barrier();
-    for (uint b = tid; b < nb; b += WG) {
-        const int lo4 = (x_s4[8u * b] + x_s4[8u * b + 1u]) + (x_s4[8u * b + 2u] + x_s4[8u * b + 3u]);
-        const int hi4 = (x_s4[8u * b + 4u] + x_s4[8u * b + 5u]) + (x_s4[8u * b + 6u] + x_s4[8u * b + 7u]);
-        const float db = x_db[b];
-        qm4[qrow + 3u * b + 2u] = vec4(db, db * float(lo4), db * float(hi4), 0.0);
-    }
+    barrier(); // s_o holds the unit's output
+    x8_quant_values(R * pc.hd, t * pc.x8_stride + unit * R * pc.hd / 32u * 3u, pc.kind);
 #endif
 }
 #endif

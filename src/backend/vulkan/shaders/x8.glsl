@@ -12,8 +12,8 @@
 //
 // The including shader defines the writeonly arrays q1 (uint) and qm4 (vec4)
 // on the output binding. X8_NO_VEC4 leaves out x8_quant_vec4 and its 12 KiB
-// of shared memory (for shaders that quantize whole blocks per invocation
-// with x8_scale and x8_round4).
+// of shared memory. X8_VALUE(i) (with X8_VALUES_MAX, the most values at
+// once) brings x8_quant_values, for values that are not one per invocation.
 
 // Sign of a - m * b, m the midpoint between the positive float of bits qb
 // and the next float up, a and b positive normal floats: exact, from
@@ -147,3 +147,70 @@ void x8_quant_vec4(vec4 v, uint i, bool live, uint kind, uint qrow) {
     barrier(); // the shared arrays are free for the next call
 }
 #endif // X8_NO_VEC4
+
+#ifdef X8_VALUE
+// The int8 blocks of n values X8_VALUE(0 .. n - 1) (n a multiple of the
+// unit) into the row of uvec4 from qrow, as x8_quant_vec4 makes them: the
+// first value of largest magnitude of each vec4, of each block of 32 (8
+// vec4s), of each unit of 256 for the K-quants (8 blocks); then the
+// multipliers, the bytes and the half sums. Any local size; every
+// invocation calls it (barriers).
+shared float x8_a4[X8_VALUES_MAX / 4u], x8_m4[X8_VALUES_MAX / 4u];
+shared int x8_s4[X8_VALUES_MAX / 4u];
+shared float x8_ab[X8_VALUES_MAX / 32u], x8_mb[X8_VALUES_MAX / 32u], x8_db[X8_VALUES_MAX / 32u];
+
+void x8_quant_values(uint n, uint qrow, uint kind) {
+    const uint tid = gl_LocalInvocationID.x, WG = gl_WorkGroupSize.x, nv = n / 4u, nb = nv / 8u;
+    for (uint v = tid; v < nv; v += WG) {
+        float amax = 0.0, mx = 0.0;
+        [[unroll]] for (uint k = 0u; k < 4u; k++) {
+            const float x = X8_VALUE(4u * v + k);
+            if (abs(x) > amax) {
+                amax = abs(x);
+                mx = x;
+            }
+        }
+        x8_a4[v] = amax;
+        x8_m4[v] = mx;
+    }
+    barrier();
+    for (uint b = tid; b < nb; b += WG) {
+        float amax = 0.0, mx = 0.0;
+        for (uint k = 8u * b; k < 8u * b + 8u; k++)
+            if (x8_a4[k] > amax) {
+                amax = x8_a4[k];
+                mx = x8_m4[k];
+            }
+        x8_ab[b] = amax;
+        x8_mb[b] = mx;
+    }
+    barrier();
+    for (uint v = tid; v < nv; v += WG) {
+        const uint b = v / 8u;
+        float amax = x8_ab[b], mx = x8_mb[b];
+        if (kind != 0u) {
+            amax = 0.0;
+            mx = 0.0;
+            for (uint k = b & ~7u; k < (b & ~7u) + 8u; k++)
+                if (x8_ab[k] > amax) {
+                    amax = x8_ab[k];
+                    mx = x8_mb[k];
+                }
+        }
+        float s, d;
+        x8_scale(kind, amax, mx, s, d);
+        const ivec4 q = x8_round4(vec4(X8_VALUE(4u * v), X8_VALUE(4u * v + 1u), X8_VALUE(4u * v + 2u),
+                                       X8_VALUE(4u * v + 3u)), s, kind);
+        q1[4u * (qrow + 3u * b) + v % 8u] = x8_pack4(q);
+        x8_s4[v] = (q.x + q.y) + (q.z + q.w);
+        if (v % 8u == 0u) x8_db[b] = d;
+    }
+    barrier();
+    for (uint b = tid; b < nb; b += WG) {
+        const int lo = (x8_s4[8u * b] + x8_s4[8u * b + 1u]) + (x8_s4[8u * b + 2u] + x8_s4[8u * b + 3u]);
+        const int hi = (x8_s4[8u * b + 4u] + x8_s4[8u * b + 5u]) + (x8_s4[8u * b + 6u] + x8_s4[8u * b + 7u]);
+        qm4[qrow + 3u * b + 2u] = vec4(x8_db[b], x8_db[b] * float(lo), x8_db[b] * float(hi), 0.0);
+    }
+    barrier(); // the shared arrays are free for the next call
+}
+#endif // X8_VALUE
