@@ -1877,6 +1877,101 @@ IG_TEST(vulkan_int8_copy_reuse) {
     free(got);
 }
 
+/* The GEGLU int8 mat-vec writing the int8 copy of its output (mv.comp
+ * -DX8OUT) for the down projection: the same bytes as quant_x8 makes (the
+ * down projection's output bit for bit), one dispatch fewer, over replays;
+ * blocks of 256 and 32, one to three column groups. */
+static void geglu_then_down(ig_vk_device *d, ig_dtype gt, ig_dtype dt, int n_in, int n_ff, int T, float *h,
+                            float *y, int *n_dispatch) {
+    const int n_out = 40;
+    float *x = malloc((size_t)n_in * T * 4);
+    REQUIRE(x);
+    g_rng = 0xBADC0DEull + (uint64_t)n_ff; /* the same inputs on every device */
+    fill(x, (size_t)n_in * T, 2.0f);
+    weight wg, wu, wd;
+    REQUIRE(weight_make(d, gt, n_in, n_ff, &wg));
+    REQUIRE(weight_make(d, gt, n_in, n_ff, &wu));
+    REQUIRE(weight_make(d, dt, n_ff, n_out, &wd));
+    ig_vk_step *s;
+    REQUIRE_OK(ig_vk_step_create(d, T, &s));
+    REQUIRE_OK(ig_vk_step_set(s, T, NULL, NULL, NULL, 0, NULL));
+    ig_vk_buffer *bx = upload(d, x, (size_t)n_in * T * 4), *bh, *by;
+    REQUIRE(bx);
+    REQUIRE_OK(ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, (size_t)n_ff * T * 4, &bh));
+    REQUIRE_OK(ig_vk_buffer_zero(bh));
+    REQUIRE_OK(ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, (size_t)n_out * T * 4, &by));
+    ig_vk_graph *g;
+    REQUIRE_OK(ig_vk_graph_begin(d, s, T, &g));
+    /* a down projection first: the producers of its width learn its kind */
+    REQUIRE_OK(ig_vk_op_matmul(g, IG_VK_ROWS_TOKENS, wd.buf, (ig_vk_view){bh, 0, 0}, (ig_vk_view){by, 0, 0}));
+    REQUIRE_OK(ig_vk_op_matmul_geglu(g, IG_VK_ROWS_TOKENS, wg.buf, wu.buf, (ig_vk_view){bx, 0, 0},
+                                     (ig_vk_view){bh, 0, 0}));
+    REQUIRE_OK(ig_vk_op_matmul(g, IG_VK_ROWS_TOKENS, wd.buf, (ig_vk_view){bh, 0, 0}, (ig_vk_view){by, 0, 0}));
+    REQUIRE_OK(ig_vk_graph_end(g));
+    *n_dispatch = ig_vk_graph_get_stats(g).n_dispatch;
+    float *again = malloc((size_t)n_out * T * 4);
+    REQUIRE(again);
+    for (int run = 0; run < 3; run++) {
+        REQUIRE_OK(ig_vk_buffer_zero(bh));
+        REQUIRE_OK(ig_vk_graph_run(g));
+        REQUIRE_OK(ig_vk_buffer_read(by, 0, run ? again : y, (size_t)n_out * T * 4));
+        if (run) CHECK(memcmp(again, y, (size_t)n_out * T * 4) == 0);
+    }
+    REQUIRE_OK(ig_vk_buffer_read(bh, 0, h, (size_t)n_ff * T * 4));
+    free(again);
+    ig_vk_graph_free(g);
+    ig_vk_step_free(s);
+    ig_vk_buffer_free(bx);
+    ig_vk_buffer_free(bh);
+    ig_vk_buffer_free(by);
+    weight_free(&wg);
+    weight_free(&wu);
+    weight_free(&wd);
+    free(x);
+}
+
+IG_TEST(vulkan_geglu_int8_copy) {
+    ig_vk_device *d = device();
+    if (!d) return;
+    if (!ig_vk_device_int8(d)) {
+        ig_test_skip("no integer dot product on this device");
+        return;
+    }
+    setenv("IGNIS_VK_GEGLU_X8", "0", 1);
+    ig_vk_device_params p = ig_vk_device_default_params();
+    p.index = ig_vk_device_get_info(d)->index;
+    ig_vk_device *dq;
+    REQUIRE_OK(ig_vk_device_create(&p, &dq));
+    unsetenv("IGNIS_VK_GEGLU_X8");
+    const struct {
+        ig_dtype gt, dt;
+        int n_in, n_ff, T;
+    } cases[] = {
+        {IG_TYPE_Q4_K, IG_TYPE_Q6_K, 256, 768, 1},  /* blocks of 256 */
+        {IG_TYPE_Q4_K, IG_TYPE_Q4_K, 512, 512, 3},
+        {IG_TYPE_Q4_K, IG_TYPE_Q6_K, 256, 512, 8},
+        {IG_TYPE_Q8_0, IG_TYPE_Q8_0, 64, 96, 1},    /* blocks of 32 */
+        {IG_TYPE_Q4_0, IG_TYPE_Q8_0, 128, 160, 13}, /* two column groups */
+        {IG_TYPE_Q4_K, IG_TYPE_Q4_K, 256, 256, 20}, /* three */
+    };
+    for (size_t i = 0; i < IG_ARRAY_LEN(cases); i++) {
+        const int T = cases[i].T, n_ff = cases[i].n_ff;
+        float *ha = malloc((size_t)n_ff * T * 4), *hb = malloc((size_t)n_ff * T * 4), ya[40 * 20], yb[40 * 20];
+        REQUIRE(ha && hb);
+        int na = 0, nb = 0;
+        geglu_then_down(d, cases[i].gt, cases[i].dt, cases[i].n_in, n_ff, T, ha, ya, &na);
+        geglu_then_down(dq, cases[i].gt, cases[i].dt, cases[i].n_in, n_ff, T, hb, yb, &nb);
+        if (getenv("IGNIS_TEST_VERBOSE"))
+            fprintf(stderr, "    geglu %d -> %d, %d tokens: dispatches %d / %d\n", cases[i].n_in, n_ff, T, na, nb);
+        CHECK_EQ_INT(na, nb - 1);
+        CHECK(memcmp(ha, hb, (size_t)n_ff * T * 4) == 0);
+        CHECK(memcmp(ya, yb, (size_t)40 * T * 4) == 0);
+        free(ha);
+        free(hb);
+    }
+    ig_vk_device_free(dq);
+}
+
 /* per-head rmsnorm + RoPE, in place (Q) or into the cache with V (K) */
 static void run_norm_rope(ig_vk_device *d, int n_heads, int hd, int n_tok, bool kv_store, ig_kv_type type) {
     const int width = n_heads * hd, stride = width + 4, cap = 64;
