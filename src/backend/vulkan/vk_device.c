@@ -621,8 +621,6 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
         d->mv_max_tokens = mt && atoi(mt) >= 8 && atoi(mt) <= 256 ? (uint32_t)atoi(mt) : 128;
         const char *xf = getenv("IGNIS_VK_X8_FUSE");
         d->x8_producers = !(xf && strcmp(xf, "0") == 0);
-        const char *gx = getenv("IGNIS_VK_GEGLU_X8");
-        d->geglu_x8 = d->x8_producers && !(gx && strcmp(gx, "0") == 0);
         /* measured on the H100 (27B Q4_K_M): the f32 mat-vec loses to the
            tensor cores from 5 streams (b8 62 against 107 tokens/s). The
            int8 one, against the tensor cores with split K and 32-token

@@ -213,7 +213,6 @@ struct ig_vk_device {
     bool int8_mv;       /* shaderIntegerDotProduct enabled: quant_x8.comp + mv8_* */
     bool x8_producers;  /* norms and attention write the int8 copy of their output
                            themselves ($IGNIS_VK_X8_FUSE=0: quant_x8 does it) */
-    bool geglu_x8;      /* so does the GEGLU int8 mat-vec ($IGNIS_VK_GEGLU_X8=0: not) */
     ig_vk_buffer *dummy; /* bound to unused descriptor slots */
     float timestamp_period; /* ns per timestamp tick (profiling) */
 };
@@ -284,7 +283,6 @@ ig_status ig_vk_graph_set_error(ig_vk_graph *g, ig_status st);
  * and v quantize their common input once. */
 typedef struct ig_vk_x8_cache {
     const ig_vk_buffer *buf; /* NULL before the first use */
-    const ig_vk_buffer *spare; /* a second one, for an op writing an int8 copy while it reads buf */
     bool valid;
     const ig_vk_part *src;   /* the f32 view: part, byte range, layout */
     uint64_t lo, hi;

@@ -175,27 +175,6 @@ static ig_status x8_scratch(ig_vk_graph *g, uint64_t n_in, uint64_t T, uint32_t 
     return IG_OK;
 }
 
-/* The graph's second int8 scratch, for the int8 copy that an op writes
- * while it reads the first (the GEGLU mat-vec); x8_swap makes it the one
- * that holds a view. */
-static ig_status x8_spare(ig_vk_graph *g, uint64_t n_in, uint64_t T, uint32_t *q_stride) {
-    ig_vk_device *d = ig_vk_graph_device(g);
-    ig_vk_x8_cache *c = ig_vk_graph_x8(g);
-    const uint64_t qs = n_in / 32 * 3, need = T * qs * 16;
-    if (n_in % 32 || qs > UINT32_MAX || need > d->max_binding)
-        return bad(g, "vulkan: %s: activations too large for the int8 copy", "matmul");
-    *q_stride = (uint32_t)qs;
-    if (!c->spare || ig_vk_buffer_size(c->spare) < need) IG_TRY(ig_vk_graph_scratch(g, need, &c->spare));
-    return IG_OK;
-}
-
-static void x8_swap(ig_vk_graph *g) {
-    ig_vk_x8_cache *c = ig_vk_graph_x8(g);
-    const ig_vk_buffer *t = c->buf;
-    c->buf = c->spare;
-    c->spare = t;
-}
-
 /* Records that the scratch now holds the int8 copy of the view read
  * through src (call after the op's hazards: its write of src clears it). */
 static void x8_holds(ig_vk_graph *g, const ig_vk_bind *src, uint32_t xoff, uint32_t xs, uint64_t n_in,
@@ -389,18 +368,6 @@ static ig_status cm_prepare(ig_vk_graph *g, const ig_vk_buffer *wa, bool geglu, 
     return IG_OK;
 }
 
-/* mv.comp's shape for T rows: columns per workgroup (a power of two up to
- * MATVEC_MAX_COLS) and rows per row group. */
-static void mv_shape(const ig_vk_device *d, uint64_t T, uint32_t *nc, uint32_t *nr) {
-    uint32_t c = 1;
-    while (c < T && c < MATVEC_MAX_COLS) c *= 2;
-    uint32_t r = c == 1 ? d->mv_nr1 : d->mv_nrn;
-    if (d->info.subgroup_size < 32)
-        while (r > 1 && r * c > 32) r--; /* mv.comp's scratch */
-    *nc = c;
-    *nr = r;
-}
-
 static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buffer *wa, const ig_vk_buffer *wb,
                                ig_vk_view src, ig_vk_view dst) {
     if (!g) return IG_ERR_INVALID_ARG;
@@ -463,23 +430,6 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
         return bad(g, "vulkan: %s: no cooperative-matrix matmul for this device or type", "matmul");
     cm_plan cp = {0};
     const ig_vk_bind dst_bind = b[1];
-    /* GEGLU on the int8 mat-vec also writes its output's int8 copy, for the
-       int8 mat-vec reading it (mv.comp -DX8OUT), into the graph's spare
-       int8 scratch (the other one holds its input): blocks of the copy in
-       whole workgroups of rows, a counter per block and column group */
-    uint32_t okind = 0, oqs = 0, mv_nc = 1, mv_nr = 1;
-    mv_shape(d, T, &mv_nc, &mv_nr);
-    const ig_vk_buffer *ocnt = NULL;
-    bool x8out = path == IG_VK_MATMUL_INT8 && wb && d->geglu_x8 && wa->n_parts == 1 &&
-                 x8_wanted(g, n_out, yoff, ys, &okind);
-    x8out = x8out && x8_unit(okind) % (d->mv_wg / d->mv_tpr * mv_nr) == 0 && n_out % x8_unit(okind) == 0;
-    if (x8out) {
-        const uint64_t n_cnt = (uint64_t)ceil_div(T, mv_nc) * (n_out / x8_unit(okind));
-        IG_TRY(x8_spare(g, n_out, T, &oqs));
-        IG_TRY(ig_vk_graph_counters(g, n_cnt, &ocnt));
-        b[nb++] = (ig_vk_bind){ig_vk_graph_x8(g)->spare->parts, 0, T * oqs * 16, true};
-        b[nb++] = (ig_vk_bind){ocnt->parts, 0, n_cnt * 4, true};
-    }
     if (path == IG_VK_MATMUL_COOPMAT || path == IG_VK_MATMUL_COOPMAT_INT8) {
         IG_TRY(cm_prepare(g, wa, wb != NULL, path == IG_VK_MATMUL_COOPMAT_INT8, T, n_out, &cp));
         if (cp.n_split > 1) b[1] = (ig_vk_bind){(*ig_vk_graph_split_sums(g))->parts, 0, cp.bytes, true};
@@ -488,7 +438,8 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
     char name[40];
     uint32_t spec0 = 0, spec1 = 0, spec2 = 0, gy, rows_per_group = MATMUL_TILE;
     if (path == IG_VK_MATMUL_VEC || path == IG_VK_MATMUL_FAST || path == IG_VK_MATMUL_INT8) {
-        const uint32_t nc = mv_nc;
+        uint32_t nc = 1;
+        while (nc < T && nc < MATVEC_MAX_COLS) nc *= 2;
         spec1 = nc;
         gy = ceil_div(T, nc);
         if (path == IG_VK_MATMUL_VEC) {
@@ -497,10 +448,12 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
             snprintf(name, sizeof name, "matvec%s_%s", wb ? "_geglu" : "", type_suffix(wa->type));
         } else {
             spec0 = d->mv_wg;
-            spec2 = mv_nr;
+            spec2 = nc == 1 ? d->mv_nr1 : d->mv_nrn;
+            if (d->info.subgroup_size < 32)
+                while (spec2 > 1 && spec2 * nc > 32) spec2--; /* mv.comp's scratch */
             rows_per_group = spec0 / d->mv_tpr * spec2;
-            snprintf(name, sizeof name, "mv%s%s%s_%s", path == IG_VK_MATMUL_INT8 ? "8" : "", wb ? "_geglu" : "",
-                     x8out ? "_x8" : "", type_suffix(wa->type));
+            snprintf(name, sizeof name, "mv%s%s_%s", path == IG_VK_MATMUL_INT8 ? "8" : "", wb ? "_geglu" : "",
+                     type_suffix(wa->type));
         }
     } else if (path == IG_VK_MATMUL_COOPMAT || path == IG_VK_MATMUL_COOPMAT_INT8) {
         const bool f16 = path == IG_VK_MATMUL_COOPMAT; /* mmcm.comp; else mmq.comp */
@@ -527,23 +480,17 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
         struct {
             uint32_t rows_sel, n_in, n_rows, row_u16, x_off, x_stride, y_off, y_stride, y_row0;
             uint32_t n_split, split_steps, split_stride, geglu_off; /* mmcm.comp */
-            uint32_t q_stride, q_kind;                             /* mv.comp -DX8OUT */
         } pc = {(uint32_t)rows, (uint32_t)n_in, (uint32_t)pa->n_rows, (uint32_t)(wa->row_stride / 2), xoff, xs,
                 split ? 0 : yoff, split ? cp.p_stride : ys, (uint32_t)pa->row0, cp.n_split ? cp.n_split : 1,
-                cp.split_steps, cp.split_stride, cp.geglu_off, oqs, okind};
+                cp.split_steps, cp.split_stride, cp.geglu_off};
         uint32_t groups = ceil_div((uint64_t)pa->n_rows, rows_per_group);
         uint32_t gx, gz;
         fold(groups, &gx, &gz);
-        const ig_vk_part *parts[6] = {pa, pb, xpart, split ? b[1].part : dst.buf->parts,
-                                      x8out ? ig_vk_graph_x8(g)->spare->parts : NULL, ocnt ? ocnt->parts : NULL};
+        const ig_vk_part *parts[4] = {pa, pb, xpart, split ? b[1].part : dst.buf->parts};
         if (path == IG_VK_MATMUL_COOPMAT_INT8) /* token tiles along x (mmq.comp) */
             IG_TRY(ig_vk_rec_dispatch(g, pipe, parts, 4, &pc, sizeof pc, gy, groups, 1));
         else
-            IG_TRY(ig_vk_rec_dispatch(g, pipe, parts, x8out ? 6 : 4, &pc, sizeof pc, gx, gy, gz));
-    }
-    if (x8out) { /* the spare now holds the output's copy */
-        x8_swap(g);
-        x8_holds(g, &dst_bind, yoff, ys, n_out, rows, okind);
+            IG_TRY(ig_vk_rec_dispatch(g, pipe, parts, 4, &pc, sizeof pc, gx, gy, gz));
     }
     if (cp.n_split > 1) {
         /* the splits' sums (and GEGLU) into dst, in split order */

@@ -11,13 +11,6 @@
 // X8: X is int8 in blocks of 32 (quant_x8.comp; x offset and stride in
 // uvec4), dotted with packed 4 x 8-bit integer dot products: a quarter of
 // the activation bytes and of the arithmetic per weight of the f32 form.
-// X8OUT (with X8): Y's int8 copy too, for the int8 mat-vec reading Y (the
-// down projection after GEGLU), so no quant_x8 stage runs between them.
-// Each workgroup counts itself in on its block of rows (a unit of the
-// copy: 256 rows, 32 for kind 0; whole workgroups of rows, the host's
-// condition) once its outputs are stored; the block's last workgroup reads
-// the block back and quantizes it (x8_quant_values), then puts the counter
-// back to zero for the next replay.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #ifdef X8
@@ -52,16 +45,7 @@ layout(set = 0, binding = 3) readonly buffer XM { vec4 xm4[]; };
 layout(set = 0, binding = 3) readonly buffer XB { vec4 xs4[]; };
 #define X_INDEX(e) ((e) >> 2)
 #endif
-#ifdef X8OUT
-// read back by the block's last workgroup: coherent, so that its loads see
-// the other workgroups' stores
-layout(set = 0, binding = 4) coherent buffer YB { float ys[]; };
-layout(set = 0, binding = 5) writeonly buffer QU { uint q1[]; };
-layout(set = 0, binding = 5) writeonly buffer QM { vec4 qm4[]; };
-layout(set = 0, binding = 6) coherent buffer CB { uint cnt[]; }; // [column group][block]
-#else
 layout(set = 0, binding = 4) writeonly buffer YB { float ys[]; };
-#endif
 
 layout(push_constant) uniform PC {
     uint rows_sel; // 0: step tokens, 1: step outputs, 2: head rows
@@ -71,17 +55,7 @@ layout(push_constant) uniform PC {
     uint x_off, x_stride;
     uint y_off, y_stride;
     uint y_row0;   // output column of the part's first row
-    uint n_split_, split_steps_, split_stride_, geglu_off_; // mmcm.comp's
-    uint q_stride, q_kind; // X8OUT: uvec4 per row of Y's int8 copy, its kind (x8.glsl)
 } pc;
-#ifdef X8OUT
-shared bool s_last;
-uint x8_base; // the block's first output in ys
-#define X8_NO_VEC4
-#define X8_VALUE(i) ys[x8_base + (i)]
-#define X8_VALUES_MAX 256u
-#include "x8.glsl"
-#endif
 
 #define CAT_(a, b) a##b
 #define W4 wa4
@@ -246,22 +220,4 @@ void main() {
             barrier();
         }
     }
-#ifdef X8OUT
-    // count in on the block of rows; its last workgroup makes the copy
-    const uint unit = pc.q_kind != 0u ? 256u : 32u, rpw = n_grp * NR, blk = wg_linear() * rpw / unit;
-    memoryBarrierBuffer(); // this workgroup's outputs before its count
-    barrier();
-    if (tid == 0u) {
-        const uint slot = gl_WorkGroupID.y * (pc.n_rows / unit) + blk;
-        s_last = atomicAdd(cnt[slot], 1u) + 1u == unit / rpw;
-        if (s_last) atomicExchange(cnt[slot], 0u);
-    }
-    barrier();
-    if (!s_last) return;
-    memoryBarrierBuffer();
-    for (uint c = 0u; c < nc; c++) {
-        x8_base = pc.y_off + (c0 + c) * pc.y_stride + blk * unit;
-        x8_quant_values(unit, (c0 + c) * pc.q_stride + blk * unit / 32u * 3u, pc.q_kind);
-    }
-#endif
 }
