@@ -966,87 +966,10 @@ IG_TEST(vulkan_attention_coopmat) {
     g_attn_f16_tol = 1e-3;
 }
 
-/* The attention output's int8 copy, written by attn_reduce for the int8
- * mat-vec that reads it: one dispatch fewer than quant_x8 doing it, the same
- * bytes (the mat-vec's output is bit for bit the same), with heads of 128
- * (two per block of 256) and 256. */
-static void attn_then_matvec(ig_vk_device *d, int hd, ig_dtype wt, float *out, int rows, int *n_dispatch) {
-    const int n_head = 4, n_kv = 2, T = 3, cap = 256, width = n_head * hd, kv_dim = n_kv * hd;
-    const size_t cache = (size_t)cap * kv_dim;
-    float *q = malloc((size_t)width * T * 4), *kc = malloc(cache * 4), *vc = malloc(cache * 4);
-    REQUIRE(q && kc && vc);
-    g_rng = 0x1234567ull; /* the same inputs on every device */
-    fill(q, (size_t)width * T, 2.0f);
-    fill(kc, cache, 2.0f);
-    fill(vc, cache, 1.0f);
-    weight w;
-    REQUIRE(weight_make(d, wt, width, rows, &w));
-    int32_t pos[3] = {40, 41, 42}, seq[3] = {0, 0, 0};
-    ig_vk_step *st;
-    REQUIRE_OK(ig_vk_step_create(d, T, &st));
-    REQUIRE_OK(ig_vk_step_set(st, T, NULL, pos, seq, 0, NULL));
-    ig_vk_buffer *bq = upload(d, q, (size_t)width * T * 4), *bk = upload(d, kc, cache * 4),
-                 *bv = upload(d, vc, cache * 4), *bo, *by;
-    REQUIRE(bq && bk && bv);
-    REQUIRE_OK(ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, (size_t)width * T * 4, &bo));
-    REQUIRE_OK(ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, (size_t)rows * T * 4, &by));
-    ig_vk_kv kv = {bk, bv, 0, 0, IG_KV_F32, 1, cap, n_kv, hd, 0};
-    ig_vk_graph *g;
-    REQUIRE_OK(ig_vk_graph_begin(d, st, T, &g));
-    /* a mat-vec of this width first: the producers learn its kind */
-    REQUIRE_OK(ig_vk_op_matmul(g, IG_VK_ROWS_TOKENS, w.buf, (ig_vk_view){bq, 0, 0}, (ig_vk_view){by, 0, 0}));
-    REQUIRE_OK(ig_vk_op_attention(g, &kv, (ig_vk_view){bq, 0, 0}, (ig_vk_view){bo, 0, 0}, n_head,
-                                  1.0f / sqrtf((float)hd), 0.0f));
-    REQUIRE_OK(ig_vk_op_matmul(g, IG_VK_ROWS_TOKENS, w.buf, (ig_vk_view){bo, 0, 0}, (ig_vk_view){by, 0, 0}));
-    REQUIRE_OK(ig_vk_graph_end(g));
-    *n_dispatch = ig_vk_graph_get_stats(g).n_dispatch;
-    REQUIRE_OK(ig_vk_graph_run(g));
-    REQUIRE_OK(ig_vk_buffer_read(by, 0, out, (size_t)rows * T * 4));
-    ig_vk_graph_free(g);
-    ig_vk_buffer_free(bq);
-    ig_vk_buffer_free(bk);
-    ig_vk_buffer_free(bv);
-    ig_vk_buffer_free(bo);
-    ig_vk_buffer_free(by);
-    ig_vk_step_free(st);
-    weight_free(&w);
-    free(q);
-    free(kc);
-    free(vc);
-}
-
-IG_TEST(vulkan_attention_int8_copy) {
-    ig_vk_device *d = device();
-    if (!d) return;
-    if (!ig_vk_device_int8(d)) {
-        ig_test_skip("no integer dot product on this device");
-        return;
-    }
-    setenv("IGNIS_VK_X8_FUSE", "0", 1);
-    ig_vk_device_params p = ig_vk_device_default_params();
-    p.index = ig_vk_device_get_info(d)->index;
-    ig_vk_device *dq;
-    REQUIRE_OK(ig_vk_device_create(&p, &dq));
-    unsetenv("IGNIS_VK_X8_FUSE");
-    const int rows = 24;
-    float a[24 * 3], b[24 * 3];
-    const struct { int hd; ig_dtype t; } cases[] = {{128, IG_TYPE_Q4_K}, {256, IG_TYPE_Q6_K}, {128, IG_TYPE_Q8_0}};
-    for (size_t i = 0; i < IG_ARRAY_LEN(cases); i++) {
-        int nf = 0, nq = 0;
-        attn_then_matvec(d, cases[i].hd, cases[i].t, a, rows, &nf);
-        attn_then_matvec(dq, cases[i].hd, cases[i].t, b, rows, &nq);
-        CHECK_EQ_INT(nf, nq - 1);
-        CHECK(memcmp(a, b, sizeof a) == 0);
-    }
-    ig_vk_device_free(dq);
-}
-
-/* The split attention's chunks merged by the last workgroup of each unit of
- * heads (attn.comp -DREDUCE) against attn_reduce.comp's stage: the same
- * output and int8 copy bit for bit (through the mat-vec reading it), one
- * dispatch fewer, over replays; query heads per kv head 1 to 8, heads that
- * share a block of 256 and heads of several blocks, a row with no valid
- * position (zeros), long contexts of 32 chunks. */
+/* Attention (split over chunks: a few tokens of long contexts) then an
+ * int8 mat-vec reading its output, after a mat-vec of that width (so the
+ * producers know which int8 blocks it reads); the graph replayed three
+ * times must give the same bytes. */
 typedef struct merge_case {
     int n_head, n_kv, hd, n_tok, pos0;
     ig_dtype wt; /* the mat-vec's weights: which int8 blocks */
@@ -1118,6 +1041,46 @@ static void attn_merge_run(ig_vk_device *d, merge_case c, float *att, float *mv,
     free(vc);
 }
 
+/* The attention output's int8 copy, written by the attention's merge for
+ * the int8 mat-vec that reads it: one dispatch fewer than quant_x8 doing
+ * it, the same bytes (the mat-vec's output is bit for bit the same), with
+ * heads of 128 (two per block of 256) and 256. */
+IG_TEST(vulkan_attention_int8_copy) {
+    ig_vk_device *d = device();
+    if (!d) return;
+    if (!ig_vk_device_int8(d)) {
+        ig_test_skip("no integer dot product on this device");
+        return;
+    }
+    setenv("IGNIS_VK_X8_FUSE", "0", 1);
+    ig_vk_device_params p = ig_vk_device_default_params();
+    p.index = ig_vk_device_get_info(d)->index;
+    ig_vk_device *dq;
+    REQUIRE_OK(ig_vk_device_create(&p, &dq));
+    unsetenv("IGNIS_VK_X8_FUSE");
+    const int rows = 24;
+    float a[24 * 3], b[24 * 3], *att = malloc((size_t)4 * 256 * 3 * 4);
+    REQUIRE(att);
+    const merge_case cases[] = {{4, 2, 128, 3, 40, IG_TYPE_Q4_K, IG_KV_F32},
+                                {4, 2, 256, 3, 40, IG_TYPE_Q6_K, IG_KV_F32},
+                                {4, 2, 128, 3, 40, IG_TYPE_Q8_0, IG_KV_F32}};
+    for (size_t i = 0; i < IG_ARRAY_LEN(cases); i++) {
+        int nf = 0, nq = 0;
+        attn_merge_run(d, cases[i], att, a, rows, &nf);
+        attn_merge_run(dq, cases[i], att, b, rows, &nq);
+        CHECK_EQ_INT(nf, nq - 1);
+        CHECK(memcmp(a, b, sizeof a) == 0);
+    }
+    free(att);
+    ig_vk_device_free(dq);
+}
+
+/* The split attention's chunks merged by the last workgroup of each unit of
+ * heads (attn.comp -DREDUCE) against attn_reduce.comp's stage: the same
+ * output and int8 copy bit for bit (through the mat-vec reading it), one
+ * dispatch fewer, over replays; query heads per kv head 1 to 8, heads that
+ * share a block of 256 and heads of several blocks, a row with no valid
+ * position (zeros), long contexts of 32 chunks. */
 IG_TEST(vulkan_attention_merge) {
     ig_vk_device *d = device();
     if (!d) return;
