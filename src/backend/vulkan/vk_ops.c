@@ -775,13 +775,15 @@ ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, i
     const uint32_t unit = x8 ? x8_unit(pc.kind) : 1;
     if (x8 && hd < unit) pc.hpw = unit % hd == 0 ? unit / hd : 0; /* heads sharing a block */
     else if (x8) pc.hpw = hd % unit == 0 ? 1 : 0;
-    /* merged by the last workgroup of each unit of R = max(G, hpw) heads */
+    /* merged by the last workgroup of each unit of R = max(G, hpw) heads
+       (attn.comp -DREDUCE; its shared memory beyond attn.comp's: the chunk
+       weights and sums of up to 8 heads x 32 chunks, and x8_quant_values'
+       arrays for up to G x 256 values), or by attn_reduce.comp */
     const uint64_t merge_shared = shared + 2 * 8 * 32 * 4 + 8 * 4 + 16 + (x8 ? (uint64_t)G * (64 * 12 + 8 * 12) : 0);
-    const uint32_t R = x8 && pc.hpw > G ? pc.hpw : G; /* heads of a unit */
-    const bool fused = chunks > 1 && chunks <= 32 && R * hd <= d->attn_merge_max &&
-                       merge_shared <= d->info.max_shared_memory &&
-                       (!x8 || (pc.hpw > 0 && pc.hpw <= 8 && (pc.hpw % G == 0 || G % pc.hpw == 0) &&
-                                n_head % (int)(pc.hpw > G ? pc.hpw : G) == 0));
+    const uint32_t R = x8 && pc.hpw > G ? pc.hpw : G;
+    const bool fused = chunks > 1 && chunks <= 32 && R <= 8 && R * hd <= d->attn_merge_max &&
+                       merge_shared <= d->info.max_shared_memory && n_head % (int)R == 0 &&
+                       (!x8 || (pc.hpw > 0 && (pc.hpw % G == 0 || G % pc.hpw == 0)));
     if (!fused)
         x8 = x8 && pc.hpw > 0 && n_head % (int)pc.hpw == 0 &&
              pc.hpw * hd <= 256; /* attn_reduce.comp's o_sh4: a vec4 per invocation */
