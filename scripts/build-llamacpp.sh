@@ -2,7 +2,7 @@
 # Builds llama.cpp, the reference implementation, OUTSIDE the repository from
 # the source vendored in the PyPI `llama-cpp-python` sdist (pinned below):
 #
-#   scripts/build-llamacpp.sh [--cpu|--vulkan|--cuda] [--jobs N] [--force]
+#   scripts/build-llamacpp.sh [--cpu|--vulkan|--cuda] [--lib] [--jobs N] [--force]
 #
 # Source:  $IGNIS_CACHE/llamacpp/src           (the extracted sdist;
 #          llama.cpp itself is in src/vendor/llama.cpp)
@@ -12,6 +12,8 @@
 # IGNIS_CACHE defaults to ~/.cache/ignis. Idempotent: a finished build is
 # skipped (--force rebuilds). The last line printed is the binary directory
 # (llama-bench, llama-server, llama-cli, llama-simple, ... and libllama.so).
+# --lib builds libllama.so alone, all the tests need (a few minutes on two
+# cores; CI builds it so); a later call without it adds the tools.
 # Builds with nice and -j2 by default (JOBS env or --jobs overrides).
 set -e
 
@@ -19,6 +21,7 @@ LLAMA_CPP_PYTHON_VERSION=0.3.36   # vendors ggml-org/llama.cpp@0c1e57098
 
 backend=cpu
 force=0
+lib=0
 jobs="${JOBS:-2}"
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -26,9 +29,10 @@ while [ $# -gt 0 ]; do
         --vulkan) backend=vulkan ;;
         --cuda) backend=cuda ;;
         --force) force=1 ;;
+        --lib) lib=1 ;;
         --jobs) shift; jobs="$1" ;;
         --jobs=*) jobs="${1#--jobs=}" ;;
-        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
         *) echo "build-llamacpp.sh: unknown argument: $1" >&2; exit 2 ;;
     esac
     shift
@@ -46,6 +50,15 @@ bin="$build/bin"
 stamp="$build/.ignis-built"
 want="llama-cpp-python $LLAMA_CPP_PYTHON_VERSION $backend no-amx"
 targets="llama llama-bench llama-server llama-cli llama-simple llama-completion llama-tokenize llama-batched-bench llama-perplexity llama-quantize"
+if [ "$lib" = 1 ]; then
+    want="$want lib"
+    targets="llama"
+    # a full build serves too
+    if [ "$force" = 0 ] && [ -f "$stamp" ] && [ -f "$bin/libllama.so" ] && grep -q "^llama-cpp-python $LLAMA_CPP_PYTHON_VERSION $backend no-amx" "$stamp"; then
+        echo "$bin"
+        exit 0
+    fi
+fi
 
 if [ "$force" = 0 ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] \
         && [ -x "$bin/llama-bench" ] && [ -f "$bin/libllama.so" ]; then
