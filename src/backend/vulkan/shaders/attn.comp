@@ -15,12 +15,12 @@
 //          output.
 //   REDUCE (with SPLIT): no attn_reduce.comp stage. Every workgroup counts
 //          itself in on its unit's counter once its state is written, and
-//          the last one of a unit (the R = hpw_ query heads of a token that
-//          one merge serves) merges the unit's chunks as attn_reduce.comp
-//          does, with the same sums; the counter goes back to zero for the
-//          next replay. X8: it also writes the int8 copy of the unit's
-//          output (R x head_dim holds whole blocks), one block of 32 per
-//          invocation.
+//          the last one of a unit (the R = pc.hpw query heads of a token
+//          that one merge serves) merges the unit's chunks as
+//          attn_reduce.comp does, the same sums in the same order; the
+//          counter goes back to zero for the next replay. X8: it also writes
+//          the int8 copy of the unit's output (R x head_dim holds whole
+//          blocks; x8_quant_values).
 // Requires head_dim a multiple of SG, head_dim <= 256, and SG equal to the
 // device's subgroup size.
 #extension GL_GOOGLE_include_directive : require

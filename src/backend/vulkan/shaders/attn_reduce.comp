@@ -63,7 +63,8 @@ void main() {
         for (uint c = tid; c < nc; c += 64u) m = max(m, ps[pb + c * cs + pc.hd]);
         const float M = wg_max(m);
         // the sum in chunk order by one invocation (nc <= 32), as attn.comp
-        // -DREDUCE makes it: both give the same bits
+        // -DREDUCE makes it (the same bits where the driver compiles both
+        // alike, as lavapipe does; the H100's driver differs by ~4e-7)
         if (tid == 0u) {
             precise float L = 0.0;
             for (uint c = 0u; c < nc; c++) {
