@@ -40,6 +40,7 @@ struct ig_vk_graph {
     ig_vk_graph_stats stats;
     ig_vk_x8_cache x8;
     const ig_vk_buffer *split_sums; /* the tensor-core matmul's split-K scratch */
+    const ig_vk_buffer *counters;   /* zeroed counters (ig_vk_graph_counters) */
     /* $IGNIS_VK_PROFILE: a timestamp after every dispatch, summed per shader
      * over the runs and printed (stderr) when the graph is freed */
     VkQueryPool qpool;
@@ -318,10 +319,13 @@ ig_status ig_vk_graph_scratch(ig_vk_graph *g, uint64_t size, const ig_vk_buffer 
 
 ig_status ig_vk_graph_counters(ig_vk_graph *g, uint64_t n, const ig_vk_buffer **out) {
     if (n > UINT32_MAX / 4) return ig_vk_graph_set_error(g, ig_fail(IG_ERR_INVALID_ARG, "vulkan: too many counters"));
-    ig_vk_buffer *b;
-    IG_TRY(scratch_new(g, n * 4, &b));
-    IG_TRY(ig_vk_graph_set_error(g, ig_vk_buffer_zero(b)));
-    *out = b;
+    if (!g->counters || ig_vk_buffer_size(g->counters) < n * 4) {
+        ig_vk_buffer *b;
+        IG_TRY(scratch_new(g, n * 4, &b));
+        IG_TRY(ig_vk_graph_set_error(g, ig_vk_buffer_zero(b)));
+        g->counters = b;
+    }
+    *out = g->counters;
     return IG_OK;
 }
 

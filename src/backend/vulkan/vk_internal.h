@@ -303,8 +303,11 @@ const ig_vk_buffer **ig_vk_graph_split_sums(ig_vk_graph *g);
 ig_status ig_vk_graph_const(ig_vk_graph *g, const void *data, uint64_t size, const ig_vk_buffer **out);
 /* An uninitialized device buffer owned by the graph (scratch of an op). */
 ig_status ig_vk_graph_scratch(ig_vk_graph *g, uint64_t size, const ig_vk_buffer **out);
-/* A scratch buffer of n zeroed 32-bit counters (shaders put them back to
- * zero before their dispatch ends, so every replay finds them so). */
+/* The graph's buffer of at least n zeroed 32-bit counters. Shaders put them
+ * back to zero before their dispatch ends, so every later dispatch and
+ * replay finds them so; the ops that use it declare it written, so two of
+ * them never run side by side. One buffer serves all (a larger one replaces
+ * it when too small, the old one staying with the graph). */
 ig_status ig_vk_graph_counters(ig_vk_graph *g, uint64_t n, const ig_vk_buffer **out);
 
 #endif
