@@ -1928,6 +1928,178 @@ IG_TEST(vulkan_rmsnorm_rope) {
     }
 }
 
+/* The one-token q/k/v projections with QK-norm, RoPE and the cache store
+ * in their tails (ig_vk_op_qkv_tail) against the same ops one by one
+ * (matmul x 3, rmsnorm_rope, rmsnorm_rope_kv_store, each tested against the
+ * CPU above), replayed at three positions: a tail that did not run (a
+ * counter not back at zero) leaves q unnormed and the cache unwritten. */
+typedef struct qkv_case {
+    int n_head, n_kv, hd, n_in;
+    ig_dtype tq, tv;
+    ig_kv_type kv;
+} qkv_case;
+
+static void read_cache(ig_vk_buffer *b, ig_kv_type type, size_t n, float *out) {
+    const size_t es = type == IG_KV_F16 ? 2 : 4;
+    uint8_t *raw = malloc(n * es);
+    REQUIRE(raw);
+    REQUIRE_OK(ig_vk_buffer_read(b, 0, raw, n * es));
+    for (size_t i = 0; i < n; i++) out[i] = kv_get(type, raw, i);
+    free(raw);
+}
+
+static void run_qkv_tail(ig_vk_device *d, qkv_case c) {
+    const int cap = 8, wq = c.n_head * c.hd, wkv = c.n_kv * c.hd;
+    const size_t cache = (size_t)cap * (size_t)wkv, es = c.kv == IG_KV_F16 ? 2 : 4;
+    const float eps = 1e-6f, base = 10000.0f, factor = 1.0f;
+    weight w[3];
+    REQUIRE(weight_make(d, c.tq, c.n_in, wq, &w[0]));
+    REQUIRE(weight_make(d, c.tq, c.n_in, wkv, &w[1]));
+    REQUIRE(weight_make(d, c.tv, c.n_in, wkv, &w[2]));
+    float *x = malloc((size_t)c.n_in * 4), *nq = malloc((size_t)c.hd * 4), *nk = malloc((size_t)c.hd * 4);
+    float *got = malloc(cache * 4), *want = malloc(cache * 4);
+    REQUIRE(x && nq && nk && got && want);
+    fill(nq, (size_t)c.hd, 1.5f);
+    fill(nk, (size_t)c.hd, 1.5f);
+    ig_vk_buffer *bx, *bnq = upload(d, nq, (size_t)c.hd * 4), *bnk = upload(d, nk, (size_t)c.hd * 4);
+    REQUIRE(bnq && bnk);
+    REQUIRE_OK(ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, (size_t)c.n_in * 4, &bx));
+    /* [0]: the ops one by one, [1]: fused */
+    ig_vk_buffer *q[2], *k[2], *v[2], *kc[2], *vc[2];
+    ig_vk_step *s;
+    REQUIRE_OK(ig_vk_step_create(d, 2, &s));
+    ig_vk_graph *g[2];
+    const ig_vk_view vx = {bx, 0, 0};
+    const ig_vk_qkv p = {w[0].buf, w[1].buf, w[2].buf, bnq, bnk, c.n_head, eps, base, factor};
+    ig_vk_kv kv[2];
+    for (int f = 0; f < 2; f++) {
+        REQUIRE_OK(ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, (size_t)wq * 4, &q[f]));
+        REQUIRE_OK(ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, (size_t)wkv * 4, &k[f]));
+        REQUIRE_OK(ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, (size_t)wkv * 4, &v[f]));
+        REQUIRE_OK(ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, cache * es, &kc[f]));
+        REQUIRE_OK(ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, cache * es, &vc[f]));
+        REQUIRE_OK(ig_vk_buffer_zero(kc[f]));
+        REQUIRE_OK(ig_vk_buffer_zero(vc[f]));
+        kv[f] = (ig_vk_kv){kc[f], vc[f], 0, 0, c.kv, 1, cap, c.n_kv, c.hd, 0};
+        const ig_vk_view vq = {q[f], 0, 0}, vk = {k[f], 0, 0}, vv = {v[f], 0, 0};
+        REQUIRE_OK(ig_vk_graph_begin(d, s, 1, &g[f]));
+        if (f == 0) {
+            REQUIRE_OK(ig_vk_op_matmul(g[f], IG_VK_ROWS_TOKENS, w[0].buf, vx, vq));
+            REQUIRE_OK(ig_vk_op_matmul(g[f], IG_VK_ROWS_TOKENS, w[1].buf, vx, vk));
+            REQUIRE_OK(ig_vk_op_matmul(g[f], IG_VK_ROWS_TOKENS, w[2].buf, vx, vv));
+            REQUIRE_OK(ig_vk_op_rmsnorm_rope(g[f], vq, bnq, c.n_head, c.hd, eps, base, factor));
+            REQUIRE_OK(ig_vk_op_rmsnorm_rope_kv_store(g[f], &kv[f], vk, bnk, vv, eps, base, factor));
+        } else {
+            CHECK(ig_vk_qkv_tail_ok(g[f], &p, &kv[f], vx));
+            REQUIRE_OK(ig_vk_op_qkv_tail(g[f], &p, &kv[f], vx, vq, vk, vv));
+        }
+        REQUIRE_OK(ig_vk_graph_end(g[f]));
+    }
+    /* q, k and v side by side and the stage after them gone: two barriers
+       fewer (the q/k/v products' and the norm's) */
+    CHECK_EQ_INT(ig_vk_graph_get_stats(g[1]).n_barrier, ig_vk_graph_get_stats(g[0]).n_barrier - 1);
+    const int positions[] = {3, 12, 5}; /* slots 3, 4, 5 */
+    for (size_t r = 0; r < IG_ARRAY_LEN(positions); r++) {
+        fill(x, (size_t)c.n_in, 2.0f);
+        REQUIRE_OK(ig_vk_buffer_write(bx, 0, x, (size_t)c.n_in * 4));
+        int32_t pos = positions[r], seq = 0;
+        REQUIRE_OK(ig_vk_step_set(s, 1, NULL, &pos, &seq, 0, NULL));
+        REQUIRE_OK(ig_vk_graph_run(g[0]));
+        REQUIRE_OK(ig_vk_graph_run(g[1]));
+        REQUIRE_OK(ig_vk_buffer_read(q[0], 0, want, (size_t)wq * 4));
+        REQUIRE_OK(ig_vk_buffer_read(q[1], 0, got, (size_t)wq * 4));
+        CHECK_REL(got, want, (size_t)wq, 1e-6, "qkv_tail q heads %d hd %d pos %d", c.n_head, c.hd, pos);
+        read_cache(kc[0], c.kv, cache, want);
+        read_cache(kc[1], c.kv, cache, got);
+        CHECK_REL(got, want, cache, c.kv == IG_KV_F16 ? 1e-3 : 1e-6, "qkv_tail K cache hd %d pos %d", c.hd, pos);
+        read_cache(vc[0], c.kv, cache, want);
+        read_cache(vc[1], c.kv, cache, got);
+        CHECK_REL(got, want, cache, 0.0, "qkv_tail V cache hd %d pos %d", c.hd, pos);
+    }
+    for (int f = 0; f < 2; f++) {
+        ig_vk_graph_free(g[f]);
+        ig_vk_buffer_free(q[f]);
+        ig_vk_buffer_free(k[f]);
+        ig_vk_buffer_free(v[f]);
+        ig_vk_buffer_free(kc[f]);
+        ig_vk_buffer_free(vc[f]);
+    }
+    for (int i = 0; i < 3; i++) weight_free(&w[i]);
+    ig_vk_step_free(s);
+    ig_vk_buffer_free(bx);
+    ig_vk_buffer_free(bnq);
+    ig_vk_buffer_free(bnk);
+    free(x);
+    free(nq);
+    free(nk);
+    free(got);
+    free(want);
+}
+
+IG_TEST(vulkan_qkv_tail) {
+    ig_vk_device *d = device();
+    if (!d) return;
+    if (!ig_vk_device_int8(d)) {
+        ig_test_skip("no integer dot product on this device");
+        return;
+    }
+    /* 270M-like (640-wide rows, Q5_0 / Q8_0), 27B-like heads of 128 (Q4_K
+       with a Q6_K v), small heads on an f32 cache */
+    const qkv_case cases[] = {{4, 1, 256, 640, IG_TYPE_Q5_0, IG_TYPE_Q8_0, IG_KV_F16},
+                              {8, 4, 128, 512, IG_TYPE_Q4_K, IG_TYPE_Q6_K, IG_KV_F16},
+                              {6, 2, 64, 96, IG_TYPE_Q4_0, IG_TYPE_Q8_0, IG_KV_F32}};
+    for (size_t i = 0; i < IG_ARRAY_LEN(cases); i++) run_qkv_tail(d, cases[i]);
+
+    /* where it does not apply: graphs of two tokens, a forced path, split
+       weights; the op itself refuses a two-token graph */
+    weight w;
+    REQUIRE(weight_make(d, IG_TYPE_Q8_0, 64, 128, &w));
+    ig_vk_buffer *bx, *bn, *kc;
+    REQUIRE_OK(ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, 2 * 128 * 4, &bx));
+    REQUIRE_OK(ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, 64 * 4, &bn));
+    REQUIRE_OK(ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, 8 * 128 * 2, &kc));
+    const ig_vk_kv kv = {kc, kc, 0, 0, IG_KV_F16, 1, 8, 2, 64, 0};
+    const ig_vk_qkv p = {w.buf, w.buf, w.buf, bn, bn, 2, 1e-6f, 10000.0f, 1.0f};
+    const ig_vk_view vx = {bx, 0, 64}, vy = {bx, 0, 128};
+    ig_vk_step *s;
+    REQUIRE_OK(ig_vk_step_create(d, 2, &s));
+    ig_vk_graph *g;
+    REQUIRE_OK(ig_vk_graph_begin(d, s, 1, &g));
+    CHECK(ig_vk_qkv_tail_ok(g, &p, &kv, vx));
+    ig_vk_graph_set_matmul_path(g, IG_VK_MATMUL_FAST);
+    CHECK(!ig_vk_qkv_tail_ok(g, &p, &kv, vx));
+    ig_vk_graph_free(g);
+    REQUIRE_OK(ig_vk_graph_begin(d, s, 2, &g));
+    CHECK(!ig_vk_qkv_tail_ok(g, &p, &kv, vx));
+    CHECK(ig_vk_op_qkv_tail(g, &p, &kv, vx, vy, vy, vy) != IG_OK);
+    ig_vk_graph_free(g);
+    ig_vk_device *ds = device_split();
+    REQUIRE(ds != NULL);
+    weight ws;
+    REQUIRE(weight_make(ds, IG_TYPE_Q8_0, 64, 128, &ws));
+    ig_vk_buffer *bxs, *bns, *kcs;
+    REQUIRE_OK(ig_vk_buffer_create(ds, IG_VK_MEM_DEVICE, 2 * 128 * 4, &bxs));
+    REQUIRE_OK(ig_vk_buffer_create(ds, IG_VK_MEM_DEVICE, 64 * 4, &bns));
+    REQUIRE_OK(ig_vk_buffer_create(ds, IG_VK_MEM_DEVICE, 8 * 128 * 2, &kcs));
+    const ig_vk_kv kvs = {kcs, kcs, 0, 0, IG_KV_F16, 1, 8, 2, 64, 0};
+    const ig_vk_qkv ps = {ws.buf, ws.buf, ws.buf, bns, bns, 2, 1e-6f, 10000.0f, 1.0f};
+    ig_vk_step *ss;
+    REQUIRE_OK(ig_vk_step_create(ds, 1, &ss));
+    REQUIRE_OK(ig_vk_graph_begin(ds, ss, 1, &g));
+    CHECK(!ig_vk_qkv_tail_ok(g, &ps, &kvs, (ig_vk_view){bxs, 0, 64})); /* 128 rows of 68 bytes: parts of 4 KiB */
+    ig_vk_graph_free(g);
+    ig_vk_step_free(ss);
+    ig_vk_buffer_free(bxs);
+    ig_vk_buffer_free(bns);
+    ig_vk_buffer_free(kcs);
+    weight_free(&ws);
+    ig_vk_step_free(s);
+    ig_vk_buffer_free(bx);
+    ig_vk_buffer_free(bn);
+    ig_vk_buffer_free(kc);
+    weight_free(&w);
+}
+
 IG_TEST(vulkan_copy) {
     ig_vk_device *d = device();
     if (!d) return;

@@ -127,6 +127,9 @@ typedef struct ig_vk_device_params {
                                 else by a dispatch of their own
                                 (attn_reduce.comp); 0 = 512, or
                                 $IGNIS_VK_ATTN_MERGE (0 there: never) */
+    bool no_head_tails;      /* one-token q/k/v without the norm, RoPE and
+                                cache store in their tails (ig_vk_qkv_tail_ok
+                                says no; $IGNIS_VK_QKV_TAIL=0 does the same) */
 } ig_vk_device_params;
 
 ig_vk_device_params ig_vk_device_default_params(void);
@@ -334,6 +337,22 @@ ig_status ig_vk_op_rmsnorm_rope(ig_vk_graph *g, ig_vk_view x, const ig_vk_buffer
 ig_status ig_vk_op_rmsnorm_rope_kv_store(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view k,
                                          const ig_vk_buffer *knorm, ig_vk_view v, float eps, float base,
                                          float factor);
+/* The q, k and v projections of one token, each followed in its own
+ * dispatch by what comes next (no stage of their own): q's QK-norm and RoPE
+ * in place, k's into the cache, v straight into the cache (k keeps the raw
+ * projection; v is only checked, never written). The last workgroup of each
+ * head does its norm and rotation (mv.comp -DTAIL, -DV_CACHE). Applies to
+ * graphs of one token whose projections take the int8 mat-vec
+ * (ig_vk_qkv_tail_ok). */
+typedef struct ig_vk_qkv {
+    const ig_vk_buffer *wq, *wk, *wv; /* [n_head * hd, n_embd], [n_head_kv * hd, n_embd] x 2 */
+    const ig_vk_buffer *qnorm, *knorm; /* hd floats each */
+    int n_head;
+    float eps, base, factor; /* QK-norm, RoPE (as ig_vk_op_rmsnorm_rope) */
+} ig_vk_qkv;
+bool ig_vk_qkv_tail_ok(ig_vk_graph *g, const ig_vk_qkv *p, const ig_vk_kv *kv, ig_vk_view src);
+ig_status ig_vk_op_qkv_tail(ig_vk_graph *g, const ig_vk_qkv *p, const ig_vk_kv *kv, ig_vk_view src, ig_vk_view q,
+                            ig_vk_view k, ig_vk_view v);
 /* Reads bytes [lo, hi) of weight w (in the device layout, parts in order)
  * into the GPU's L2 cache, for a later op: no barrier, nothing written. */
 ig_status ig_vk_op_prefetch(ig_vk_graph *g, const ig_vk_buffer *w, uint64_t lo, uint64_t hi);

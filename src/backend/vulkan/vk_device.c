@@ -595,6 +595,8 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
         const char *am = getenv("IGNIS_VK_ATTN_MERGE");
         d->attn_merge_max = p.attn_merge_max ? p.attn_merge_max : 512;
         if (am && *am) d->attn_merge_max = (uint32_t)strtoul(am, NULL, 10);
+        const char *qt = getenv("IGNIS_VK_QKV_TAIL");
+        d->head_tail = !p.no_head_tails && !(qt && strcmp(qt, "0") == 0);
         /* mv.comp's reduction scratch when subgroups are narrower than 32 */
         if (d->info.subgroup_size < 32 && d->mv_wg > 128) d->mv_wg = 128;
         if (d->info.subgroup_size > 32 && d->mv_wg > 256) d->mv_wg = 256;

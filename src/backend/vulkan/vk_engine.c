@@ -18,7 +18,8 @@
  *   post-norm + residual + next pre-norm (add_rmsnorm_norm), QK-norm + RoPE
  *   of Q (rmsnorm_rope), QK-norm + RoPE of K + the cache store
  *   (rmsnorm_rope_kv_store, else rope_kv_store), gate + up + GeGLU
- *   (matmul_geglu).
+ *   (matmul_geglu); in one-token graphs on the int8 mat-vec, the q/k/v
+ *   projections with all of those in their tails (qkv_tail).
  * - L2 prefetch ($IGNIS_VK_PREFETCH, off by default): in graphs of few
  *   tokens, the weights ahead are read into the GPU's cache next to the
  *   ops that leave the memory bus idle (see `prefetch` below).
@@ -217,6 +218,31 @@ static ig_vk_rows rows_of(const ig_op *op) {
 
 static ig_vk_buffer *wbuf(const vk_backend *vb, const void *key) { return vm_find(vb->vm, key); }
 
+/* Whether ops i .. i + 7 are attention's start as engine/graph.c lays it
+ * out, none emitted yet but op i (being emitted): the q, k and v projections of one source, the
+ * QK-norm of q and of k, their RoPE, the cache store; and nothing later
+ * reads k or v (the fused form leaves k raw and writes no v). */
+static bool qkv_start(const ig_graph *G, const bool *done, int i) {
+    if (i + 8 > G->n_ops) return false;
+    for (int k = i + 1; k < i + 8; k++)
+        if (done[k]) return false;
+    const ig_op *q = &G->ops[i], *k = q + 1, *v = q + 2, *nq = q + 3, *nk = q + 4, *rq = q + 5, *rk = q + 6,
+                *st = q + 7;
+    const ig_buf_id x = q->src;
+    bool ok = q->kind == IG_OP_MATMUL && k->kind == IG_OP_MATMUL && v->kind == IG_OP_MATMUL &&
+              q->dst == IG_BUF_Q && k->dst == IG_BUF_K && v->dst == IG_BUF_V && k->src == x && v->src == x &&
+              x != IG_BUF_Q && x != IG_BUF_K && x != IG_BUF_V && !q->on_outputs && !k->on_outputs &&
+              !v->on_outputs;
+    ok = ok && nq->kind == IG_OP_RMSNORM && nq->src == IG_BUF_Q && nq->dst == IG_BUF_Q && nq->n_heads > 0 &&
+         nk->kind == IG_OP_RMSNORM && nk->src == IG_BUF_K && nk->dst == IG_BUF_K && nk->n_heads > 0 &&
+         !nq->on_outputs && !nk->on_outputs && nq->f0 == nk->f0 &&
+         nq->width / nq->n_heads == nk->width / nk->n_heads;
+    ok = ok && rq->kind == IG_OP_ROPE && rq->dst == IG_BUF_Q && rq->n_heads == nq->n_heads &&
+         rq->width == nq->width && rk->kind == IG_OP_ROPE && rk->dst == IG_BUF_K && rk->n_heads == nk->n_heads &&
+         rk->width == nk->width && rq->f0 == rk->f0 && rq->f1 == rk->f1 && st->kind == IG_OP_KV_STORE;
+    return ok && !read_later(G, done, i + 8, IG_BUF_K) && !read_later(G, done, i + 8, IG_BUF_V);
+}
+
 /* Emits op i (fused with later ops where possible), marking what it used. */
 static ig_status emit(vk_backend *vb, const ig_context *ctx, ig_vk_graph *g, int i, bool *done) {
     const ig_graph *G = &ctx->graph;
@@ -269,6 +295,21 @@ static ig_status emit(vk_backend *vb, const ig_context *ctx, ig_vk_graph *g, int
         return ig_vk_op_add_rmsnorm(g, rows, view(vb, op->src), view(vb, op->dst), wbuf(vb, op->norm), op->width,
                                     op->f0);
     case IG_OP_MATMUL: {
+        if (vb->fuse && qkv_start(G, done, i)) {
+            /* one-token graphs: QK-norm, RoPE and the cache store in the
+               projections' own dispatches (ig_vk_op_qkv_tail) */
+            const ig_op *nq = op + 3, *nk = op + 4, *rq = op + 5, *st = op + 7;
+            const ig_vk_kv *kv = &vb->kv[st->layer];
+            const ig_vk_qkv p = {wbuf(vb, op->w),      wbuf(vb, op[1].w), wbuf(vb, op[2].w),
+                                 wbuf(vb, nq->norm),   wbuf(vb, nk->norm), nq->n_heads,
+                                 nq->f0,               rq->f0,            rq->f1};
+            if (nq->width / nq->n_heads == kv->head_dim && nk->n_heads == kv->n_head_kv &&
+                ig_vk_qkv_tail_ok(g, &p, kv, view(vb, op->src))) {
+                for (int k = i; k < i + 8; k++) done[k] = true;
+                return ig_vk_op_qkv_tail(g, &p, kv, view(vb, op->src), view(vb, IG_BUF_Q), view(vb, IG_BUF_K),
+                                         view(vb, IG_BUF_V));
+            }
+        }
         const ig_op *gl = i + 2 < G->n_ops && !done[i + 2] ? &G->ops[i + 2] : NULL;
         if (vb->fuse && nx && gl && nx->kind == IG_OP_MATMUL && gl->kind == IG_OP_GEGLU && nx->src == op->src &&
             nx->on_outputs == op->on_outputs && gl->dst == op->dst && gl->src == nx->dst && gl->width == op->width &&

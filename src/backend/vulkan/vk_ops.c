@@ -368,8 +368,112 @@ static ig_status cm_prepare(ig_vk_graph *g, const ig_vk_buffer *wa, bool geglu, 
     return IG_OK;
 }
 
+static ig_status rope_table(ig_vk_graph *g, int hd, float base, float factor, const ig_vk_buffer **out);
+static ig_status kv_check(ig_vk_graph *g, const ig_vk_kv *kv, bool write, ig_vk_bind *bk, ig_vk_bind *bv,
+                          uint32_t *koff, uint32_t *voff);
+
+/* The path AUTO takes for T tokens through weight w (fast_ok: the x view
+ * allows the fast mat-vec and the tensor cores). */
+static ig_vk_matmul_path auto_path(const ig_vk_device *d, const ig_vk_buffer *w, uint64_t T, bool fast_ok) {
+    const uint64_t n_in = (uint64_t)w->ne0, n_out = (uint64_t)w->ne1;
+    const bool int8_ok = d->int8_mv && fast_ok && int8_type(w->type);
+    const bool cm_ok = d->coopmat && fast_ok && w->type != IG_TYPE_F32 && w->type != IG_TYPE_BF16;
+    /* AUTO takes the tensor cores for quantized matrices of at least
+       CM_MIN_WEIGHTS (f16 rounding of x only where weights are coarser); on
+       smaller ones (270M's 640-wide rows) the H100 ran the f32 tiled kernel
+       2.8x faster (pp512 49k against 17.5k tokens/s) */
+    const bool cm_auto = cm_ok && w->type != IG_TYPE_F16 && n_in * n_out >= CM_MIN_WEIGHTS;
+    /* the int8 mat-vec also takes larger batches (in workgroups of 8
+       columns): of matrices too small for the tensor cores up to
+       mv_max_tokens, of larger ones below cm_min_tokens */
+    const uint64_t mv_cols = int8_ok ? d->mv_max_tokens : MATVEC_MAX_COLS;
+    if (T <= mv_cols && !(cm_auto && T >= d->cm_min_tokens))
+        return !fast_ok ? IG_VK_MATMUL_VEC : int8_ok ? IG_VK_MATMUL_INT8 : IG_VK_MATMUL_FAST;
+    if (!cm_auto) return IG_VK_MATMUL_TILED;
+    /* int8 tensor cores for Q4_K and Q6_K (rows of whole super-blocks)
+       wherever AUTO takes the tensor cores: measured on the H100, 27B
+       Q4_K_M (tokens/s, against the f16 ones, Q4_K alone): pp512 2075 /
+       1800, 16 streams 505 / 453, 32 streams 951 / 849, 64 streams 1416 /
+       1115; Q6_K too: pp512 2191 -> 2225, 64 streams 1414 -> 1470 */
+    const bool cmq_ok = d->coopmat_i8 && (w->type == IG_TYPE_Q4_K || w->type == IG_TYPE_Q6_K) && n_in % 256 == 0;
+    return cmq_ok ? IG_VK_MATMUL_COOPMAT_INT8 : IG_VK_MATMUL_COOPMAT;
+}
+
+/* mv.comp's rows per workgroup for column tiles of nc tokens, and its row
+ * group (spec constant 2). */
+static uint32_t mv_rows_per_group(const ig_vk_device *d, uint32_t nc, uint32_t *nr) {
+    uint32_t n = nc == 1 ? d->mv_nr1 : d->mv_nrn;
+    if (d->info.subgroup_size < 32)
+        while (n > 1 && n * nc > 32) n--; /* mv.comp's scratch */
+    *nr = n;
+    return d->mv_wg / d->mv_tpr * n;
+}
+
+/* What follows a one-token q, k or v projection, done by the mat-vec
+ * itself (mv.comp -DTAIL, -DV_CACHE). */
+typedef enum { TAIL_NONE, TAIL_Q, TAIL_K, TAIL_V } tail_kind;
+typedef struct mv_tail {
+    tail_kind kind;
+    const ig_vk_buffer *norm; /* TAIL_Q, TAIL_K: head_dim floats */
+    const ig_vk_kv *kv;       /* TAIL_K, TAIL_V */
+    uint32_t head_dim, cnt_off; /* cnt_off: the op's first counter */
+    float eps, base, factor;
+} mv_tail;
+
+/* The tail's accesses (counters, RoPE table, norm, cache: parts of
+ * bindings 2, 5, 6 and 7) and push constants; for TAIL_V the cache takes
+ * the place of dst's access in *dst_bind. */
+typedef struct tail_plan {
+    const ig_vk_part *cnt, *table, *norm, *cache;
+    uint32_t hd, freq_off, norm_off, cnt_off;
+    float eps;
+    uint32_t kv_off, cap, n_seq, kv_dim;
+} tail_plan;
+
+static ig_status tail_prepare(ig_vk_graph *g, const mv_tail *t, const ig_vk_buffer *w, uint64_t T,
+                              ig_vk_matmul_path path, ig_vk_bind *dst_bind, ig_vk_bind *b, int *nb, tail_plan *tp) {
+    ig_vk_device *d = ig_vk_graph_device(g);
+    const uint64_t hd = t->head_dim, n_out = (uint64_t)w->ne1;
+    uint32_t nr;
+    if (path != IG_VK_MATMUL_INT8 || T != 1 || w->n_parts != 1 || hd == 0 || hd % 2 || hd > 1024 ||
+        n_out % hd || hd % mv_rows_per_group(d, 1, &nr))
+        return bad(g, "vulkan: %s: needs one token on the int8 mat-vec, one weight part and whole heads per "
+                      "workgroup", "matmul tail");
+    *tp = (tail_plan){.hd = (uint32_t)hd, .eps = t->eps};
+    if (t->kind != TAIL_V) {
+        if (!t->norm || !(t->eps >= 0.0f)) return bad(g, "vulkan: %s: no norm or bad eps", "matmul tail");
+        const ig_vk_buffer *table, *cnt;
+        IG_TRY(rope_table(g, (int)hd, t->base, t->factor, &table));
+        IG_TRY(view_bind(g, "rope table", table, 0, 0, 1, hd / 2, 4, false, &b[(*nb)++], &tp->freq_off));
+        IG_TRY(view_bind(g, "q/k norm", t->norm, 0, 0, 1, hd, 4, false, &b[(*nb)++], &tp->norm_off));
+        const uint64_t n_heads = n_out / hd;
+        IG_TRY(ig_vk_graph_counters(g, t->cnt_off + n_heads, &cnt));
+        b[(*nb)++] = (ig_vk_bind){cnt->parts, t->cnt_off * 4ull, (t->cnt_off + n_heads) * 4, true};
+        tp->cnt = cnt->parts;
+        tp->table = table->parts;
+        tp->norm = t->norm->parts;
+        tp->cnt_off = t->cnt_off;
+    }
+    if (t->kind != TAIL_Q) {
+        const ig_vk_kv *kv = t->kv;
+        ig_vk_bind bk, bv;
+        uint32_t koff, voff;
+        IG_TRY(kv_check(g, kv, true, &bk, &bv, &koff, &voff));
+        if ((uint64_t)kv->n_head_kv * (uint64_t)kv->head_dim != n_out || (uint64_t)kv->head_dim != hd)
+            return bad(g, "vulkan: %s: the cache's rows differ from the projection's", "matmul tail");
+        if (t->kind == TAIL_K) b[(*nb)++] = bk;
+        else *dst_bind = bv; /* V goes to the cache, not to dst */
+        tp->cache = t->kind == TAIL_K ? kv->k->parts : kv->v->parts;
+        tp->kv_off = t->kind == TAIL_K ? koff : voff;
+        tp->cap = (uint32_t)kv->cap;
+        tp->n_seq = (uint32_t)kv->n_seq;
+        tp->kv_dim = (uint32_t)n_out;
+    }
+    return IG_OK;
+}
+
 static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buffer *wa, const ig_vk_buffer *wb,
-                               ig_vk_view src, ig_vk_view dst) {
+                               ig_vk_view src, ig_vk_view dst, const mv_tail *tail) {
     if (!g) return IG_ERR_INVALID_ARG;
     IG_TRY(ig_vk_graph_error(g));
     if (!wa || !wa->is_weight) return bad(g, "vulkan: %s: not a weight", "matmul");
@@ -388,37 +492,22 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
     const bool fast_ok = ig_vk_matmul_fast_ok(wa->type, (int64_t)n_in, xoff, xs);
     const bool int8_ok = d->int8_mv && fast_ok && int8_type(wa->type);
     const bool cm_ok = d->coopmat && fast_ok && wa->type != IG_TYPE_F32 && wa->type != IG_TYPE_BF16;
-    /* AUTO takes the tensor cores for quantized matrices of at least
-       CM_MIN_WEIGHTS (f16 rounding of x only where weights are coarser); on
-       smaller ones (270M's 640-wide rows) the H100 ran the f32 tiled kernel
-       2.8x faster (pp512 49k against 17.5k tokens/s) */
-    const bool cm_auto = cm_ok && wa->type != IG_TYPE_F16 && n_in * n_out >= CM_MIN_WEIGHTS;
-    /* the int8 mat-vec also takes larger batches (in workgroups of 8
-       columns): of matrices too small for the tensor cores up to
-       mv_max_tokens, of larger ones below cm_min_tokens */
-    const uint64_t mv_cols = int8_ok ? d->mv_max_tokens : MATVEC_MAX_COLS;
-    ig_vk_matmul_path path = ig_vk_graph_matmul_path(g);
-    if (path == IG_VK_MATMUL_AUTO)
-        path = T <= mv_cols && !(cm_auto && T >= d->cm_min_tokens)
-                   ? (fast_ok ? IG_VK_MATMUL_FAST : IG_VK_MATMUL_VEC)
-                   : (cm_auto ? IG_VK_MATMUL_COOPMAT : IG_VK_MATMUL_TILED);
-    if (path == IG_VK_MATMUL_FAST && int8_ok && ig_vk_graph_matmul_path(g) == IG_VK_MATMUL_AUTO)
-        path = IG_VK_MATMUL_INT8;
-    /* int8 tensor cores for Q4_K and Q6_K (rows of whole super-blocks)
-       wherever AUTO takes the tensor cores: measured on the H100, 27B
-       Q4_K_M (tokens/s, against the f16 ones, Q4_K alone): pp512 2075 /
-       1800, 16 streams 505 / 453, 32 streams 951 / 849, 64 streams 1416 /
-       1115; Q6_K too: pp512 2191 -> 2225, 64 streams 1414 -> 1470 */
     const bool cmq_ok = d->coopmat_i8 && fast_ok && (wa->type == IG_TYPE_Q4_K || wa->type == IG_TYPE_Q6_K) &&
                         n_in % 256 == 0;
-    if (path == IG_VK_MATMUL_COOPMAT && cmq_ok && ig_vk_graph_matmul_path(g) == IG_VK_MATMUL_AUTO)
-        path = IG_VK_MATMUL_COOPMAT_INT8;
+    ig_vk_matmul_path path = ig_vk_graph_matmul_path(g);
+    if (path == IG_VK_MATMUL_AUTO) path = auto_path(d, wa, T, fast_ok);
     if (path == IG_VK_MATMUL_COOPMAT_INT8 && !cmq_ok)
         return bad(g, "vulkan: %s: no int8 cooperative-matrix matmul for this device, type or x view", "matmul");
     if (path == IG_VK_MATMUL_FAST && !fast_ok)
         return bad(g, "vulkan: %s: the fast mat-vec does not apply (type, row length or x alignment)", "matmul");
     if (path == IG_VK_MATMUL_INT8 && !int8_ok)
         return bad(g, "vulkan: %s: no int8 mat-vec for this device, type or x view", "matmul");
+    const bool has_tail = tail && tail->kind != TAIL_NONE;
+    tail_plan tp = {0};
+    if (has_tail) {
+        if (wb || rows != IG_VK_ROWS_TOKENS) return bad(g, "vulkan: %s: a tail on GEGLU or output rows", "matmul");
+        IG_TRY(tail_prepare(g, tail, wa, T, path, &b[1], b, &nb, &tp));
+    }
     const ig_vk_part *xpart = src.buf->parts;
     if (path == IG_VK_MATMUL_INT8 || path == IG_VK_MATMUL_COOPMAT_INT8) {
         /* x is read as its int8 copy, from the scratch */
@@ -448,12 +537,17 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
             snprintf(name, sizeof name, "matvec%s_%s", wb ? "_geglu" : "", type_suffix(wa->type));
         } else {
             spec0 = d->mv_wg;
-            spec2 = nc == 1 ? d->mv_nr1 : d->mv_nrn;
-            if (d->info.subgroup_size < 32)
-                while (spec2 > 1 && spec2 * nc > 32) spec2--; /* mv.comp's scratch */
-            rows_per_group = spec0 / d->mv_tpr * spec2;
-            snprintf(name, sizeof name, "mv%s%s_%s", path == IG_VK_MATMUL_INT8 ? "8" : "", wb ? "_geglu" : "",
-                     type_suffix(wa->type));
+            rows_per_group = mv_rows_per_group(d, nc, &spec2);
+            if (tail && tail->kind != TAIL_NONE) {
+                const char *kv = tail->kv && tail->kv->type == IG_KV_F16 ? "f16" : "f32";
+                if (tail->kind == TAIL_Q) snprintf(name, sizeof name, "mv8_tail_q_%s", type_suffix(wa->type));
+                else
+                    snprintf(name, sizeof name, "mv8_%s_%s_%s", tail->kind == TAIL_K ? "tail_k" : "v_cache", kv,
+                             type_suffix(wa->type));
+            } else {
+                snprintf(name, sizeof name, "mv%s%s_%s", path == IG_VK_MATMUL_INT8 ? "8" : "", wb ? "_geglu" : "",
+                         type_suffix(wa->type));
+            }
         }
     } else if (path == IG_VK_MATMUL_COOPMAT || path == IG_VK_MATMUL_COOPMAT_INT8) {
         const bool f16 = path == IG_VK_MATMUL_COOPMAT; /* mmcm.comp; else mmq.comp */
@@ -479,18 +573,46 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
         const bool split = cp.n_split > 1; /* partial sums to the scratch */
         struct {
             uint32_t rows_sel, n_in, n_rows, row_u16, x_off, x_stride, y_off, y_stride, y_row0;
-            uint32_t n_split, split_steps, split_stride, geglu_off; /* mmcm.comp */
+            union {
+                struct {
+                    uint32_t n_split, split_steps, split_stride, geglu_off;
+                } cm; /* mmcm.comp, mmq.comp */
+                struct {
+                    uint32_t hd, freq_off, norm_off, cnt_off;
+                    float eps;
+                    uint32_t kv_off, cap, n_seq, kv_dim;
+                } tail; /* mv.comp -DTAIL, -DV_CACHE */
+            } u;
         } pc = {(uint32_t)rows, (uint32_t)n_in, (uint32_t)pa->n_rows, (uint32_t)(wa->row_stride / 2), xoff, xs,
-                split ? 0 : yoff, split ? cp.p_stride : ys, (uint32_t)pa->row0, cp.n_split ? cp.n_split : 1,
-                cp.split_steps, cp.split_stride, cp.geglu_off};
+                split ? 0 : yoff, split ? cp.p_stride : ys, (uint32_t)pa->row0, {{0, 0, 0, 0}}};
+        if (has_tail) {
+            pc.u.tail.hd = tp.hd;
+            pc.u.tail.freq_off = tp.freq_off;
+            pc.u.tail.norm_off = tp.norm_off;
+            pc.u.tail.cnt_off = tp.cnt_off;
+            pc.u.tail.eps = tp.eps;
+            pc.u.tail.kv_off = tp.kv_off;
+            pc.u.tail.cap = tp.cap;
+            pc.u.tail.n_seq = tp.n_seq;
+            pc.u.tail.kv_dim = tp.kv_dim;
+        } else {
+            pc.u.cm.n_split = cp.n_split ? cp.n_split : 1;
+            pc.u.cm.split_steps = cp.split_steps;
+            pc.u.cm.split_stride = cp.split_stride;
+            pc.u.cm.geglu_off = cp.geglu_off;
+        }
         uint32_t groups = ceil_div((uint64_t)pa->n_rows, rows_per_group);
         uint32_t gx, gz;
         fold(groups, &gx, &gz);
-        const ig_vk_part *parts[4] = {pa, pb, xpart, split ? b[1].part : dst.buf->parts};
+        /* bindings 1 .. 7 */
+        const ig_vk_part *parts[7] = {pa,        has_tail ? tp.cnt : pb, xpart, split ? b[1].part : dst.buf->parts,
+                                      tp.table,  tp.norm,                tp.cache};
+        if (has_tail && tail->kind == TAIL_V) parts[3] = NULL;
+        const int np = has_tail ? 7 : 4;
         if (path == IG_VK_MATMUL_COOPMAT_INT8) /* token tiles along x (mmq.comp) */
-            IG_TRY(ig_vk_rec_dispatch(g, pipe, parts, 4, &pc, sizeof pc, gy, groups, 1));
+            IG_TRY(ig_vk_rec_dispatch(g, pipe, parts, np, &pc, sizeof pc, gy, groups, 1));
         else
-            IG_TRY(ig_vk_rec_dispatch(g, pipe, parts, 4, &pc, sizeof pc, gx, gy, gz));
+            IG_TRY(ig_vk_rec_dispatch(g, pipe, parts, np, &pc, sizeof pc, gx, gy, gz));
     }
     if (cp.n_split > 1) {
         /* the splits' sums (and GEGLU) into dst, in split order */
@@ -524,13 +646,51 @@ bool ig_vk_matmul_fast_ok(ig_dtype type, int64_t n_in, uint32_t x_off, uint32_t 
 }
 
 ig_status ig_vk_op_matmul(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buffer *w, ig_vk_view src, ig_vk_view dst) {
-    return matmul_common(g, rows, w, NULL, src, dst);
+    return matmul_common(g, rows, w, NULL, src, dst, NULL);
 }
 
 ig_status ig_vk_op_matmul_geglu(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buffer *gate, const ig_vk_buffer *up,
                                 ig_vk_view src, ig_vk_view dst) {
     if (!up) return g ? bad(g, "vulkan: %s: no up weight", "matmul_geglu") : IG_ERR_INVALID_ARG;
-    return matmul_common(g, rows, gate, up, src, dst);
+    return matmul_common(g, rows, gate, up, src, dst, NULL);
+}
+
+bool ig_vk_qkv_tail_ok(ig_vk_graph *g, const ig_vk_qkv *p, const ig_vk_kv *kv, ig_vk_view src) {
+    if (!g || !p || !kv || ig_vk_graph_error(g) != IG_OK) return false;
+    const ig_vk_device *d = ig_vk_graph_device(g);
+    if (!d->head_tail || ig_vk_graph_matmul_path(g) != IG_VK_MATMUL_AUTO || ig_vk_graph_max_tokens(g) != 1 ||
+        !p->qnorm || !p->knorm || (kv->type != IG_KV_F16 && kv->type != IG_KV_F32))
+        return false;
+    const int64_t hd = kv->head_dim;
+    uint32_t nr;
+    if (hd <= 0 || hd % 2 || hd > 1024 || hd % mv_rows_per_group(d, 1, &nr) || p->n_head <= 0) return false;
+    const ig_vk_buffer *w[3] = {p->wq, p->wk, p->wv};
+    const int64_t rows[3] = {(int64_t)p->n_head * hd, (int64_t)kv->n_head_kv * hd, (int64_t)kv->n_head_kv * hd};
+    for (int i = 0; i < 3; i++) {
+        if (!w[i] || !w[i]->is_weight || w[i]->n_parts != 1 || w[i]->ne1 != rows[i] || w[i]->ne0 != p->wq->ne0)
+            return false;
+        const bool fast_ok = src.offset % 16 == 0 &&
+                             ig_vk_matmul_fast_ok(w[i]->type, w[i]->ne0, 0, stride_or(src.stride, (uint64_t)w[i]->ne0));
+        if (auto_path(d, w[i], 1, fast_ok) != IG_VK_MATMUL_INT8) return false;
+    }
+    return true;
+}
+
+ig_status ig_vk_op_qkv_tail(ig_vk_graph *g, const ig_vk_qkv *p, const ig_vk_kv *kv, ig_vk_view src, ig_vk_view q,
+                            ig_vk_view k, ig_vk_view v) {
+    if (!g) return IG_ERR_INVALID_ARG;
+    IG_TRY(ig_vk_graph_error(g));
+    if (!p || !kv) return bad(g, "vulkan: %s: no projections or cache", "qkv_tail");
+    if (p->n_head <= 0 || kv->n_head_kv <= 0 || kv->head_dim <= 0)
+        return bad(g, "vulkan: %s: bad heads", "qkv_tail");
+    /* counters: q's heads first, then k's */
+    const uint32_t hd = (uint32_t)kv->head_dim;
+    const mv_tail tq = {TAIL_Q, p->qnorm, NULL, hd, 0, p->eps, p->base, p->factor};
+    const mv_tail tk = {TAIL_K, p->knorm, kv, hd, (uint32_t)p->n_head, p->eps, p->base, p->factor};
+    const mv_tail tv = {TAIL_V, NULL, kv, hd, 0, p->eps, p->base, p->factor};
+    IG_TRY(matmul_common(g, IG_VK_ROWS_TOKENS, p->wq, NULL, src, q, &tq));
+    IG_TRY(matmul_common(g, IG_VK_ROWS_TOKENS, p->wk, NULL, src, k, &tk));
+    return matmul_common(g, IG_VK_ROWS_TOKENS, p->wv, NULL, src, v, &tv);
 }
 
 /* ---- RoPE and the KV cache ---- */

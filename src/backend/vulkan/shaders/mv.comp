@@ -11,6 +11,16 @@
 // X8: X is int8 in blocks of 32 (quant_x8.comp; x offset and stride in
 // uvec4), dotted with packed 4 x 8-bit integer dot products: a quarter of
 // the activation bytes and of the arithmetic per weight of the f32 form.
+// Single-token q/k/v of attention (the host: one token, one weight part,
+// head_dim a multiple of the rows of a workgroup), no stage of their own for
+// what follows them:
+//   TAIL: the last workgroup of each head (a counter per head, zero between
+//         dispatches) RMS-normalizes and rotates the head's outputs (QK-norm
+//         + RoPE, rope.comp -DNORM's arithmetic): in place (q), or with
+//         KV_F16 / KV_F32 into the K cache at the token's slot (k; Y keeps
+//         the raw outputs).
+//   V_CACHE (with KV_F16 / KV_F32): the outputs go straight into the V
+//         cache at each token's slot, not to Y.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #ifdef X8
@@ -45,7 +55,25 @@ layout(set = 0, binding = 3) readonly buffer XM { vec4 xm4[]; };
 layout(set = 0, binding = 3) readonly buffer XB { vec4 xs4[]; };
 #define X_INDEX(e) ((e) >> 2)
 #endif
+#if defined(TAIL) && (defined(GEGLU) || defined(V_CACHE))
+#error "TAIL is for plain q and k mat-vecs"
+#endif
+#ifdef TAIL
+// written by every workgroup of a head, read back by its last one: coherent
+layout(set = 0, binding = 4) coherent buffer YB { float ys[]; };
+layout(set = 0, binding = 2) coherent buffer CB { uint cnt[]; }; // per head
+layout(set = 0, binding = 5) readonly buffer FB { float freq[]; };
+layout(set = 0, binding = 6) readonly buffer NB { float nw[]; };
+#else
 layout(set = 0, binding = 4) writeonly buffer YB { float ys[]; };
+#endif
+#if defined(KV_F16)
+layout(set = 0, binding = 7) writeonly buffer KVC { uint16_t kvc[]; };
+#define KV_PUT(i, v) kvc[i] = uint16_t(f2h_rne(v))
+#elif defined(KV_F32)
+layout(set = 0, binding = 7) writeonly buffer KVC { float kvc[]; };
+#define KV_PUT(i, v) kvc[i] = (v)
+#endif
 
 layout(push_constant) uniform PC {
     uint rows_sel; // 0: step tokens, 1: step outputs, 2: head rows
@@ -55,7 +83,26 @@ layout(push_constant) uniform PC {
     uint x_off, x_stride;
     uint y_off, y_stride;
     uint y_row0;   // output column of the part's first row
+    // TAIL and V_CACHE
+    uint hd, freq_off, norm_off, cnt_off;
+    float eps;
+    uint kv_off, cap, n_seq, kv_dim; // the cache: element offset, slots per sequence, sequences, row width
 } pc;
+
+#if defined(KV_F16) || defined(KV_F32)
+// Element index of the cache row of token t's slot; false for a token with
+// no slot (padding rows), which stores nothing, as rope.comp.
+bool cache_row(uint t, out uint row) {
+    const int p = step_pos(t), sq = step_seq(t);
+    row = 0u;
+    if (p < 0 || sq < 0 || uint(sq) >= pc.n_seq) return false;
+    row = pc.kv_off + (uint(sq) * pc.cap + uint(p) % pc.cap) * pc.kv_dim;
+    return true;
+}
+#endif
+#ifdef TAIL
+#include "rope.glsl"
+#endif
 
 #define CAT_(a, b) a##b
 #define W4 wa4
@@ -86,6 +133,67 @@ shared float red[1024];
 float acc[NR * NCOLS];
 #ifdef GEGLU
 float accb[NR * NCOLS];
+#endif
+
+// Output (column c, row r of the part) of the workgroup's column tile c0.
+void put(uint c0, uint c, uint r, float s) {
+#ifdef V_CACHE
+    uint row;
+    if (cache_row(c0 + c, row)) KV_PUT(row + pc.y_row0 + r, s);
+#else
+    ys[pc.y_off + (c0 + c) * pc.y_stride + pc.y_row0 + r] = s;
+#endif
+}
+
+#ifdef TAIL
+shared bool s_last;
+
+// Counts this workgroup in on its head (token 0: one-token graphs); the
+// last one normalizes and rotates the head. Uniform control flow.
+void head_tail() {
+    const uint tid = gl_LocalInvocationID.x, WG = gl_WorkGroupSize.x;
+    const uint wrows = WG / TPR * NR, head = (pc.y_row0 + wg_linear() * wrows) / pc.hd;
+    memoryBarrierBuffer(); // this workgroup's outputs before its count
+    barrier();
+    if (tid == 0u) {
+        s_last = atomicAdd(cnt[pc.cnt_off + head], 1u) + 1u == pc.hd / wrows;
+        if (s_last) atomicExchange(cnt[pc.cnt_off + head], 0u);
+    }
+    barrier();
+    if (!s_last) return;
+    memoryBarrierBuffer();
+    const uint xb = pc.y_off + head * pc.hd, half_ = pc.hd / 2u;
+    float ss = 0.0;
+    for (uint i = tid; i < pc.hd; i += WG) {
+        const float v = ys[xb + i];
+        ss += v * v;
+    }
+    ss = wg_sum(ss); // its barriers also order the reads before the writes below
+    const float nscale = 1.0 / sqrt(ss / float(pc.hd) + pc.eps);
+    const float pf = float(step_pos(0u));
+#if defined(KV_F16) || defined(KV_F32)
+    uint row;
+    const bool store = cache_row(0u, row);
+    row += head * pc.hd;
+#endif
+    for (uint i = tid; i < half_; i += WG) {
+        precise float ang = pf * freq[pc.freq_off + i]; // rounded to f32, never fused
+        float sn, cs;
+        sincos_acc(ang, sn, cs);
+        const float a = ys[xb + i] * nscale * nw[pc.norm_off + i];
+        const float b = ys[xb + i + half_] * nscale * nw[pc.norm_off + i + half_];
+        const float ra = a * cs - b * sn, rb = b * cs + a * sn;
+#if defined(KV_F16) || defined(KV_F32)
+        if (store) {
+            KV_PUT(row + i, ra);
+            KV_PUT(row + i + half_, rb);
+        }
+#else
+        ys[xb + i] = ra;
+        ys[xb + i + half_] = rb;
+#endif
+    }
+}
 #endif
 
 void main() {
@@ -157,7 +265,7 @@ void main() {
             s = gelu_tanh(s) * sb;
 #endif
             const uint r = k / NCOLS, c = k % NCOLS;
-            if (lane == 0u && r0 + r < pc.n_rows && c < nc) ys[pc.y_off + (c0 + c) * pc.y_stride + pc.y_row0 + r0 + r] = s;
+            if (lane == 0u && r0 + r < pc.n_rows && c < nc) put(c0, c, r0 + r, s);
         }
     } else if (sg < TPR) {
         const uint nsub = gl_NumSubgroups, per = TPR / sg;
@@ -190,7 +298,7 @@ void main() {
                 s = gelu_tanh(s) * sb;
 #endif
                 const uint r = k / NCOLS, c = k % NCOLS;
-                if (r0 + r < pc.n_rows && c < nc) ys[pc.y_off + (c0 + c) * pc.y_stride + pc.y_row0 + r0 + r] = s;
+                if (r0 + r < pc.n_rows && c < nc) put(c0, c, r0 + r, s);
             }
         }
     } else {
@@ -215,9 +323,12 @@ void main() {
                 s = gelu_tanh(s) * sb;
 #endif
                 const uint r = k / NCOLS, c = k % NCOLS;
-                if (r0 + r < pc.n_rows && c < nc) ys[pc.y_off + (c0 + c) * pc.y_stride + pc.y_row0 + r0 + r] = s;
+                if (r0 + r < pc.n_rows && c < nc) put(c0, c, r0 + r, s);
             }
             barrier();
         }
     }
+#ifdef TAIL
+    head_tail();
+#endif
 }
