@@ -2049,6 +2049,16 @@ IG_TEST(vulkan_qkv_tail) {
                               {8, 4, 128, 512, IG_TYPE_Q4_K, IG_TYPE_Q6_K, IG_KV_F16},
                               {6, 2, 64, 96, IG_TYPE_Q4_0, IG_TYPE_Q8_0, IG_KV_F32}};
     for (size_t i = 0; i < IG_ARRAY_LEN(cases); i++) run_qkv_tail(d, cases[i]);
+    /* row groups of two rows in the q and k mat-vecs (half the workgroups
+       counting in per head) */
+    setenv("IGNIS_VK_QKV_TAIL", "2", 1);
+    ig_vk_device_params dp = ig_vk_device_default_params();
+    dp.index = ig_vk_device_get_info(d)->index;
+    ig_vk_device *d2;
+    REQUIRE_OK(ig_vk_device_create(&dp, &d2));
+    unsetenv("IGNIS_VK_QKV_TAIL");
+    run_qkv_tail(d2, cases[1]);
+    ig_vk_device_free(d2);
 
     /* where it does not apply: graphs of two tokens, a forced path, split
        weights; the op itself refuses a two-token graph */
@@ -2073,6 +2083,28 @@ IG_TEST(vulkan_qkv_tail) {
     CHECK(!ig_vk_qkv_tail_ok(g, &p, &kv, vx));
     CHECK(ig_vk_op_qkv_tail(g, &p, &kv, vx, vy, vy, vy) != IG_OK);
     ig_vk_graph_free(g);
+    dp.no_head_tails = true;
+    ig_vk_device *d0;
+    REQUIRE_OK(ig_vk_device_create(&dp, &d0));
+    ig_vk_step *s0;
+    REQUIRE_OK(ig_vk_step_create(d0, 1, &s0));
+    weight w0;
+    REQUIRE(weight_make(d0, IG_TYPE_Q8_0, 64, 128, &w0));
+    ig_vk_buffer *bx0, *bn0, *kc0;
+    REQUIRE_OK(ig_vk_buffer_create(d0, IG_VK_MEM_DEVICE, 2 * 128 * 4, &bx0));
+    REQUIRE_OK(ig_vk_buffer_create(d0, IG_VK_MEM_DEVICE, 64 * 4, &bn0));
+    REQUIRE_OK(ig_vk_buffer_create(d0, IG_VK_MEM_DEVICE, 8 * 128 * 2, &kc0));
+    const ig_vk_kv kv0 = {kc0, kc0, 0, 0, IG_KV_F16, 1, 8, 2, 64, 0};
+    const ig_vk_qkv p0 = {w0.buf, w0.buf, w0.buf, bn0, bn0, 2, 1e-6f, 10000.0f, 1.0f};
+    REQUIRE_OK(ig_vk_graph_begin(d0, s0, 1, &g));
+    CHECK(!ig_vk_qkv_tail_ok(g, &p0, &kv0, (ig_vk_view){bx0, 0, 64}));
+    ig_vk_graph_free(g);
+    ig_vk_buffer_free(bx0);
+    ig_vk_buffer_free(bn0);
+    ig_vk_buffer_free(kc0);
+    weight_free(&w0);
+    ig_vk_step_free(s0);
+    ig_vk_device_free(d0);
     ig_vk_device *ds = device_split();
     REQUIRE(ds != NULL);
     weight ws;

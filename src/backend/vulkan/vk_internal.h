@@ -198,7 +198,8 @@ struct ig_vk_device {
     uint32_t prefetch_max_tokens;
     bool attn_legacy;
     uint32_t attn_merge_max; /* outputs of a unit of heads that the split attention's last workgroup merges */
-    bool head_tail;          /* one-token q/k/v mat-vecs do the QK-norm, RoPE and cache store (ig_vk_op_qkv_tail) */
+    uint32_t head_tail_nr;   /* one-token q/k/v mat-vecs do the QK-norm, RoPE and cache store
+                                (ig_vk_op_qkv_tail), q and k with row groups of this many rows; 0: off */
     bool force_staging; /* device memory is never mapped (tests) */
     uint32_t cm_wide_groups; /* ig_vk_device_params.coopmat_wide_groups, 0 replaced */
     uint32_t cm_split_groups; /* split K until a matmul has this many workgroups (1: never) */

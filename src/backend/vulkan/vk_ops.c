@@ -409,6 +409,13 @@ static uint32_t mv_rows_per_group(const ig_vk_device *d, uint32_t nc, uint32_t *
     return d->mv_wg / d->mv_tpr * n;
 }
 
+/* The rows per workgroup of the q and k mat-vecs with a tail (and their
+ * row group): fewer workgroups count in per head when it is larger. */
+static uint32_t tail_rows_per_group(const ig_vk_device *d, uint32_t *nr) {
+    *nr = d->head_tail_nr;
+    return d->mv_wg / d->mv_tpr * d->head_tail_nr;
+}
+
 /* What follows a one-token q, k or v projection, done by the mat-vec
  * itself (mv.comp -DTAIL, -DV_CACHE). */
 typedef enum { TAIL_NONE, TAIL_Q, TAIL_K, TAIL_V } tail_kind;
@@ -436,7 +443,7 @@ static ig_status tail_prepare(ig_vk_graph *g, const mv_tail *t, const ig_vk_buff
     const uint64_t hd = t->head_dim, n_out = (uint64_t)w->ne1;
     uint32_t nr;
     if (path != IG_VK_MATMUL_INT8 || T != 1 || w->n_parts != 1 || hd == 0 || hd % 2 || hd > 1024 ||
-        n_out % hd || hd % mv_rows_per_group(d, 1, &nr))
+        n_out % hd || d->head_tail_nr == 0 || (t->kind != TAIL_V && hd % tail_rows_per_group(d, &nr)))
         return bad(g, "vulkan: %s: needs one token on the int8 mat-vec, one weight part and whole heads per "
                       "workgroup", "matmul tail");
     *tp = (tail_plan){.hd = (uint32_t)hd, .eps = t->eps};
@@ -537,8 +544,9 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
             snprintf(name, sizeof name, "matvec%s_%s", wb ? "_geglu" : "", type_suffix(wa->type));
         } else {
             spec0 = d->mv_wg;
-            rows_per_group = mv_rows_per_group(d, nc, &spec2);
-            if (tail && tail->kind != TAIL_NONE) {
+            rows_per_group = has_tail && tail->kind != TAIL_V ? tail_rows_per_group(d, &spec2)
+                                                              : mv_rows_per_group(d, nc, &spec2);
+            if (has_tail) {
                 const char *kv = tail->kv && tail->kv->type == IG_KV_F16 ? "f16" : "f32";
                 if (tail->kind == TAIL_Q) snprintf(name, sizeof name, "mv8_tail_q_%s", type_suffix(wa->type));
                 else
@@ -658,12 +666,12 @@ ig_status ig_vk_op_matmul_geglu(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buf
 bool ig_vk_qkv_tail_ok(ig_vk_graph *g, const ig_vk_qkv *p, const ig_vk_kv *kv, ig_vk_view src) {
     if (!g || !p || !kv || ig_vk_graph_error(g) != IG_OK) return false;
     const ig_vk_device *d = ig_vk_graph_device(g);
-    if (!d->head_tail || ig_vk_graph_matmul_path(g) != IG_VK_MATMUL_AUTO || ig_vk_graph_max_tokens(g) != 1 ||
+    if (!d->head_tail_nr || ig_vk_graph_matmul_path(g) != IG_VK_MATMUL_AUTO || ig_vk_graph_max_tokens(g) != 1 ||
         !p->qnorm || !p->knorm || (kv->type != IG_KV_F16 && kv->type != IG_KV_F32))
         return false;
     const int64_t hd = kv->head_dim;
     uint32_t nr;
-    if (hd <= 0 || hd % 2 || hd > 1024 || hd % mv_rows_per_group(d, 1, &nr) || p->n_head <= 0) return false;
+    if (hd <= 0 || hd % 2 || hd > 1024 || hd % tail_rows_per_group(d, &nr) || p->n_head <= 0) return false;
     const ig_vk_buffer *w[3] = {p->wq, p->wk, p->wv};
     const int64_t rows[3] = {(int64_t)p->n_head * hd, (int64_t)kv->n_head_kv * hd, (int64_t)kv->n_head_kv * hd};
     for (int i = 0; i < 3; i++) {
