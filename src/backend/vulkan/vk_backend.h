@@ -127,6 +127,9 @@ typedef struct ig_vk_device_params {
                                 else by a dispatch of their own
                                 (attn_reduce.comp); 0 = 512, or
                                 $IGNIS_VK_ATTN_MERGE (0 there: never) */
+    bool no_attn_split_heads; /* a kv head's query heads in one workgroup even
+                                 where their unit is too large to merge in it
+                                 ($IGNIS_VK_ATTN_SPLIT_HEADS=0 does the same) */
     bool no_head_tails;      /* one-token q/k/v without the norm, RoPE and
                                 cache store in their tails (ig_vk_qkv_tail_ok
                                 says no; $IGNIS_VK_QKV_TAIL=0 does the same) */

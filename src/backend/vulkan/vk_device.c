@@ -595,6 +595,8 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
         const char *am = getenv("IGNIS_VK_ATTN_MERGE");
         d->attn_merge_max = p.attn_merge_max ? p.attn_merge_max : 512;
         if (am && *am) d->attn_merge_max = (uint32_t)strtoul(am, NULL, 10);
+        const char *ash = getenv("IGNIS_VK_ATTN_SPLIT_HEADS");
+        d->attn_split_heads = !p.no_attn_split_heads && !(ash && strcmp(ash, "0") == 0);
         const char *qt = getenv("IGNIS_VK_QKV_TAIL");
         /* H100, tg128 tokens/s, q and k with row groups of 1 / 2 / 4 rows
            against no tails (one lease): 27B Q4_K_M 87.3 / 88.2 / 86.3 /

@@ -198,6 +198,7 @@ struct ig_vk_device {
     uint32_t prefetch_max_tokens;
     bool attn_legacy;
     uint32_t attn_merge_max; /* outputs of a unit of heads that the split attention's last workgroup merges */
+    bool attn_split_heads;   /* a kv head's query heads split over workgroups where one unit is too large to merge */
     uint32_t head_tail_nr;   /* one-token q/k/v mat-vecs do the QK-norm, RoPE and cache store
                                 (ig_vk_op_qkv_tail), q and k with row groups of this many rows; 0: off */
     bool force_staging; /* device memory is never mapped (tests) */

@@ -947,11 +947,23 @@ ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, i
        (attn.comp -DREDUCE; its shared memory beyond attn.comp's: the chunk
        weights and sums of up to 8 heads x 32 chunks, and x8_quant_values'
        arrays for up to G x 256 values), or by attn_reduce.comp */
-    const uint64_t merge_shared = shared + 2 * 8 * 32 * 4 + 8 * 4 + 16 + (x8 ? (uint64_t)G * (64 * 12 + 8 * 12) : 0);
-    const uint32_t R = x8 && pc.hpw > G ? pc.hpw : G;
-    const bool fused = chunks > 1 && chunks <= 32 && R <= 8 && R * hd <= d->attn_merge_max &&
-                       merge_shared <= d->info.max_shared_memory && n_head % (int)R == 0 &&
-                       (!x8 || (pc.hpw > 0 && (pc.hpw % G == 0 || G % pc.hpw == 0)));
+    /* Gw: the query heads of a workgroup. A unit of all G heads of a kv
+       head can be too large for one workgroup to merge (270M and 1B: 4 x
+       256 outputs); then each workgroup takes half of them (K and V read
+       twice, from L2) and the units halve. */
+    uint32_t Gw = G, R = G;
+    bool fused = false;
+    for (;;) {
+        const uint64_t sh = (uint64_t)NSG * Gw * 256 * 4 + (uint64_t)NSG * Gw * 8 + 512;
+        const uint64_t merge_shared = sh + 2 * 8 * 32 * 4 + 8 * 4 + 16 + (x8 ? (uint64_t)Gw * (64 * 12 + 8 * 12) : 0);
+        R = x8 && pc.hpw > Gw ? pc.hpw : Gw;
+        fused = chunks > 1 && chunks <= 32 && R <= 8 && R * hd <= d->attn_merge_max &&
+                merge_shared <= d->info.max_shared_memory && n_head % (int)R == 0 &&
+                (!x8 || (pc.hpw > 0 && (pc.hpw % Gw == 0 || Gw % pc.hpw == 0)));
+        if (fused || !d->attn_split_heads || Gw % 2 || chunks <= 1 || R * hd <= d->attn_merge_max) break;
+        Gw /= 2;
+    }
+    if (!fused) Gw = G;
     if (!fused)
         x8 = x8 && pc.hpw > 0 && n_head % (int)pc.hpw == 0 &&
              pc.hpw * hd <= 256; /* attn_reduce.comp's o_sh4: a vec4 per invocation */
@@ -976,12 +988,12 @@ ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, i
     snprintf(name, sizeof name, "%s_%s", chunks == 1 ? "attn" : fused ? (x8 ? "attn_merge_x8" : "attn_merge")
                                                                : "attn_split", kvs);
     VkPipeline pipe;
-    const uint32_t spec[3] = {NSG * SG, SG, G};
+    const uint32_t spec[3] = {NSG * SG, SG, Gw};
     IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline_spec(d, name, spec, 3, &pipe)));
     const ig_vk_part *parts[7] = {q.buf->parts, kv->k->parts, kv->v->parts, dst.buf->parts,
                                   scratch ? scratch->parts : NULL, x8 && fused ? x8_bind.part : NULL,
                                   counters ? counters->parts : NULL};
-    IG_TRY(ig_vk_rec_dispatch(g, pipe, parts, 7, &pc, sizeof pc, (uint32_t)kv->n_head_kv, (uint32_t)T,
+    IG_TRY(ig_vk_rec_dispatch(g, pipe, parts, 7, &pc, sizeof pc, (uint32_t)n_head / Gw, (uint32_t)T,
                               (uint32_t)chunks));
     if (chunks > 1 && !fused) {
         /* attn_reduce.comp: a dispatch of its own after a barrier */

@@ -1,7 +1,8 @@
 #version 450
 // Causal attention over a layer's KV cache, flash-decoding style. One
-// workgroup per (kv head, token, chunk of keys) serves the G query heads
-// that share the kv head. Token t (sequence s, position p) attends keys j in
+// workgroup per (G query heads, token, chunk of keys): the G heads share a
+// kv head (all of its query heads, or with a merge too large for one
+// workgroup part of them: the host's choice). Token t (sequence s, position p) attends keys j in
 // [lo, p], lo = max(0, p - W + 1) (W = window, 0 = unlimited), slot j % cap;
 // chunk c covers keys lo + c*C .. lo + (c+1)*C - 1, C = attn_chunk_keys of
 // the token's p - lo + 1 keys (common.glsl).
@@ -28,7 +29,7 @@
 
 layout(local_size_x_id = 0) in; // NSG * SG
 layout(constant_id = 1) const uint SG = 32;
-layout(constant_id = 2) const uint G = 1; // query heads per kv head
+layout(constant_id = 2) const uint G = 1; // query heads per workgroup (of one kv head)
 #define NSG 4u
 #define MAXD (256u / SG)
 
@@ -87,9 +88,9 @@ shared float inv_sh[8];                  // per head: 1 / sum_c l_c exp(m_c - M)
 // Counts this workgroup in on its unit; the last one merges the unit's
 // chunks into the output (and its int8 copy), every head of the unit at
 // once. Uniform control flow.
-void count_in_and_merge(uint kvh, uint t, bool valid, int p, uint lo) {
+void count_in_and_merge(uint h0, uint t, bool valid, int p, uint lo) {
     const uint tid = gl_LocalInvocationID.x, WG = gl_WorkGroupSize.x;
-    const uint R = pc.hpw, unit = kvh * G / R;
+    const uint R = pc.hpw, unit = h0 / R;
     memoryBarrierBuffer(); // this workgroup's chunk state before its count
     barrier();
     if (tid == 0u) {
@@ -146,7 +147,8 @@ void count_in_and_merge(uint kvh, uint t, bool valid, int p, uint lo) {
 #endif
 
 void main() {
-    const uint kvh = gl_WorkGroupID.x, t = gl_WorkGroupID.y, c = gl_WorkGroupID.z;
+    const uint h0 = gl_WorkGroupID.x * G, t = gl_WorkGroupID.y, c = gl_WorkGroupID.z; // h0: the first query head
+    const uint kvh = h0 / (pc.n_head / pc.n_head_kv);
     if (t >= step_rows(0u) || attn_tiled_step(pc.tiled, pc.tile_run)) return;
     const uint tid = gl_LocalInvocationID.x, sgi = gl_SubgroupID, lane = gl_SubgroupInvocationID;
     const int p = step_pos(t), s = step_seq(t);
@@ -160,10 +162,10 @@ void main() {
 #ifndef SPLIT
         if (!valid && c == 0u)
             for (uint i = tid; i < G * pc.hd; i += gl_WorkGroupSize.x)
-                os[pc.o_off + t * pc.o_stride + (kvh * G + i / pc.hd) * pc.hd + i % pc.hd] = 0.0;
+                os[pc.o_off + t * pc.o_stride + (h0 + i / pc.hd) * pc.hd + i % pc.hd] = 0.0;
 #endif
 #ifdef REDUCE
-        count_in_and_merge(kvh, t, valid, p, lo);
+        count_in_and_merge(h0, t, valid, p, lo);
 #endif
         return;
     }
@@ -174,7 +176,7 @@ void main() {
 
     float q[G * MAXD], o[G * MAXD], m[G], l[G];
     [[unroll]] for (uint g = 0u; g < G; g++) {
-        const uint qb = pc.q_off + t * pc.q_stride + (kvh * G + g) * pc.hd;
+        const uint qb = pc.q_off + t * pc.q_stride + (h0 + g) * pc.hd;
         [[unroll]] for (uint k = 0u; k < MAXD; k++) {
             q[g * MAXD + k] = k < dpl ? qs[qb + lane * dpl + k] : 0.0;
             o[g * MAXD + k] = 0.0;
@@ -238,7 +240,7 @@ void main() {
             L += s_l[w * G + g] * f;
             O += s_o[(w * G + g) * 256u + d] * f;
         }
-        const uint h = kvh * G + g;
+        const uint h = h0 + g;
 #ifdef SPLIT
         const uint pb = ((t * pc.n_head + h) * pc.n_chunks + c) * (pc.hd + 2u);
         ps[pb + d] = O;
@@ -251,6 +253,6 @@ void main() {
 #endif
     }
 #ifdef REDUCE
-    count_in_and_merge(kvh, t, valid, p, lo);
+    count_in_and_merge(h0, t, valid, p, lo);
 #endif
 }
