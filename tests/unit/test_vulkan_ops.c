@@ -2046,6 +2046,34 @@ static void run_qkv_tail(ig_vk_device *d, qkv_case c) {
     free(want);
 }
 
+/* Checks whether ig_vk_qkv_tail_ok takes a small q/k/v (2 query heads, 2
+ * kv heads of 64, Q8_0) in a graph of n_tok tokens on path (want); refused:
+ * also that ig_vk_op_qkv_tail fails there. */
+static void check_qkv_tail_applies(ig_vk_device *d, int n_tok, ig_vk_matmul_path path, bool want, bool refused) {
+    weight w;
+    REQUIRE(weight_make(d, IG_TYPE_Q8_0, 64, 128, &w));
+    ig_vk_buffer *bx, *bn, *kc;
+    REQUIRE_OK(ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, 2 * 128 * 4, &bx));
+    REQUIRE_OK(ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, 64 * 4, &bn));
+    REQUIRE_OK(ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, 8 * 128 * 2, &kc));
+    const ig_vk_kv kv = {kc, kc, 0, 0, IG_KV_F16, 1, 8, 2, 64, 0};
+    const ig_vk_qkv p = {w.buf, w.buf, w.buf, bn, bn, 2, 1e-6f, 10000.0f, 1.0f};
+    const ig_vk_view vx = {bx, 0, 64}, vy = {bx, 0, 128};
+    ig_vk_step *s;
+    REQUIRE_OK(ig_vk_step_create(d, n_tok, &s));
+    ig_vk_graph *g;
+    REQUIRE_OK(ig_vk_graph_begin(d, s, n_tok, &g));
+    ig_vk_graph_set_matmul_path(g, path);
+    CHECK(ig_vk_qkv_tail_ok(g, &p, &kv, vx) == want);
+    if (refused) CHECK(ig_vk_op_qkv_tail(g, &p, &kv, vx, vy, vy, vy) != IG_OK);
+    ig_vk_graph_free(g);
+    ig_vk_step_free(s);
+    ig_vk_buffer_free(bx);
+    ig_vk_buffer_free(bn);
+    ig_vk_buffer_free(kc);
+    weight_free(&w);
+}
+
 IG_TEST(vulkan_qkv_tail) {
     ig_vk_device *d = device();
     if (!d) return;
@@ -2070,76 +2098,20 @@ IG_TEST(vulkan_qkv_tail) {
     run_qkv_tail(d2, cases[1]);
     ig_vk_device_free(d2);
 
-    /* where it does not apply: graphs of two tokens, a forced path, split
-       weights; the op itself refuses a two-token graph */
-    weight w;
-    REQUIRE(weight_make(d, IG_TYPE_Q8_0, 64, 128, &w));
-    ig_vk_buffer *bx, *bn, *kc;
-    REQUIRE_OK(ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, 2 * 128 * 4, &bx));
-    REQUIRE_OK(ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, 64 * 4, &bn));
-    REQUIRE_OK(ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, 8 * 128 * 2, &kc));
-    const ig_vk_kv kv = {kc, kc, 0, 0, IG_KV_F16, 1, 8, 2, 64, 0};
-    const ig_vk_qkv p = {w.buf, w.buf, w.buf, bn, bn, 2, 1e-6f, 10000.0f, 1.0f};
-    const ig_vk_view vx = {bx, 0, 64}, vy = {bx, 0, 128};
-    ig_vk_step *s;
-    REQUIRE_OK(ig_vk_step_create(d, 2, &s));
-    ig_vk_graph *g;
-    REQUIRE_OK(ig_vk_graph_begin(d, s, 1, &g));
-    CHECK(ig_vk_qkv_tail_ok(g, &p, &kv, vx));
-    ig_vk_graph_set_matmul_path(g, IG_VK_MATMUL_FAST);
-    CHECK(!ig_vk_qkv_tail_ok(g, &p, &kv, vx));
-    ig_vk_graph_free(g);
-    REQUIRE_OK(ig_vk_graph_begin(d, s, 2, &g));
-    CHECK(!ig_vk_qkv_tail_ok(g, &p, &kv, vx));
-    CHECK(ig_vk_op_qkv_tail(g, &p, &kv, vx, vy, vy, vy) != IG_OK);
-    ig_vk_graph_free(g);
+    /* where it does not apply: graphs of two tokens, a forced path, the
+       tails turned off, split weights (128 rows of 68 bytes: parts of 4
+       KiB); the op itself refuses a two-token graph */
+    check_qkv_tail_applies(d, 1, IG_VK_MATMUL_AUTO, true, false);
+    check_qkv_tail_applies(d, 1, IG_VK_MATMUL_FAST, false, false);
+    check_qkv_tail_applies(d, 2, IG_VK_MATMUL_AUTO, false, true);
     dp.no_head_tails = true;
     ig_vk_device *d0;
     REQUIRE_OK(ig_vk_device_create(&dp, &d0));
-    ig_vk_step *s0;
-    REQUIRE_OK(ig_vk_step_create(d0, 1, &s0));
-    weight w0;
-    REQUIRE(weight_make(d0, IG_TYPE_Q8_0, 64, 128, &w0));
-    ig_vk_buffer *bx0, *bn0, *kc0;
-    REQUIRE_OK(ig_vk_buffer_create(d0, IG_VK_MEM_DEVICE, 2 * 128 * 4, &bx0));
-    REQUIRE_OK(ig_vk_buffer_create(d0, IG_VK_MEM_DEVICE, 64 * 4, &bn0));
-    REQUIRE_OK(ig_vk_buffer_create(d0, IG_VK_MEM_DEVICE, 8 * 128 * 2, &kc0));
-    const ig_vk_kv kv0 = {kc0, kc0, 0, 0, IG_KV_F16, 1, 8, 2, 64, 0};
-    const ig_vk_qkv p0 = {w0.buf, w0.buf, w0.buf, bn0, bn0, 2, 1e-6f, 10000.0f, 1.0f};
-    REQUIRE_OK(ig_vk_graph_begin(d0, s0, 1, &g));
-    CHECK(!ig_vk_qkv_tail_ok(g, &p0, &kv0, (ig_vk_view){bx0, 0, 64}));
-    ig_vk_graph_free(g);
-    ig_vk_buffer_free(bx0);
-    ig_vk_buffer_free(bn0);
-    ig_vk_buffer_free(kc0);
-    weight_free(&w0);
-    ig_vk_step_free(s0);
+    check_qkv_tail_applies(d0, 1, IG_VK_MATMUL_AUTO, false, false);
     ig_vk_device_free(d0);
     ig_vk_device *ds = device_split();
     REQUIRE(ds != NULL);
-    weight ws;
-    REQUIRE(weight_make(ds, IG_TYPE_Q8_0, 64, 128, &ws));
-    ig_vk_buffer *bxs, *bns, *kcs;
-    REQUIRE_OK(ig_vk_buffer_create(ds, IG_VK_MEM_DEVICE, 2 * 128 * 4, &bxs));
-    REQUIRE_OK(ig_vk_buffer_create(ds, IG_VK_MEM_DEVICE, 64 * 4, &bns));
-    REQUIRE_OK(ig_vk_buffer_create(ds, IG_VK_MEM_DEVICE, 8 * 128 * 2, &kcs));
-    const ig_vk_kv kvs = {kcs, kcs, 0, 0, IG_KV_F16, 1, 8, 2, 64, 0};
-    const ig_vk_qkv ps = {ws.buf, ws.buf, ws.buf, bns, bns, 2, 1e-6f, 10000.0f, 1.0f};
-    ig_vk_step *ss;
-    REQUIRE_OK(ig_vk_step_create(ds, 1, &ss));
-    REQUIRE_OK(ig_vk_graph_begin(ds, ss, 1, &g));
-    CHECK(!ig_vk_qkv_tail_ok(g, &ps, &kvs, (ig_vk_view){bxs, 0, 64})); /* 128 rows of 68 bytes: parts of 4 KiB */
-    ig_vk_graph_free(g);
-    ig_vk_step_free(ss);
-    ig_vk_buffer_free(bxs);
-    ig_vk_buffer_free(bns);
-    ig_vk_buffer_free(kcs);
-    weight_free(&ws);
-    ig_vk_step_free(s);
-    ig_vk_buffer_free(bx);
-    ig_vk_buffer_free(bn);
-    ig_vk_buffer_free(kc);
-    weight_free(&w);
+    check_qkv_tail_applies(ds, 1, IG_VK_MATMUL_AUTO, false, false);
 }
 
 IG_TEST(vulkan_copy) {
