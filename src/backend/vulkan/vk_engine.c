@@ -303,8 +303,7 @@ static ig_status emit(vk_backend *vb, const ig_context *ctx, ig_vk_graph *g, int
             const ig_vk_qkv p = {wbuf(vb, op->w),      wbuf(vb, op[1].w), wbuf(vb, op[2].w),
                                  wbuf(vb, nq->norm),   wbuf(vb, nk->norm), nq->n_heads,
                                  nq->f0,               rq->f0,            rq->f1};
-            if (nq->width / nq->n_heads == kv->head_dim && nk->n_heads == kv->n_head_kv &&
-                ig_vk_qkv_tail_ok(g, &p, kv, view(vb, op->src))) {
+            if (ig_vk_qkv_tail_ok(g, &p, kv, view(vb, op->src))) { /* (it checks the heads against the cache) */
                 for (int k = i; k < i + 8; k++) done[k] = true;
                 return ig_vk_op_qkv_tail(g, &p, kv, view(vb, op->src), view(vb, IG_BUF_Q), view(vb, IG_BUF_K),
                                          view(vb, IG_BUF_V));

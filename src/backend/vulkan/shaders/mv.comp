@@ -177,12 +177,10 @@ void head_tail() {
     row += head * pc.hd;
 #endif
     for (uint i = tid; i < half_; i += WG) {
-        precise float ang = pf * freq[pc.freq_off + i]; // rounded to f32, never fused
-        float sn, cs;
-        sincos_acc(ang, sn, cs);
         const float a = ys[xb + i] * nscale * nw[pc.norm_off + i];
         const float b = ys[xb + i + half_] * nscale * nw[pc.norm_off + i + half_];
-        const float ra = a * cs - b * sn, rb = b * cs + a * sn;
+        float ra, rb;
+        rope_rotate(pf, freq[pc.freq_off + i], a, b, ra, rb);
 #if defined(KV_F16) || defined(KV_F32)
         if (store) {
             KV_PUT(row + i, ra);

@@ -72,15 +72,13 @@ void main() {
 #endif
     const float pf = float(p);
     for (uint i = tid; i < half_; i += nt) {
-        precise float ang = pf * freq[pc.freq_off + i]; // rounded to f32, never fused
-        float sn, cs;
-        sincos_acc(ang, sn, cs);
         float a = xs[xb + i], b = xs[xb + i + half_];
 #ifdef NORM
         a = a * nscale * nw[pc.norm_off + i];
         b = b * nscale * nw[pc.norm_off + i + half_];
 #endif
-        float ra = a * cs - b * sn, rb = b * cs + a * sn;
+        float ra, rb;
+        rope_rotate(pf, freq[pc.freq_off + i], a, b, ra, rb);
 #ifdef KV_STORE
         KV_PUT(kc, pc.kc_off + row + i, ra);
         KV_PUT(kc, pc.kc_off + row + i + half_, rb);

@@ -1,5 +1,5 @@
-// RoPE's rotation angle to sine and cosine, shared by rope.comp and the
-// q/k mat-vecs' head tails (mv.comp -DTAIL), so both rotate alike.
+// RoPE's rotation, shared by rope.comp and the q/k mat-vecs' head tails
+// (mv.comp -DTAIL), so both rotate alike.
 
 // sin and cos of x for 0 <= |x| < 2^18 * pi/2, to about 1 ulp: x - k*pi/2
 // with pi/2 split into six 6-bit pieces and a tail, so k * piece is exact.
@@ -20,4 +20,14 @@ void sincos_acc(float x, out float s, out float c) {
     else if (q == 1) { s = cs; c = -sn; }
     else if (q == 2) { s = -sn; c = -cs; }
     else { s = -cs; c = sn; }
+}
+
+// The pair (a, b) = (x[i], x[i + hd/2]) rotated by pos * freq (freq[i] of
+// the host's table): the angle one f32 product, as the CPU rounds it.
+void rope_rotate(float pos, float freq, float a, float b, out float ra, out float rb) {
+    precise float ang = pos * freq; // rounded to f32, never fused
+    float sn, cs;
+    sincos_acc(ang, sn, cs);
+    ra = a * cs - b * sn;
+    rb = b * cs + a * sn;
 }
