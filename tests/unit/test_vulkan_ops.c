@@ -1483,16 +1483,21 @@ IG_TEST(vulkan_matmul_int8) {
     ds = device_staging();
     REQUIRE(ds != NULL);
     run_matmul(ds, IG_TYPE_Q5_0, 256, 40, 2, IG_VK_MATMUL_INT8, false, IG_VK_ROWS_TOKENS);
-    /* the GPU shape (64 invocations per row of 128-wide workgroups; 32 here
-       on CPU devices), and a group of two subgroups' width */
-    const char *shapes[] = {"128,1,1,64", "128,2,2,128"};
+    /* the GPU shape (one token: 64 invocations per row of 128-wide
+       workgroups, one item per lane per pass; several: two rows per group
+       of 32; 32 here on CPU devices) with two rows on matrices of any size,
+       the older one (two items per pass), and a group of two subgroups'
+       width */
+    const char *shapes[] = {"128,1,2,64,1,32,1", "128,1,1,64,2", "128,2,2,128"};
     for (size_t k = 0; k < IG_ARRAY_LEN(shapes); k++) {
         setenv("IGNIS_VK_MV", shapes[k], 1);
+        setenv("IGNIS_VK_MV_NRN_MIN", "0", 1);
         ig_vk_device_params p = ig_vk_device_default_params();
         p.index = ig_vk_device_get_info(d)->index;
         ig_vk_device *dm;
         REQUIRE_OK(ig_vk_device_create(&p, &dm));
         unsetenv("IGNIS_VK_MV");
+        unsetenv("IGNIS_VK_MV_NRN_MIN");
         run_matmul(dm, IG_TYPE_Q4_K, 256 * 5, 37, 1, IG_VK_MATMUL_INT8, true, IG_VK_ROWS_TOKENS);
         run_matmul(dm, IG_TYPE_Q6_K, 256 * 3, 37, 3, IG_VK_MATMUL_INT8, false, IG_VK_ROWS_TOKENS);
         run_matmul(dm, IG_TYPE_Q8_0, 32 * 9, 37, 8, IG_VK_MATMUL_INT8, true, IG_VK_ROWS_TOKENS);

@@ -530,23 +530,48 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
            last pass is predicated (a 5376-long row was a pass of 2 and a
            one-item tail before): 128,1,1,64,2 83.7 and b8 262 (was 233);
            max unroll 3 84.1 / 218; 4 84.2 / 218; 128,1,1,32,6 76.5 / 151;
-           128,2,1,64,3 83.0 / 215; 128,1,1,128,2 80.1 / 229 */
+           128,2,1,64,3 83.0 / 215; 128,1,1,128,2 80.1 / 229.
+           Eleventh session, one item per lane per pass and a shape of its
+           own for several tokens (same lease, old 128,1,1,64,2 against
+           new; tg / 8 streams): 27B 89.0 / 264 -> 91.7 / 298, 12B 171.1 /
+           527 -> 172.8 / 614, 4B 315 / 1057 -> 326 / 1261, 1B 539 / 2287
+           -> 544 / 2273 (32 streams 6814 -> 7124), 270M 844 / 4196 -> 849
+           / 4478 (10731 -> 11911). Several tokens, 8 streams: 32
+           invocations per group beat 64 everywhere (27B 268 against 263
+           with one row, 303 against 288 with two); two rows per group pay
+           on 12B and 27B (27B 303, 12B 629 against 270 and 586 with one
+           row), not on 4B and 1B (1197 / 2049 against 1261 / 2302; even
+           their down projections alone, long rows but fewer than 3072 of
+           them, lose 3 %); three or four rows lose (27B 258 / 222); 16 or
+           32 tokens per workgroup halve 16 streams (27B 255-276 against
+           509 on the tensor cores). */
         d->mv_wg = cpu ? 32 : 128;
         d->mv_nr1 = cpu ? 4 : 1;
-        d->mv_nrn = 1; /* several tokens: registers go to the columns */
+        d->mv_nrn = cpu ? 1 : 2;
         d->mv_tpr = cpu ? 32 : 64;
-        d->mv_unroll = 2;
+        d->mv_unroll = cpu ? 2 : 1;
+        d->mv_tprn = 32;
+        d->mv_unrolln = cpu ? 2 : 1;
+        d->mv_nrn_min = 3072;
+        const char *nm = getenv("IGNIS_VK_MV_NRN_MIN");
+        if (nm && *nm && strspn(nm, "0123456789") == strlen(nm) && strlen(nm) < 12)
+            d->mv_nrn_min = strtoull(nm, NULL, 10);
         const char *mv = getenv("IGNIS_VK_MV");
         if (mv && *mv) {
-            unsigned a = 0, b = 0, c = 0, t = 32, u = 2;
-            int n = sscanf(mv, "%u,%u,%u,%u,%u", &a, &b, &c, &t, &u);
+            unsigned a = 0, b = 0, c = 0, t = 32, u = 2, tn = 0, un = 0;
+            int n = sscanf(mv, "%u,%u,%u,%u,%u,%u,%u", &a, &b, &c, &t, &u, &tn, &un);
+            if (n < 6) tn = t;
+            if (n < 7) un = u;
             if (n >= 3 && a >= 32 && a <= 256 && a % 32 == 0 && b >= 1 && b <= 8 && c >= 1 && c <= 8 &&
-                (t == 32 || t == 64 || t == 128) && t <= a && u >= 1 && u <= 8) {
+                (t == 32 || t == 64 || t == 128) && t <= a && u >= 1 && u <= 8 &&
+                (tn == 32 || tn == 64 || tn == 128) && tn <= a && un >= 1 && un <= 8) {
                 d->mv_wg = a;
                 d->mv_nr1 = b;
                 d->mv_nrn = c;
                 d->mv_tpr = t;
                 d->mv_unroll = u;
+                d->mv_tprn = tn;
+                d->mv_unrolln = un;
             }
         }
         d->attn_wgs = env_positive("IGNIS_VK_ATTN_WGS", 512);

@@ -173,9 +173,13 @@ struct ig_vk_device {
     uint32_t wg_size; /* default local size for spec-constant shaders */
     /* mat-vec tuning (mv.comp): workgroup size, rows per group for one token
      * and for several, invocations per group, most items per lane per loop
-     * pass (each matrix takes as few passes as this allows;
-     * $IGNIS_VK_MV="wg,nr1,nrn,tpr,unroll") */
-    uint32_t mv_wg, mv_nr1, mv_nrn, mv_tpr, mv_unroll;
+     * pass (each matrix takes as few passes as this allows), the last two
+     * also for several tokens;
+     * $IGNIS_VK_MV="wg,nr1,nrn,tpr,unroll[,tprn,unrolln]") */
+    uint32_t mv_wg, mv_nr1, mv_nrn, mv_tpr, mv_unroll, mv_tprn, mv_unrolln;
+    /* several tokens: mv_nrn rows per group only on matrices of at least
+     * this many rows and elements per row, else one ($IGNIS_VK_MV_NRN_MIN) */
+    uint64_t mv_nrn_min;
     /* batches up to which the int8 mat-vec runs (else the tiled kernel;
        matrices large enough for the tensor cores leave it at cm_min_tokens;
        $IGNIS_VK_MV_MAX_TOKENS) */

@@ -399,14 +399,20 @@ static ig_vk_matmul_path auto_path(const ig_vk_device *d, const ig_vk_buffer *w,
     return cmq_ok ? IG_VK_MATMUL_COOPMAT_INT8 : IG_VK_MATMUL_COOPMAT;
 }
 
-/* mv.comp's rows per workgroup for column tiles of nc tokens, and its row
- * group (spec constant 2). */
-static uint32_t mv_rows_per_group(const ig_vk_device *d, uint32_t nc, uint32_t *nr) {
-    uint32_t n = nc == 1 ? d->mv_nr1 : d->mv_nrn;
+/* mv.comp's invocations per row group and most items per lane per pass for
+ * column tiles of nc tokens: one shape for one token, another for several
+ * (vk_device.c says why). */
+static uint32_t mv_group_tpr(const ig_vk_device *d, uint32_t nc) { return nc == 1 ? d->mv_tpr : d->mv_tprn; }
+static uint32_t mv_group_unroll(const ig_vk_device *d, uint32_t nc) { return nc == 1 ? d->mv_unroll : d->mv_unrolln; }
+
+/* mv.comp's rows per workgroup for column tiles of nc tokens of an n_out x
+ * n_in matrix, and its row group (spec constant 2). */
+static uint32_t mv_rows_per_group(const ig_vk_device *d, uint32_t nc, uint64_t n_in, uint64_t n_out, uint32_t *nr) {
+    uint32_t n = nc == 1 ? d->mv_nr1 : n_in >= d->mv_nrn_min && n_out >= d->mv_nrn_min ? d->mv_nrn : 1;
     if (d->info.subgroup_size < 32)
         while (n > 1 && n * nc > 32) n--; /* mv.comp's scratch */
     *nr = n;
-    return d->mv_wg / d->mv_tpr * n;
+    return d->mv_wg / mv_group_tpr(d, nc) * n;
 }
 
 /* The rows per workgroup of the q and k mat-vecs with a tail (and their
@@ -545,7 +551,7 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
         } else {
             spec0 = d->mv_wg;
             rows_per_group = has_tail && tail->kind != TAIL_V ? tail_rows_per_group(d, &spec2)
-                                                              : mv_rows_per_group(d, nc, &spec2);
+                                                              : mv_rows_per_group(d, nc, n_in, n_out, &spec2);
             if (has_tail) {
                 const char *kv = tail->kv && tail->kv->type == IG_KV_F16 ? "f16" : "f32";
                 if (tail->kind == TAIL_Q) snprintf(name, sizeof name, "mv8_tail_q_%s", type_suffix(wa->type));
@@ -571,8 +577,9 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
     }
     VkPipeline pipe;
     const bool mv = path == IG_VK_MATMUL_FAST || path == IG_VK_MATMUL_INT8;
-    const uint32_t spec[5] = {spec0, spec1, spec2, mv ? d->mv_tpr : 0,
-                              mv ? mv_unroll(mv_items(wa->type, n_in), d->mv_tpr, d->mv_unroll) : 0};
+    const uint32_t tpr = mv ? mv_group_tpr(d, spec1) : 0; /* spec1: the mat-vec's column tile */
+    const uint32_t spec[5] = {spec0, spec1, spec2, tpr,
+                              mv ? mv_unroll(mv_items(wa->type, n_in), tpr, mv_group_unroll(d, spec1)) : 0};
     IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline_spec(d, name, spec, 5, &pipe)));
     for (int i = 0; i < wa->n_parts; i++) {
         const ig_vk_part *pa = &wa->parts[i], *pb = wb ? &wb->parts[i] : NULL;
