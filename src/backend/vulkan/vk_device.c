@@ -550,7 +550,10 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
         d->mv_nrn = cpu ? 1 : 2;
         d->mv_tpr = cpu ? 32 : 64;
         d->mv_unroll = cpu ? 2 : 1;
-        d->mv_tprn = 32;
+        /* no narrower than a subgroup: measured only where subgroups are 32
+           wide; wider ones (AMD's wave64) keep a row group per subgroup */
+        const uint32_t sgs = d->info.subgroup_size;
+        d->mv_tprn = sgs == 64 || sgs == 128 ? sgs : 32;
         d->mv_unrolln = cpu ? 2 : 1;
         d->mv_nrn_min = 3072;
         const char *nm = getenv("IGNIS_VK_MV_NRN_MIN");
