@@ -543,7 +543,7 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
            row), not on 4B and 1B (1197 / 2049 against 1261 / 2302; even
            their down projections alone, long rows but fewer than 3072 of
            them, lose 3 %); three or four rows lose (27B 258 / 222); 16 or
-           32 tokens per workgroup halve 16 streams (27B 255-276 against
+           32 tokens per workgroup halve 16 streams (27B 203-276 against
            509 on the tensor cores). */
         d->mv_wg = cpu ? 32 : 128;
         d->mv_nr1 = cpu ? 4 : 1;
