@@ -372,31 +372,42 @@ static ig_status rope_table(ig_vk_graph *g, int hd, float base, float factor, co
 static ig_status kv_check(ig_vk_graph *g, const ig_vk_kv *kv, bool write, ig_vk_bind *bk, ig_vk_bind *bv,
                           uint32_t *koff, uint32_t *voff);
 
-/* The path AUTO takes for T tokens through weight w (fast_ok: the x view
+/* Which matmul paths weight w can take on device d (fast_ok: the x view
  * allows the fast mat-vec and the tensor cores). */
-static ig_vk_matmul_path auto_path(const ig_vk_device *d, const ig_vk_buffer *w, uint64_t T, bool fast_ok) {
+typedef struct matmul_caps {
+    bool fast, int8, cm, cmq; /* the fast and int8 mat-vecs, f16 and int8 tensor cores */
+} matmul_caps;
+
+static matmul_caps matmul_caps_of(const ig_vk_device *d, const ig_vk_buffer *w, bool fast_ok) {
+    return (matmul_caps){
+        .fast = fast_ok,
+        .int8 = d->int8_mv && fast_ok && int8_type(w->type),
+        .cm = d->coopmat && fast_ok && w->type != IG_TYPE_F32 && w->type != IG_TYPE_BF16,
+        .cmq = d->coopmat_i8 && fast_ok && (w->type == IG_TYPE_Q4_K || w->type == IG_TYPE_Q6_K) && w->ne0 % 256 == 0,
+    };
+}
+
+/* The path AUTO takes for T tokens through weight w. */
+static ig_vk_matmul_path auto_path(const ig_vk_device *d, const ig_vk_buffer *w, uint64_t T, matmul_caps c) {
     const uint64_t n_in = (uint64_t)w->ne0, n_out = (uint64_t)w->ne1;
-    const bool int8_ok = d->int8_mv && fast_ok && int8_type(w->type);
-    const bool cm_ok = d->coopmat && fast_ok && w->type != IG_TYPE_F32 && w->type != IG_TYPE_BF16;
     /* AUTO takes the tensor cores for quantized matrices of at least
        CM_MIN_WEIGHTS (f16 rounding of x only where weights are coarser); on
        smaller ones (270M's 640-wide rows) the H100 ran the f32 tiled kernel
        2.8x faster (pp512 49k against 17.5k tokens/s) */
-    const bool cm_auto = cm_ok && w->type != IG_TYPE_F16 && n_in * n_out >= CM_MIN_WEIGHTS;
+    const bool cm_auto = c.cm && w->type != IG_TYPE_F16 && n_in * n_out >= CM_MIN_WEIGHTS;
     /* the int8 mat-vec also takes larger batches (in workgroups of 8
        columns): of matrices too small for the tensor cores up to
        mv_max_tokens, of larger ones below cm_min_tokens */
-    const uint64_t mv_cols = int8_ok ? d->mv_max_tokens : MATVEC_MAX_COLS;
+    const uint64_t mv_cols = c.int8 ? d->mv_max_tokens : MATVEC_MAX_COLS;
     if (T <= mv_cols && !(cm_auto && T >= d->cm_min_tokens))
-        return !fast_ok ? IG_VK_MATMUL_VEC : int8_ok ? IG_VK_MATMUL_INT8 : IG_VK_MATMUL_FAST;
+        return !c.fast ? IG_VK_MATMUL_VEC : c.int8 ? IG_VK_MATMUL_INT8 : IG_VK_MATMUL_FAST;
     if (!cm_auto) return IG_VK_MATMUL_TILED;
     /* int8 tensor cores for Q4_K and Q6_K (rows of whole super-blocks)
        wherever AUTO takes the tensor cores: measured on the H100, 27B
        Q4_K_M (tokens/s, against the f16 ones, Q4_K alone): pp512 2075 /
        1800, 16 streams 505 / 453, 32 streams 951 / 849, 64 streams 1416 /
        1115; Q6_K too: pp512 2191 -> 2225, 64 streams 1414 -> 1470 */
-    const bool cmq_ok = d->coopmat_i8 && (w->type == IG_TYPE_Q4_K || w->type == IG_TYPE_Q6_K) && n_in % 256 == 0;
-    return cmq_ok ? IG_VK_MATMUL_COOPMAT_INT8 : IG_VK_MATMUL_COOPMAT;
+    return c.cmq ? IG_VK_MATMUL_COOPMAT_INT8 : IG_VK_MATMUL_COOPMAT;
 }
 
 /* mv.comp's invocations per row group and most items per lane per pass for
@@ -502,18 +513,14 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
     IG_TRY(view_bind(g, "matmul src", src.buf, src.offset, xs, T, n_in, 4, false, &b[nb++], &xoff));
     IG_TRY(view_bind(g, "matmul dst", dst.buf, dst.offset, ys, T, n_out, 4, true, &b[nb++], &yoff));
 
-    const bool fast_ok = ig_vk_matmul_fast_ok(wa->type, (int64_t)n_in, xoff, xs);
-    const bool int8_ok = d->int8_mv && fast_ok && int8_type(wa->type);
-    const bool cm_ok = d->coopmat && fast_ok && wa->type != IG_TYPE_F32 && wa->type != IG_TYPE_BF16;
-    const bool cmq_ok = d->coopmat_i8 && fast_ok && (wa->type == IG_TYPE_Q4_K || wa->type == IG_TYPE_Q6_K) &&
-                        n_in % 256 == 0;
+    const matmul_caps caps = matmul_caps_of(d, wa, ig_vk_matmul_fast_ok(wa->type, (int64_t)n_in, xoff, xs));
     ig_vk_matmul_path path = ig_vk_graph_matmul_path(g);
-    if (path == IG_VK_MATMUL_AUTO) path = auto_path(d, wa, T, fast_ok);
-    if (path == IG_VK_MATMUL_COOPMAT_INT8 && !cmq_ok)
+    if (path == IG_VK_MATMUL_AUTO) path = auto_path(d, wa, T, caps);
+    if (path == IG_VK_MATMUL_COOPMAT_INT8 && !caps.cmq)
         return bad(g, "vulkan: %s: no int8 cooperative-matrix matmul for this device, type or x view", "matmul");
-    if (path == IG_VK_MATMUL_FAST && !fast_ok)
+    if (path == IG_VK_MATMUL_FAST && !caps.fast)
         return bad(g, "vulkan: %s: the fast mat-vec does not apply (type, row length or x alignment)", "matmul");
-    if (path == IG_VK_MATMUL_INT8 && !int8_ok)
+    if (path == IG_VK_MATMUL_INT8 && !caps.int8)
         return bad(g, "vulkan: %s: no int8 mat-vec for this device, type or x view", "matmul");
     const bool has_tail = tail && tail->kind != TAIL_NONE;
     tail_plan tp = {0};
@@ -528,7 +535,7 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
         xoff = 0;
         b[0] = (ig_vk_bind){xpart, 0, T * xs * 16, false};
     }
-    if (path == IG_VK_MATMUL_COOPMAT && !cm_ok)
+    if (path == IG_VK_MATMUL_COOPMAT && !caps.cm)
         return bad(g, "vulkan: %s: no cooperative-matrix matmul for this device or type", "matmul");
     cm_plan cp = {0};
     const ig_vk_bind dst_bind = b[1];
@@ -686,7 +693,7 @@ bool ig_vk_qkv_tail_ok(ig_vk_graph *g, const ig_vk_qkv *p, const ig_vk_kv *kv, i
             return false;
         const bool fast_ok = src.offset % 16 == 0 &&
                              ig_vk_matmul_fast_ok(w[i]->type, w[i]->ne0, 0, stride_or(src.stride, (uint64_t)w[i]->ne0));
-        if (auto_path(d, w[i], 1, fast_ok) != IG_VK_MATMUL_INT8) return false;
+        if (auto_path(d, w[i], 1, matmul_caps_of(d, w[i], fast_ok)) != IG_VK_MATMUL_INT8) return false;
     }
     return true;
 }
@@ -854,6 +861,12 @@ static uint64_t attn_cm_shared(uint32_t hd) {
     return 2 * 32 * (hd / 8 + 1) * 16 + rows * 36 * 4 + rows * 5 * 16 + rows * 7 * 4 + 128 * 4 + 256;
 }
 
+/* attn.comp's shared memory for NSG subgroups and `heads` query heads per
+ * workgroup (before the merge's own arrays). */
+static uint64_t attn_shared(uint32_t nsg, uint32_t heads) {
+    return (uint64_t)nsg * heads * 256 * 4 + (uint64_t)nsg * heads * 8 + 512;
+}
+
 ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, ig_vk_view dst, int n_head,
                              float scale, float softcap) {
     if (!g) return IG_ERR_INVALID_ARG;
@@ -882,7 +895,7 @@ ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, i
     /* attn.comp: a subgroup per key, G query heads per workgroup, split
      * over chunks of keys when tokens x kv heads leave the GPU idle */
     const uint32_t SG = d->info.subgroup_size, G = (uint32_t)(n_head / kv->n_head_kv), NSG = 4;
-    const uint64_t shared = (uint64_t)NSG * G * 256 * 4 + (uint64_t)NSG * G * 8 + 512;
+    const uint64_t shared = attn_shared(NSG, G);
     const bool flash = !d->attn_legacy && SG >= 4 && SG <= 64 && kv->head_dim % (int)SG == 0 && G <= 8 &&
                        shared <= d->info.max_shared_memory && NSG * SG <= d->info.max_wg_invocations;
     /* attn_tile.comp for graphs of many tokens: K and V rows read once per
@@ -961,8 +974,8 @@ ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, i
     uint32_t Gw = G, R = G;
     bool fused = false;
     for (;;) {
-        const uint64_t sh = (uint64_t)NSG * Gw * 256 * 4 + (uint64_t)NSG * Gw * 8 + 512;
-        const uint64_t merge_shared = sh + 2 * 8 * 32 * 4 + 8 * 4 + 16 + (x8 ? (uint64_t)Gw * (64 * 12 + 8 * 12) : 0);
+        const uint64_t merge_shared =
+            attn_shared(NSG, Gw) + 2 * 8 * 32 * 4 + 8 * 4 + 16 + (x8 ? (uint64_t)Gw * (64 * 12 + 8 * 12) : 0);
         R = x8 && pc.hpw > Gw ? pc.hpw : Gw;
         fused = chunks > 1 && chunks <= 32 && R <= 8 && R * hd <= d->attn_merge_max &&
                 merge_shared <= d->info.max_shared_memory && n_head % (int)R == 0 &&
