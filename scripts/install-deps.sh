@@ -8,9 +8,14 @@ missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
 done
-[ -z "$missing" ] && exit 0
-echo "installing:$missing"
-if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq $missing >/dev/null
+if [ -n "$missing" ]; then
+    echo "installing:$missing"
+    if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq $missing >/dev/null
+fi
+# glslang 13 for the KHR cooperative-matrix shaders (tensor cores on AMD and
+# Intel GPUs; Debian 12's compiler cannot build them): a build tool from
+# PyPI, optional (without it those shaders are left out)
+"$(dirname "$0")/fetch-glslang.sh" || echo "note: no glslang 13; the KHR cooperative-matrix shaders will not be built" >&2

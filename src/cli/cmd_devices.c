@@ -68,7 +68,7 @@ int cmd_devices(int argc, char **argv) {
         return 1;
     }
     printf("shader compiler: cooperative matrix KHR %s, NV %s"
-           " (the tensor-core matmuls and prefill attention use NV)\n",
+           " (the f16 tensor-core matmul takes KHR 16x16x16, else NV; the int8 one and prefill attention NV)\n",
            yn(ig_vk_compiler_coopmat_khr()), yn(ig_vk_compiler_coopmat_nv()));
     if (n == 0) printf("no Vulkan devices found (install a driver, e.g. mesa-vulkan-drivers)\n");
     for (int i = 0; i < n; i++) print_device(&infos[i]);

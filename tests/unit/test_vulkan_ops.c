@@ -17,14 +17,15 @@
 
 /* ---- fixtures -------------------------------------------------------------- */
 
-static ig_vk_device *g_dev, *g_dev_split, *g_dev_staging, *g_dev_tiled[4];
-static bool g_tried, g_tried_split, g_tried_staging, g_tried_tiled[4];
+static ig_vk_device *g_dev, *g_dev_split, *g_dev_staging, *g_dev_tiled[4], *g_dev_ext[2][2];
+static bool g_tried, g_tried_split, g_tried_staging, g_tried_tiled[4], g_tried_ext[2][2];
 
 static void free_devices(void) {
     ig_vk_device_free(g_dev);
     ig_vk_device_free(g_dev_split);
     ig_vk_device_free(g_dev_staging);
     for (int i = 0; i < 4; i++) ig_vk_device_free(g_dev_tiled[i]), g_dev_tiled[i] = NULL;
+    for (int i = 0; i < 4; i++) ig_vk_device_free(g_dev_ext[i / 2][i % 2]), g_dev_ext[i / 2][i % 2] = NULL;
     g_dev = g_dev_split = g_dev_staging = NULL;
 }
 
@@ -55,6 +56,26 @@ static ig_vk_device *device_split(void) {
         if (ig_vk_device_create(&p, &g_dev_split) != IG_OK) g_dev_split = NULL;
     }
     return g_dev_split;
+}
+
+/* The same device with one cooperative-matrix extension only (khr: KHR's,
+ * else NV's; the H100 has both); split: with device_split()'s settings.
+ * NULL when it cannot be made. */
+static ig_vk_device *device_ext(bool khr, bool split) {
+    if (!device()) return NULL;
+    if (!g_tried_ext[khr][split]) {
+        g_tried_ext[khr][split] = true;
+        ig_vk_device_params p = ig_vk_device_default_params();
+        p.index = ig_vk_device_get_info(g_dev)->index;
+        p.coopmat_ext = khr ? IG_VK_COOPMAT_KHR : IG_VK_COOPMAT_NV;
+        if (split) {
+            p.weight_part_bytes = 4096;
+            p.coopmat_wide_groups = 1;
+            p.coopmat_split_groups = 1;
+        }
+        if (ig_vk_device_create(&p, &g_dev_ext[khr][split]) != IG_OK) g_dev_ext[khr][split] = NULL;
+    }
+    return g_dev_ext[khr][split];
 }
 
 /* The same device used as a discrete GPU would be: uploads, reads and
@@ -1563,13 +1584,9 @@ IG_TEST(vulkan_matmul_coopmat_split) {
     free(y[1]);
 }
 
-IG_TEST(vulkan_matmul_coopmat) {
-    ig_vk_device *d = device();
-    if (!d) return;
-    if (!ig_vk_device_coopmat(d)) {
-        ig_test_skip("no cooperative-matrix matmul on this device");
-        return;
-    }
+/* Every tile shape of the f16 tensor-core matmul on d (ds: device_split()'s
+ * settings), against the CPU. */
+static void coopmat_suite(ig_vk_device *d, ig_vk_device *ds) {
     const ig_dtype types[] = {IG_TYPE_F16, IG_TYPE_Q8_0, IG_TYPE_Q4_0, IG_TYPE_Q5_0,
                               IG_TYPE_Q4_K, IG_TYPE_Q5_K, IG_TYPE_Q6_K};
     /* tiles of 32..128 rows x 64 tokens, steps of 64 or 128 row elements:
@@ -1594,8 +1611,6 @@ IG_TEST(vulkan_matmul_coopmat) {
         run_matmul(d, types[i], n_in, 70, 66, IG_VK_MATMUL_COOPMAT, true, IG_VK_ROWS_TOKENS);
         run_matmul(d, types[i], n_in, 33, 5, IG_VK_MATMUL_COOPMAT, true, IG_VK_ROWS_OUTPUTS);
     }
-    ig_vk_device *ds = device_split();
-    REQUIRE(ds != NULL);
     run_matmul(ds, IG_TYPE_Q8_0, 256, 50, 20, IG_VK_MATMUL_COOPMAT, true, IG_VK_ROWS_TOKENS);
     /* 128-token tiles (the split device takes them at any size) */
     for (size_t i = 0; i < IG_ARRAY_LEN(types); i++) {
@@ -1605,18 +1620,35 @@ IG_TEST(vulkan_matmul_coopmat) {
     }
 }
 
-/* int8 tensor cores (mmq.comp; NV cooperative matrix with s8 products):
- * Q4_K and Q6_K against the CPU's sums on x as the CPU quantizes it. */
-IG_TEST(vulkan_matmul_coopmat_int8) {
-    ig_vk_device *d = device();
-    if (!d) return;
-    if (!ig_vk_device_coopmat_int8(d)) {
-        ig_test_skip("no int8 cooperative-matrix matmul on this device");
+/* On NV cooperative matrices (16 x 8 x 16 fragments). */
+IG_TEST(vulkan_matmul_coopmat) {
+    ig_vk_device *d = device_ext(false, false);
+    if (!d || !ig_vk_device_coopmat(d)) {
+        ig_test_skip("no NV cooperative-matrix matmul on this device");
         return;
     }
+    ig_vk_device *ds = device_ext(false, true);
+    REQUIRE(ds != NULL && ig_vk_device_coopmat(ds) && !ig_vk_device_coopmat_khr(ds));
+    coopmat_suite(d, ds);
+}
+
+/* On KHR cooperative matrices (16 x 16 x 16 fragments; subgroups take 16
+ * rows where 32 would leave them fewer tokens than a fragment). */
+IG_TEST(vulkan_matmul_coopmat_khr) {
+    ig_vk_device *d = device_ext(true, false);
+    if (!d || !ig_vk_device_coopmat_khr(d)) {
+        ig_test_skip("no KHR cooperative-matrix matmul on this device");
+        return;
+    }
+    ig_vk_device *ds = device_ext(true, true);
+    REQUIRE(ds != NULL && ig_vk_device_coopmat_khr(ds));
+    coopmat_suite(d, ds);
+}
+
+/* int8 tensor cores (mmq.comp; s8 cooperative-matrix products):
+ * Q4_K and Q6_K against the CPU's sums on x as the CPU quantizes it. */
+static void coopmat_int8_suite(ig_vk_device *d, ig_vk_device *ds) {
     const ig_vk_matmul_path P = IG_VK_MATMUL_COOPMAT_INT8;
-    ig_vk_device *ds = device_split();
-    REQUIRE(ds != NULL);
     const ig_dtype types[] = {IG_TYPE_Q4_K, IG_TYPE_Q6_K};
     for (size_t ti = 0; ti < IG_ARRAY_LEN(types); ti++) {
         const ig_dtype t = types[ti];
@@ -1661,6 +1693,31 @@ IG_TEST(vulkan_matmul_coopmat_int8) {
     ig_vk_buffer_free(b);
     weight_free(&w);
     ig_vk_step_free(s);
+}
+
+/* On NV cooperative matrices (s8 16 x 8 x 32). */
+IG_TEST(vulkan_matmul_coopmat_int8) {
+    ig_vk_device *d = device_ext(false, false);
+    if (!d || !ig_vk_device_coopmat_int8(d)) {
+        ig_test_skip("no NV int8 cooperative-matrix matmul on this device");
+        return;
+    }
+    ig_vk_device *ds = device_ext(false, true);
+    REQUIRE(ds != NULL && ig_vk_device_coopmat_int8(ds));
+    coopmat_int8_suite(d, ds);
+}
+
+/* On KHR cooperative matrices (s8 16 x 16 x 32; narrow GEGLU tiles give
+ * each subgroup 16 rows). */
+IG_TEST(vulkan_matmul_coopmat_int8_khr) {
+    ig_vk_device *d = device_ext(true, false);
+    if (!d || !ig_vk_device_coopmat_int8(d)) {
+        ig_test_skip("no KHR int8 cooperative-matrix matmul on this device");
+        return;
+    }
+    ig_vk_device *ds = device_ext(true, true);
+    REQUIRE(ds != NULL && ig_vk_device_coopmat_int8(ds));
+    coopmat_int8_suite(d, ds);
 }
 
 IG_TEST(vulkan_matmul_fast_rejects) {

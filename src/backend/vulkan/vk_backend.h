@@ -62,7 +62,10 @@ typedef struct ig_vk_device_info {
     uint32_t subgroup_size, subgroup_min, subgroup_max;
     bool subgroup_arith;      /* arithmetic subgroup ops in compute shaders */
     bool subgroup_shuffle;    /* and shuffles */
-    bool subgroup_size_control;
+    bool subgroup_size_control; /* compute pipelines can require a subgroup size (property and feature) */
+    bool subgroup_size_control_ext; /* ... through VK_EXT_subgroup_size_control (before 1.3) */
+    bool vulkan_memory_model;       /* vulkanMemoryModel (the cooperative-matrix shaders' memory model) */
+    bool vulkan_memory_model_ext;   /* ... through VK_KHR_vulkan_memory_model (before 1.2) */
     uint64_t max_storage_buffer_range;
     uint64_t max_memory_allocation_size;
     uint64_t max_buffer_size; /* maintenance4, else = max_memory_allocation_size */
@@ -78,6 +81,8 @@ typedef struct ig_vk_device_info {
     char coopmat_shapes[256];      /* e.g. "f16 16x16x16->f32, ..." (KHR, else NV) */
     bool coopmat_nv_16x8x16;       /* NV: f16 16x8x16 -> f32 in subgroup scope */
     bool coopmat_nv_s8_16x8x32;    /* NV: s8 16x8x32 -> s32 in subgroup scope */
+    bool coopmat_khr_16x16x16;     /* KHR: f16 16x16x16 -> f32 in subgroup scope */
+    bool coopmat_khr_s8_16x16x32;  /* KHR: s8 16x16x32 -> s32 in subgroup scope */
     bool usable;                   /* meets the backend's requirements */
     char why_not[160];             /* when !usable */
 } ig_vk_device_info;
@@ -93,6 +98,12 @@ bool ig_vk_compiler_coopmat_nv(void);
 
 typedef struct ig_vk_device ig_vk_device;
 
+typedef enum ig_vk_coopmat_ext {
+    IG_VK_COOPMAT_AUTO = 0, /* the f16 matmul on KHR's where there, NV's for the rest */
+    IG_VK_COOPMAT_NV,       /* NV's only */
+    IG_VK_COOPMAT_KHR,      /* KHR's only (no int8 matmul, no prefill attention on them) */
+} ig_vk_coopmat_ext;
+
 typedef struct ig_vk_device_params {
     int index;                  /* device index; -1 = automatic (IGNIS_VK_DEVICE
                                    in the environment, else the first usable
@@ -103,6 +114,9 @@ typedef struct ig_vk_device_params {
                                    as on a discrete GPU (tests) */
     bool no_coopmat;            /* never use cooperative matrices
                                    ($IGNIS_VK_COOPMAT=0 does the same) */
+    ig_vk_coopmat_ext coopmat_ext; /* which cooperative-matrix extensions to
+                                      use: both where there (AUTO), or one
+                                      ($IGNIS_VK_COOPMAT=nv|khr; tests) */
     bool no_int8;               /* never quantize activations to int8 for the
                                    mat-vec ($IGNIS_VK_INT8=0 does the same) */
     bool no_coopmat_int8;       /* never use int8 cooperative matrices
@@ -143,6 +157,8 @@ const ig_vk_device_info *ig_vk_device_get_info(const ig_vk_device *dev);
 uint64_t ig_vk_device_allocated(const ig_vk_device *dev);
 /* Whether the device runs the tensor-core matmul (IG_VK_MATMUL_COOPMAT). */
 bool ig_vk_device_coopmat(const ig_vk_device *dev);
+/* Whether its tensor-core matmul is the KHR cooperative-matrix one. */
+bool ig_vk_device_coopmat_khr(const ig_vk_device *dev);
 /* Whether it runs the int8 tensor-core matmul (IG_VK_MATMUL_COOPMAT_INT8). */
 bool ig_vk_device_coopmat_int8(const ig_vk_device *dev);
 /* Whether prefill attention runs on the tensor cores (attn_cm.comp). */

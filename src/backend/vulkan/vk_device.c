@@ -7,7 +7,13 @@
 
 /* VK_KHR_cooperative_matrix is newer than Debian 12's headers (1.3.239):
  * the few definitions needed to query it, from the Vulkan registry. */
+#define IG_VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR ((VkStructureType)1000506000)
 #define IG_VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR ((VkStructureType)1000506001)
+typedef struct ig_vk_coopmat_features_khr {
+    VkStructureType sType;
+    void *pNext;
+    VkBool32 cooperativeMatrix, cooperativeMatrixRobustBufferAccess;
+} ig_vk_coopmat_features_khr;
 typedef struct ig_vk_coopmat_props_khr {
     VkStructureType sType;
     void *pNext;
@@ -123,6 +129,29 @@ static bool nv_shape(VkPhysicalDevice pd, uint32_t m, uint32_t n, uint32_t k, Vk
     return ok;
 }
 
+/* Whether the device has KHR cooperative matrices of M x N x K with A and B
+ * of component type ab, C and the result of cd, in subgroup scope. */
+static bool khr_shape(VkPhysicalDevice pd, uint32_t m, uint32_t n, uint32_t k, int32_t ab, int32_t cd) {
+    if (!ig_vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR) return false;
+    ig_pfn_coopmat_khr fn;
+    PFN_vkVoidFunction v = ig_vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR;
+    memcpy(&fn, &v, sizeof fn);
+    uint32_t count = 0;
+    if (fn(pd, &count, NULL) != VK_SUCCESS || count == 0) return false;
+    ig_vk_coopmat_props_khr *p = calloc(count, sizeof *p);
+    if (!p) return false;
+    for (uint32_t i = 0; i < count; i++) p[i].sType = IG_VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR;
+    bool ok = false;
+    VkResult r = fn(pd, &count, p);
+    if (r == VK_SUCCESS || r == VK_INCOMPLETE)
+        for (uint32_t i = 0; i < count; i++)
+            if (p[i].MSize == m && p[i].NSize == n && p[i].KSize == k && p[i].AType == ab && p[i].BType == ab &&
+                p[i].CType == cd && p[i].ResultType == cd && !p[i].saturatingAccumulation && p[i].scope == 3)
+                ok = true;
+    free(p);
+    return ok;
+}
+
 void ig_vk_query_device(VkPhysicalDevice pd, int index, uint32_t instance_api, ig_vk_device_info *info) {
     memset(info, 0, sizeof *info);
     info->index = index;
@@ -149,6 +178,7 @@ void ig_vk_query_device(VkPhysicalDevice pd, int index, uint32_t instance_api, i
     bool has_8bit = v12 || has_ext(ext, n_ext, "VK_KHR_8bit_storage");
     bool has_sgsc = v13 || has_ext(ext, n_ext, "VK_EXT_subgroup_size_control");
     bool has_idot = v13 || has_ext(ext, n_ext, "VK_KHR_shader_integer_dot_product");
+    bool has_vkmm = v12 || has_ext(ext, n_ext, "VK_KHR_vulkan_memory_model");
     info->coopmat_khr = has_ext(ext, n_ext, "VK_KHR_cooperative_matrix");
     info->coopmat_nv = has_ext(ext, n_ext, "VK_NV_cooperative_matrix");
     info->exec_props = has_ext(ext, n_ext, "VK_KHR_pipeline_executable_properties");
@@ -178,6 +208,7 @@ void ig_vk_query_device(VkPhysicalDevice pd, int index, uint32_t instance_api, i
         info->subgroup_min = sgsc.minSubgroupSize;
         info->subgroup_max = sgsc.maxSubgroupSize;
         info->subgroup_size_control = (sgsc.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
+        info->subgroup_size_control_ext = !v13;
     }
     const VkSubgroupFeatureFlags need = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
     info->subgroup_arith = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
@@ -201,10 +232,16 @@ void ig_vk_query_device(VkPhysicalDevice pd, int index, uint32_t instance_api, i
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
     VkPhysicalDeviceShaderIntegerDotProductFeatures idf = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+    VkPhysicalDeviceSubgroupSizeControlFeatures sgf = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
+    VkPhysicalDeviceVulkanMemoryModelFeatures mmf = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
     chain = &s16;
     if (has_8bit) { s8.pNext = chain; chain = &s8; }
     if (has_f16i8) { f16.pNext = chain; chain = &f16; }
     if (has_idot) { idf.pNext = chain; chain = &idf; }
+    if (has_sgsc) { sgf.pNext = chain; chain = &sgf; }
+    if (has_vkmm) { mmf.pNext = chain; chain = &mmf; }
     VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = chain};
     ig_vk.vkGetPhysicalDeviceFeatures2(pd, &f2);
     info->storage16 = s16.storageBuffer16BitAccess;
@@ -213,6 +250,9 @@ void ig_vk_query_device(VkPhysicalDevice pd, int index, uint32_t instance_api, i
     info->int8 = has_f16i8 && f16.shaderInt8;
     info->int_dot = has_idot && idf.shaderIntegerDotProduct;
     info->int_dot_accel = info->int_dot && info->int_dot_accel;
+    info->subgroup_size_control = info->subgroup_size_control && sgf.subgroupSizeControl && sgf.computeFullSubgroups;
+    info->vulkan_memory_model = has_vkmm && mmf.vulkanMemoryModel;
+    info->vulkan_memory_model_ext = !v12;
 
     /* memory */
     VkPhysicalDeviceMemoryProperties mp;
@@ -241,6 +281,8 @@ void ig_vk_query_device(VkPhysicalDevice pd, int index, uint32_t instance_api, i
         info->coopmat_nv && nv_shape(pd, 16, 8, 16, VK_COMPONENT_TYPE_FLOAT16_NV, VK_COMPONENT_TYPE_FLOAT32_NV);
     info->coopmat_nv_s8_16x8x32 =
         info->coopmat_nv && nv_shape(pd, 16, 8, 32, VK_COMPONENT_TYPE_SINT8_NV, VK_COMPONENT_TYPE_SINT32_NV);
+    info->coopmat_khr_16x16x16 = info->coopmat_khr && khr_shape(pd, 16, 16, 16, 0 /* f16 */, 1 /* f32 */);
+    info->coopmat_khr_s8_16x16x32 = info->coopmat_khr && khr_shape(pd, 16, 16, 32, 3 /* s8 */, 5 /* s32 */);
 
     /* requirements */
     info->usable = true;
@@ -301,6 +343,7 @@ ig_vk_device_params ig_vk_device_default_params(void) {
 const ig_vk_device_info *ig_vk_device_get_info(const ig_vk_device *dev) { return &dev->info; }
 uint64_t ig_vk_device_allocated(const ig_vk_device *dev) { return dev->allocated; }
 bool ig_vk_device_coopmat(const ig_vk_device *dev) { return dev->coopmat; }
+bool ig_vk_device_coopmat_khr(const ig_vk_device *dev) { return dev->coopmat_khr; }
 bool ig_vk_device_coopmat_int8(const ig_vk_device *dev) { return dev->coopmat_i8; }
 bool ig_vk_device_attn_coopmat(const ig_vk_device *dev) { return dev->attn_cm; }
 bool ig_vk_device_int8(const ig_vk_device *dev) { return dev->int8_mv; }
@@ -412,13 +455,22 @@ static ig_status create_logical(ig_vk_device *d) {
                                    .pQueuePriorities = &prio};
     VkPhysicalDevice16BitStorageFeatures s16 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES,
                                                 .storageBuffer16BitAccess = VK_TRUE};
-    /* tensor cores: VK_NV_cooperative_matrix with f16 arithmetic */
+    /* tensor cores: NV or KHR cooperative matrices with f16 arithmetic, in
+       the Vulkan memory model (the shaders' SPIR-V declares it) */
     VkPhysicalDeviceCooperativeMatrixFeaturesNV cm = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV, .cooperativeMatrix = VK_TRUE};
+    ig_vk_coopmat_features_khr cmk = {.sType = IG_VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR,
+                                      .cooperativeMatrix = VK_TRUE};
     VkPhysicalDeviceShaderFloat16Int8Features f16 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES,
-                                                     .pNext = &cm,
                                                      .shaderFloat16 = VK_TRUE,
                                                      .shaderInt8 = d->coopmat_i8 ? VK_TRUE : VK_FALSE};
+    VkPhysicalDeviceVulkanMemoryModelFeatures mmf = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES, .vulkanMemoryModel = VK_TRUE};
+    /* KHR pipelines on devices whose default subgroups are not 32 wide */
+    VkPhysicalDeviceSubgroupSizeControlFeatures sgf = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES,
+        .subgroupSizeControl = VK_TRUE,
+        .computeFullSubgroups = VK_TRUE};
     /* packed int8 dot products: the int8 mat-vec (mv8_*) */
     VkPhysicalDeviceShaderIntegerDotProductFeatures idf = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES,
@@ -427,22 +479,38 @@ static ig_status create_logical(ig_vk_device *d) {
     VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pef = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
         .pipelineExecutableInfo = VK_TRUE};
-    const char *exts[3];
+    const char *exts[7];
     uint32_t n_exts = 0;
+    /* each enabled feature structure goes at the head of s16's chain */
+#define CHAIN(st) ((st).pNext = s16.pNext, s16.pNext = &(st))
     if (d->pipe_stats) {
-        pef.pNext = s16.pNext;
-        s16.pNext = &pef;
+        CHAIN(pef);
         exts[n_exts++] = "VK_KHR_pipeline_executable_properties";
     }
     if (d->coopmat) {
-        s16.pNext = &f16;
-        exts[n_exts++] = "VK_NV_cooperative_matrix";
+        CHAIN(f16);
+        if (d->coopmat_khr) {
+            CHAIN(cmk);
+            exts[n_exts++] = "VK_KHR_cooperative_matrix";
+        }
+        if (d->coopmat_nv) {
+            CHAIN(cm);
+            exts[n_exts++] = "VK_NV_cooperative_matrix";
+        }
+        if (d->info.vulkan_memory_model) {
+            CHAIN(mmf);
+            if (d->info.vulkan_memory_model_ext) exts[n_exts++] = "VK_KHR_vulkan_memory_model";
+        }
+        if (d->cm_sg32) {
+            CHAIN(sgf);
+            if (d->info.subgroup_size_control_ext) exts[n_exts++] = "VK_EXT_subgroup_size_control";
+        }
     }
     if (d->int8_mv) {
-        idf.pNext = s16.pNext;
-        s16.pNext = &idf;
+        CHAIN(idf);
         if (d->info.int_dot_ext) exts[n_exts++] = "VK_KHR_shader_integer_dot_product";
     }
+#undef CHAIN
     VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &s16};
     VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
                               .pNext = &f2,
@@ -640,19 +708,38 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
         /* mv.comp's reduction scratch when subgroups are narrower than 32 */
         if (d->info.subgroup_size < 32 && d->mv_wg > 128) d->mv_wg = 128;
         if (d->info.subgroup_size > 32 && d->mv_wg > 256) d->mv_wg = 256;
+        /* tensor cores: NV cooperative matrices (16 x 8 fragments) and KHR
+           ones (16 x 16: AMD's RDNA3 and Intel have only these), each
+           where the device and the compiler have them; where both are
+           there, the matmuls choose per tile (vk_ops.c). KHR pipelines run
+           in subgroups of 32, required where they are not the default.
+           The int8 matmul and the prefill attention need NV's.
+           $IGNIS_VK_COOPMAT: 0 none, nv or khr only that extension. */
         const char *cmv = getenv("IGNIS_VK_COOPMAT");
-        d->coopmat = IG_VK_GLSL_COOPMAT_NV && !p.no_coopmat && !(cmv && strcmp(cmv, "0") == 0) &&
-                     d->info.coopmat_nv_16x8x16 && d->info.fp16 && d->info.subgroup_size == 32 &&
-                     d->info.max_shared_memory >= 40 * 1024;
+        const bool cm_any = !p.no_coopmat && !(cmv && strcmp(cmv, "0") == 0) && d->info.fp16 &&
+                            d->info.max_shared_memory >= 40 * 1024;
+        const bool khr_only = p.coopmat_ext == IG_VK_COOPMAT_KHR || (cmv && strcmp(cmv, "khr") == 0);
+        const bool nv_only = p.coopmat_ext == IG_VK_COOPMAT_NV || (cmv && strcmp(cmv, "nv") == 0);
+        const bool sg32 = d->info.subgroup_size == 32 ||
+                          (d->info.subgroup_size_control && d->info.subgroup_min <= 32 && d->info.subgroup_max >= 32);
+        d->coopmat_nv = cm_any && !khr_only && IG_VK_GLSL_COOPMAT_NV && d->info.coopmat_nv_16x8x16 &&
+                        d->info.subgroup_size == 32;
+        d->coopmat_khr = cm_any && !nv_only && IG_VK_GLSL_COOPMAT_KHR && d->info.coopmat_khr_16x16x16 && sg32 &&
+                         d->info.vulkan_memory_model;
+        d->coopmat = d->coopmat_nv || d->coopmat_khr;
+        d->cm_sg32 = d->coopmat_khr && d->info.subgroup_size != 32;
         const char *i8 = getenv("IGNIS_VK_INT8");
         d->int8_mv = IG_VK_GLSL_INT_DOT && !p.no_int8 && !(i8 && strcmp(i8, "0") == 0) && d->info.int_dot;
         d->pipe_stats = getenv("IGNIS_VK_PIPE_STATS") && d->info.exec_props &&
                         ig_vk.vkGetPipelineExecutablePropertiesKHR && ig_vk.vkGetPipelineExecutableStatisticsKHR;
         const char *ci8 = getenv("IGNIS_VK_CM_INT8");
         const char *acm = getenv("IGNIS_VK_ATTN_CM");
-        d->attn_cm = d->coopmat && d->info.subgroup_shuffle && !p.no_attn_coopmat && !(acm && strcmp(acm, "0") == 0);
-        d->coopmat_i8 = d->coopmat && d->int8_mv && d->info.coopmat_nv_s8_16x8x32 && d->info.int8 &&
-                        !p.no_coopmat_int8 && !(ci8 && strcmp(ci8, "0") == 0);
+        d->attn_cm = d->coopmat_nv && d->info.subgroup_shuffle && !p.no_attn_coopmat && !(acm && strcmp(acm, "0") == 0);
+        /* the int8 matmul: s8 products of 16 x 8 x 32 (NV) or 16 x 16 x 32 (KHR) */
+        const bool i8_ok = d->int8_mv && d->info.int8 && !p.no_coopmat_int8 && !(ci8 && strcmp(ci8, "0") == 0);
+        d->cm_i8_khr = i8_ok && d->coopmat_khr && d->info.coopmat_khr_s8_16x16x32;
+        d->cm_i8_nv = i8_ok && d->coopmat_nv && d->info.coopmat_nv_s8_16x8x32;
+        d->coopmat_i8 = d->cm_i8_khr || d->cm_i8_nv;
         /* measured on the H100, synthetic Q4_K_M (tokens/s, 8 against 32):
            270M 16 streams 1814 / 3713, 32 streams 2845 / 3776; 1B 16
            streams 1227 / 1561, 32 streams 1969 / 2415. 32 against 128 (the

@@ -122,9 +122,18 @@ ig_status ig_vk_pipeline_spec(ig_vk_device *d, const char *name, const uint32_t 
     VkSpecializationMapEntry me[IG_VK_N_SPEC];
     for (uint32_t i = 0; i < IG_VK_N_SPEC; i++) me[i] = (VkSpecializationMapEntry){i, 4 * i, 4};
     VkSpecializationInfo si = {.mapEntryCount = IG_VK_N_SPEC, .pMapEntries = me, .dataSize = sizeof spec, .pData = spec};
+    /* the KHR tensor-core matmuls map their tiles onto subgroups of 32 (and
+       the probe counts them so) */
+    const bool sg32 = d->cm_sg32 && (strncmp(name, "mmcmk_", 6) == 0 || strncmp(name, "mmqk_", 5) == 0 ||
+                                     strcmp(name, "probe_mmak") == 0);
+    VkPipelineShaderStageRequiredSubgroupSizeCreateInfo rss = {
+        .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO,
+        .requiredSubgroupSize = 32};
     VkComputePipelineCreateInfo ci = {
         .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
         .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                  .pNext = sg32 ? &rss : NULL,
+                  .flags = sg32 ? VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT : 0,
                   .stage = VK_SHADER_STAGE_COMPUTE_BIT,
                   .module = mod,
                   .pName = "main",

@@ -61,9 +61,12 @@ ig_status ig_vk_probe(ig_vk_device *d, ig_vk_probe_result *out) {
     ig_status st = ig_vk_step_create(d, 1, &s);
     if (st == IG_OK) st = ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, bytes, &src);
     if (st == IG_OK) st = ig_vk_buffer_zero(src);
-    /* read: one uint per invocation; mma: one 16x8 f32 tile per subgroup */
+    /* read: one uint per invocation; mma: one 16x8 (KHR: 16x16) f32 tile
+       per subgroup of 32 */
+    const bool khr = ig_vk_device_coopmat_khr(d);
+    const uint32_t frag_n = khr ? 16 : 8;
     uint64_t dst_bytes = (uint64_t)read_groups * PROBE_WG * 4;
-    if ((uint64_t)mma_groups * PROBE_WG * 4 * 4 > dst_bytes) dst_bytes = (uint64_t)mma_groups * PROBE_WG * 4 * 4;
+    if ((uint64_t)mma_groups * PROBE_WG * frag_n * 2 > dst_bytes) dst_bytes = (uint64_t)mma_groups * PROBE_WG * frag_n * 2;
     if (st == IG_OK) st = ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, dst_bytes, &dst);
     double t = 0;
     if (st == IG_OK)
@@ -77,14 +80,16 @@ ig_status ig_vk_probe(ig_vk_device *d, ig_vk_probe_result *out) {
     }
     ig_vk_graph_free(g);
     g = NULL;
-#if IG_VK_GLSL_COOPMAT_NV
+#if IG_VK_GLSL_COOPMAT_NV || IG_VK_GLSL_COOPMAT_KHR
     if (st == IG_OK && ig_vk_device_coopmat(d) && info->subgroup_size > 0) {
-        st = probe_graph(d, s, "probe_mma", NULL, dst->parts, PROBE_MMA_ITERS, mma_groups, PROBE_MMA_REPS, &g);
+        st = probe_graph(d, s, khr ? "probe_mmak" : "probe_mma", NULL, dst->parts, PROBE_MMA_ITERS, mma_groups,
+                         PROBE_MMA_REPS, &g);
         if (st == IG_OK) st = probe_time(g, &t);
         if (st == IG_OK && t > 0) {
-            const double subgroups = (double)mma_groups * (PROBE_WG / info->subgroup_size);
-            /* four 16x8x16 products per iteration */
-            const double flops = subgroups * PROBE_MMA_ITERS * 4 * (2.0 * 16 * 8 * 16) * PROBE_MMA_REPS;
+            /* KHR pipelines run in subgroups of 32 (required where not the default) */
+            const double subgroups = (double)mma_groups * (PROBE_WG / (khr ? 32 : info->subgroup_size));
+            /* four 16 x frag_n x 16 products per iteration */
+            const double flops = subgroups * PROBE_MMA_ITERS * 4 * (2.0 * 16 * frag_n * 16) * PROBE_MMA_REPS;
             out->mma_tflops = flops / t / 1e12;
         }
         ig_vk_graph_free(g);

@@ -1,25 +1,25 @@
-// The tensor-core matmuls' store of a 16 x 8 accumulator fragment (rows
-// r.., tokens t..) to Y at yb (token t, row r at t * y_stride + y_row0 + r):
-// a whole fragment straight to Y where Y's offsets allow it, a partial one
-// through the subgroup's 256 floats of stage (or, with CM_STAGE_IN_SA, of
-// the uint array sa, which holds floats' bits there). Include after the
-// push constants (pc) and the ys and stage (sa) arrays; uniform per
-// subgroup.
-void cm_store(fcoopmatNV<32, gl_ScopeSubgroup, 16, 8> v, uint r, uint t, uint yb, uint n, bool direct_ok) {
+// The tensor-core matmuls' store of a 16 x CM_N accumulator fragment (rows
+// r.., tokens t..; cm_frag.glsl) to Y at yb (token t, row r at t * y_stride
+// + y_row0 + r): a whole fragment straight to Y where Y's offsets allow it,
+// a partial one through the subgroup's 256 floats of stage (or, with
+// CM_STAGE_IN_SA, of the uint array sa, which holds floats' bits there).
+// Include after cm_frag.glsl, the push constants (pc) and the ys and stage
+// (sa) arrays; uniform per subgroup.
+void cm_store(CM_C v, uint r, uint t, uint yb, uint n, bool direct_ok) {
     if (r >= pc.n_rows || t >= n) return;
-    if (direct_ok && r + 16u <= pc.n_rows && t + 8u <= n) {
-        coopMatStoreNV(v, ys, yb + t * pc.y_stride + pc.y_row0 + r, pc.y_stride, true);
+    if (direct_ok && r + 16u <= pc.n_rows && t + CM_N <= n) {
+        CM_STORE(v, ys, yb + t * pc.y_stride + pc.y_row0 + r, pc.y_stride, CM_COL_MAJOR);
         return;
     }
     const uint sbase = gl_SubgroupID * 256u;
 #ifdef CM_STAGE_IN_SA
-    coopMatStoreNV(v, sa, sbase, 16u, true); // (m, n) at n * 16 + m
+    CM_STORE(v, sa, sbase, 16u, CM_COL_MAJOR); // (m, n) at n * 16 + m
 #else
-    coopMatStoreNV(v, stage, sbase, 16u, true);
+    CM_STORE(v, stage, sbase, 16u, CM_COL_MAJOR);
 #endif
     subgroupMemoryBarrierShared();
     subgroupBarrier();
-    for (uint e = gl_SubgroupInvocationID; e < 128u; e += gl_SubgroupSize) {
+    for (uint e = gl_SubgroupInvocationID; e < 16u * CM_N; e += gl_SubgroupSize) {
         const uint m = e % 16u, nn = e / 16u;
 #ifdef CM_STAGE_IN_SA
         const float y = uintBitsToFloat(sa[sbase + e]);

@@ -1,9 +1,9 @@
 #version 450
 // Y[t, r] = sum_i W[r, i] X[t, i] on tensor cores (GL_NV_cooperative_matrix,
-// f16 inputs, f32 accumulation): prefill and large batches of quantized or
-// f16 weights. A workgroup of 8 subgroups (of 32) computes BM rows x BN
-// tokens (64, 128 with WIDE, 32 with NARROW), CM_KSPAN row elements per step
-// (cmq.glsl):
+// or GL_KHR_cooperative_matrix with KHR: cm_frag.glsl; f16 inputs, f32
+// accumulation): prefill and large batches of quantized or f16 weights. A
+// workgroup of 8 subgroups (of 32) computes BM rows x BN tokens (64, 128
+// with WIDE, 32 with NARROW), CM_KSPAN row elements per step (cmq.glsl):
 //   - weights come as mvq.glsl items (128-bit loads), activations as vec4;
 //     the next step's weight loads are issued before this step's products,
 //     so memory latency hides behind the tensor cores (register prefetch;
@@ -11,8 +11,9 @@
 //     activations too cost more (registers, so workgroups per compute
 //     unit) than it hid: they come from L2, loaded at the store;
 //   - both are stored to shared memory as f16, 8 halves per store;
-//   - each subgroup multiplies a 32 x (BN / (8 / (BM / 32))) block as
-//     fragments of 16 x 8 (k = 16 per product);
+//   - each subgroup multiplies an SR x WN block (SR = 32 rows, or 16 where
+//     32 would leave it fewer tokens than a fragment has) as fragments of
+//     16 x CM_N (k = 16 per product);
 //   - whole fragments are stored straight to Y, partial ones through a
 //     per-subgroup staging area (cm_store.glsl).
 // BM x CM_KSPAN = 8192 weights per step (4096 per matrix for GEGLU), so
@@ -24,7 +25,11 @@
 // +split_steps) and stores its raw sums (both matrices' for GEGLU, B's at
 // +geglu_off) at y_off + split * split_stride; cm_reduce.comp adds them up.
 #extension GL_GOOGLE_include_directive : require
+#ifdef KHR
+#extension GL_KHR_cooperative_matrix : require
+#else
 #extension GL_NV_cooperative_matrix : require
+#endif
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #include "common.glsl"
@@ -69,6 +74,7 @@ layout(push_constant) uniform PC {
 #undef FN
 #endif
 #include "cmq.glsl"
+#include "cm_frag.glsl"
 
 #ifdef GEGLU
 #define BM (4096u / CM_KSPAN)
@@ -82,10 +88,14 @@ layout(push_constant) uniform PC {
 #else
 #define BN 64u
 #endif
-#define WGM (BM / 32u)        // subgroups along the rows (32 rows each)
-#define WGN (8u / WGM)        // subgroups along the tokens
-#define WN (BN / WGN)         // tokens per subgroup
-#define FRN (WN / 8u)         // 16 x 8 fragments per subgroup along the tokens
+// rows per subgroup: 32, or 16 where 32 would leave a subgroup fewer tokens
+// than a fragment has (KHR's 16-token fragments in GEGLU and Q6_K tiles)
+const uint SR = BN * BM / 256u >= CM_N ? 32u : 16u;
+const uint WGM = BM / SR;     // subgroups along the rows
+const uint WGN = 8u / WGM;    // subgroups along the tokens
+const uint WN = BN / WGN;     // tokens per subgroup
+const uint FRM = SR / 16u;    // fragments per subgroup along the rows
+const uint FRN = WN / CM_N;   // ... along the tokens
 #define LD (CM_KSPAN + 8u)    // halves per shared row: 16-byte aligned, skewed banks
 #define LD8 (LD / 8u)
 
@@ -120,15 +130,15 @@ void main() {
     const uint s_begin = split * pc.split_steps; // the host gives every split a step
     const uint n_steps = min((pc.n_in + CM_KSPAN - 1u) / CM_KSPAN, s_begin + pc.split_steps);
 
-    fcoopmatNV<32, gl_ScopeSubgroup, 16, 8> acc[2][FRN];
+    CM_C acc[FRM][FRN];
 #ifdef GEGLU
-    fcoopmatNV<32, gl_ScopeSubgroup, 16, 8> acc2[2][FRN];
+    CM_C acc2[FRM][FRN];
 #endif
-    [[unroll]] for (uint i = 0u; i < 2u; i++)
+    [[unroll]] for (uint i = 0u; i < FRM; i++)
         [[unroll]] for (uint j = 0u; j < FRN; j++) {
-            acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>(0.0);
+            acc[i][j] = CM_C(0.0);
 #ifdef GEGLU
-            acc2[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>(0.0);
+            acc2[i][j] = CM_C(0.0);
 #endif
         }
 
@@ -212,18 +222,18 @@ void main() {
             LOAD_STEP(s + 1u)
         }
         [[unroll]] for (uint kk = 0u; kk < CM_KSPAN; kk += 16u) {
-            fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[2];
-            fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> b[FRN];
+            CM_A a[FRM];
+            CM_B b[FRN];
             [[unroll]] for (uint j = 0u; j < FRN; j++)
-                coopMatLoadNV(b[j], sb, ((wn * WN + j * 8u) * LD + kk) / 8u, LD8, true);
-            [[unroll]] for (uint i = 0u; i < 2u; i++) {
-                coopMatLoadNV(a[i], sa, ((wm * 32u + i * 16u) * LD + kk) / 8u, LD8, false);
-                [[unroll]] for (uint j = 0u; j < FRN; j++) acc[i][j] = coopMatMulAddNV(a[i], b[j], acc[i][j]);
+                CM_LOAD(b[j], sb, ((wn * WN + j * CM_N) * LD + kk) / 8u, LD8, CM_COL_MAJOR);
+            [[unroll]] for (uint i = 0u; i < FRM; i++) {
+                CM_LOAD(a[i], sa, ((wm * SR + i * 16u) * LD + kk) / 8u, LD8, CM_ROW_MAJOR);
+                [[unroll]] for (uint j = 0u; j < FRN; j++) acc[i][j] = CM_MULADD(a[i], b[j], acc[i][j]);
             }
 #ifdef GEGLU
-            [[unroll]] for (uint i = 0u; i < 2u; i++) {
-                coopMatLoadNV(a[i], sa2, ((wm * 32u + i * 16u) * LD + kk) / 8u, LD8, false);
-                [[unroll]] for (uint j = 0u; j < FRN; j++) acc2[i][j] = coopMatMulAddNV(a[i], b[j], acc2[i][j]);
+            [[unroll]] for (uint i = 0u; i < FRM; i++) {
+                CM_LOAD(a[i], sa2, ((wm * SR + i * 16u) * LD + kk) / 8u, LD8, CM_ROW_MAJOR);
+                [[unroll]] for (uint j = 0u; j < FRN; j++) acc2[i][j] = CM_MULADD(a[i], b[j], acc2[i][j]);
             }
 #endif
         }
@@ -240,7 +250,7 @@ void main() {
 #endif
     for (uint o = 0u; o < n_out; o++) {
         const uint yb = y_base + o * pc.geglu_off;
-        [[unroll]] for (uint i = 0u; i < 2u; i++)
+        [[unroll]] for (uint i = 0u; i < FRM; i++)
             [[unroll]] for (uint j = 0u; j < FRN; j++) {
 #ifdef GEGLU
                 if (pc.n_split == 1u)
@@ -248,7 +258,7 @@ void main() {
                 else if (o == 1u)
                     acc[i][j] = acc2[i][j];
 #endif
-                cm_store(acc[i][j], row0 + wm * 32u + i * 16u, col0 + wn * WN + j * 8u, yb, n, direct_ok);
+                cm_store(acc[i][j], row0 + wm * SR + i * 16u, col0 + wn * WN + j * CM_N, yb, n, direct_ok);
             }
     }
 }

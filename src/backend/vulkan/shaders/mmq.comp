@@ -32,8 +32,12 @@
 // super-blocks). Needs (host): n_in a multiple of 256, x offset and stride
 // in uvec4 (x8 blocks of 48 bytes per 32 elements).
 #extension GL_GOOGLE_include_directive : require
+#ifdef KHR
+#extension GL_KHR_cooperative_matrix : require
+#else
 #extension GL_NV_cooperative_matrix : require
 #extension GL_NV_integer_cooperative_matrix : require
+#endif
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
@@ -74,10 +78,15 @@ layout(push_constant) uniform PC {
 #else
 #define BN 64u
 #endif
-#define WGM (BM / 32u)        // subgroups along the rows (32 rows each)
-#define WGN (NT / 32u / WGM)  // subgroups along the tokens
-#define WN (BN / WGN)         // tokens per subgroup
-#define FRN (WN / 8u)         // fragments per subgroup along the tokens
+#include "cm_frag.glsl"
+// rows per subgroup: 32, or 16 where 32 would leave a subgroup fewer tokens
+// than a fragment has (KHR's 16-token fragments in narrow GEGLU tiles)
+const uint SR = BN * BM / (NT / 32u) / 32u >= CM_N ? 32u : 16u;
+const uint WGM = BM / SR;           // subgroups along the rows
+const uint WGN = NT / 32u / WGM;    // subgroups along the tokens
+const uint WN = BN / WGN;           // tokens per subgroup
+const uint FRM = SR / 16u;          // fragments per subgroup along the rows
+const uint FRN = WN / CM_N;         // ... along the tokens
 #define LDA 36u               // uints per shared row: 128 bytes + 16 (skewed banks)
 #ifdef Q6K
 #define LDX 52u               // activations: 32 elements per 48 bytes (the zeros between) + 16
@@ -105,8 +114,8 @@ shared float sdx[BN];              // the activations' scale dx
 shared float16_t smin[NM * BM * 16u];
 shared float16_t ssum[BN * 16u];
 #endif
-shared int sidx_i[128];
-shared float sidx_f[128];
+shared int sidx_i[16u * CM_N];
+shared float sidx_f[16u * CM_N];
 #if defined(WIDE) || defined(Q6K)
 #define CM_STAGE_IN_SA        // the epilogue's staging area is sa (8 or 16 KiB of its 18)
 #else
@@ -114,10 +123,10 @@ shared float stage[8u * 256u];
 #endif
 #include "cm_store.glsl"
 
-#define ICM_A icoopmatNV<8, gl_ScopeSubgroup, 16, 32>
-#define ICM_B icoopmatNV<8, gl_ScopeSubgroup, 32, 8>
-#define ICM_C icoopmatNV<32, gl_ScopeSubgroup, 16, 8>
-#define FCM_C fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>
+#define ICM_A CM_IA
+#define ICM_B CM_IB
+#define ICM_C CM_IC
+#define FCM_C CM_C
 
 // the loads of one half step (h) of super-block s, in registers
 struct xload { uvec4 q0, q1; vec4 m; };
@@ -318,7 +327,7 @@ void main() {
     const uint n_steps = min(pc.n_in / 256u, s_begin + pc.split_steps);
 
     // which (row, token) of a 16 x 8 fragment each element holds
-    if (tid < 128u) {
+    if (tid < 16u * CM_N) {
         sidx_i[tid] = int(tid);
         sidx_f[tid] = float(tid);
     }
@@ -329,19 +338,19 @@ void main() {
     barrier();
     ICM_C idx_i;
     FCM_C idx_f;
-    coopMatLoadNV(idx_i, sidx_i, 0u, 8u, false);
-    coopMatLoadNV(idx_f, sidx_f, 0u, 8u, false);
-    uint ri[8], rf[8], cf[8]; // (8: more than a fragment's elements per invocation)
-    for (int e = 0; e < idx_i.length(); e++) ri[e] = uint(idx_i[e]) >> 3;
+    CM_LOAD(idx_i, sidx_i, 0u, CM_N, CM_ROW_MAJOR);
+    CM_LOAD(idx_f, sidx_f, 0u, CM_N, CM_ROW_MAJOR);
+    uint ri[8], rf[8], cf[8]; // (8: a fragment's elements per invocation, at most)
+    for (int e = 0; e < idx_i.length(); e++) ri[e] = uint(idx_i[e]) / CM_N;
     for (int e = 0; e < idx_f.length(); e++) {
-        rf[e] = uint(idx_f[e]) >> 3;
-        cf[e] = uint(idx_f[e]) & 7u;
+        rf[e] = uint(idx_f[e]) / CM_N;
+        cf[e] = uint(idx_f[e]) % CM_N;
     }
 
-    FCM_C acc[NM][2][FRN];
-    ICM_C isb[NM][2][FRN];
+    FCM_C acc[NM][FRM][FRN];
+    ICM_C isb[NM][FRM][FRN];
     [[unroll]] for (uint m = 0u; m < NM; m++)
-        [[unroll]] for (uint i = 0u; i < 2u; i++)
+        [[unroll]] for (uint i = 0u; i < FRM; i++)
             [[unroll]] for (uint j = 0u; j < FRN; j++) {
                 acc[m][i][j] = FCM_C(0.0);
                 isb[m][i][j] = ICM_C(0);
@@ -358,23 +367,24 @@ void main() {
 #ifdef Q6K
             [[unroll]] for (uint lj = 0u; lj < 4u; lj++) {
                 const uint j = 8u * h + 2u * lj; // the scales of elements 0-15 and 16-31
-                ICM_B b0[FRN], b1[FRN];
+                ICM_B b0[FRN];
+                ICM_B b1[FRN]; // (one type per declaration: glslang 13 gives a KHR list's second name another)
                 [[unroll]] for (uint f = 0u; f < FRN; f++) {
-                    coopMatLoadNV(b0[f], sx, (wn * WN + f * 8u) * LDX + lj * 12u, LDX, true);
-                    coopMatLoadNV(b1[f], sx, (wn * WN + f * 8u) * LDX + lj * 12u + 4u, LDX, true);
+                    CM_LOAD(b0[f], sx, (wn * WN + f * CM_N) * LDX + lj * 12u, LDX, CM_COL_MAJOR);
+                    CM_LOAD(b1[f], sx, (wn * WN + f * CM_N) * LDX + lj * 12u + 4u, LDX, CM_COL_MAJOR);
                 }
                 [[unroll]] for (uint m = 0u; m < NM; m++)
-                    [[unroll]] for (uint i = 0u; i < 2u; i++) {
+                    [[unroll]] for (uint i = 0u; i < FRM; i++) {
                         ICM_A a;
-                        coopMatLoadNV(a, sa, (m * BM + wm * 32u + i * 16u) * LDA + lj * 8u, LDA, false);
+                        CM_LOAD(a, sa, (m * BM + wm * SR + i * 16u) * LDA + lj * 8u, LDA, CM_ROW_MAJOR);
                         int sc0[8], sc1[8];
                         for (int e = 0; e < idx_i.length(); e++) {
-                            sc0[e] = SCALE(m * BM + wm * 32u + i * 16u + ri[e], j);
-                            sc1[e] = SCALE(m * BM + wm * 32u + i * 16u + ri[e], j + 1u);
+                            sc0[e] = SCALE(m * BM + wm * SR + i * 16u + ri[e], j);
+                            sc1[e] = SCALE(m * BM + wm * SR + i * 16u + ri[e], j + 1u);
                         }
                         [[unroll]] for (uint f = 0u; f < FRN; f++) {
-                            ICM_C p0 = coopMatMulAddNV(a, b0[f], ICM_C(0));
-                            ICM_C p1 = coopMatMulAddNV(a, b1[f], ICM_C(0));
+                            ICM_C p0 = CM_MULADD(a, b0[f], ICM_C(0));
+                            ICM_C p1 = CM_MULADD(a, b1[f], ICM_C(0));
                             for (int e = 0; e < p0.length(); e++)
                                 isb[m][i][f][e] += sc0[e] * p0[e] + sc1[e] * p1[e];
                         }
@@ -385,15 +395,15 @@ void main() {
                 const uint j = 4u * h + lj;
                 ICM_B b[FRN];
                 [[unroll]] for (uint f = 0u; f < FRN; f++)
-                    coopMatLoadNV(b[f], sx, (wn * WN + f * 8u) * LDA + lj * 8u, LDA, true);
+                    CM_LOAD(b[f], sx, (wn * WN + f * CM_N) * LDA + lj * 8u, LDA, CM_COL_MAJOR);
                 [[unroll]] for (uint m = 0u; m < NM; m++)
-                    [[unroll]] for (uint i = 0u; i < 2u; i++) {
+                    [[unroll]] for (uint i = 0u; i < FRM; i++) {
                         ICM_A a;
-                        coopMatLoadNV(a, sa, (m * BM + wm * 32u + i * 16u) * LDA + lj * 8u, LDA, false);
+                        CM_LOAD(a, sa, (m * BM + wm * SR + i * 16u) * LDA + lj * 8u, LDA, CM_ROW_MAJOR);
                         int sc[8]; // the scales of this invocation's rows
-                        for (int e = 0; e < idx_i.length(); e++) sc[e] = SCALE(m * BM + wm * 32u + i * 16u + ri[e], j);
+                        for (int e = 0; e < idx_i.length(); e++) sc[e] = SCALE(m * BM + wm * SR + i * 16u + ri[e], j);
                         [[unroll]] for (uint f = 0u; f < FRN; f++) {
-                            ICM_C p = coopMatMulAddNV(a, b[f], ICM_C(0));
+                            ICM_C p = CM_MULADD(a, b[f], ICM_C(0));
                             for (int e = 0; e < p.length(); e++)
                                 isb[m][i][f][e] += sc[e] * p[e];
                         }
@@ -403,26 +413,26 @@ void main() {
             if (h == 1u) {
                 // the super-block's integer sums times d dx
                 [[unroll]] for (uint m = 0u; m < NM; m++)
-                    [[unroll]] for (uint i = 0u; i < 2u; i++)
+                    [[unroll]] for (uint i = 0u; i < FRM; i++)
                         [[unroll]] for (uint f = 0u; f < FRN; f++) {
                             FCM_C v = FCM_C(isb[m][i][f]);
                             for (int e = 0; e < v.length(); e++)
-                                acc[m][i][f][e] += sdw[m * BM + wm * 32u + i * 16u + rf[e]] *
-                                                   sdx[wn * WN + f * 8u + cf[e]] * v[e];
+                                acc[m][i][f][e] += sdw[m * BM + wm * SR + i * 16u + rf[e]] *
+                                                   sdx[wn * WN + f * CM_N + cf[e]] * v[e];
                             isb[m][i][f] = ICM_C(0);
                         }
 #ifndef Q6K
                 // the minima of two super-blocks (or of the last one)
                 if (((s - s_begin) & 1u) == 1u || last) {
-                    fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> bs[FRN];
+                    CM_B bs[FRN];
                     [[unroll]] for (uint f = 0u; f < FRN; f++)
-                        coopMatLoadNV(bs[f], ssum, (wn * WN + f * 8u) * 16u, 16u, true);
+                        CM_LOAD(bs[f], ssum, (wn * WN + f * CM_N) * 16u, 16u, CM_COL_MAJOR);
                     [[unroll]] for (uint m = 0u; m < NM; m++)
-                        [[unroll]] for (uint i = 0u; i < 2u; i++) {
-                            fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> am;
-                            coopMatLoadNV(am, smin, (m * BM + wm * 32u + i * 16u) * 16u, 16u, false);
+                        [[unroll]] for (uint i = 0u; i < FRM; i++) {
+                            CM_A am;
+                            CM_LOAD(am, smin, (m * BM + wm * SR + i * 16u) * 16u, 16u, CM_ROW_MAJOR);
                             [[unroll]] for (uint f = 0u; f < FRN; f++)
-                                acc[m][i][f] = coopMatMulAddNV(am, bs[f], acc[m][i][f]);
+                                acc[m][i][f] = CM_MULADD(am, bs[f], acc[m][i][f]);
                         }
                 }
 #endif
@@ -441,7 +451,7 @@ void main() {
 #endif
     for (uint o = 0u; o < n_out; o++) {
         const uint yb = y_base + o * pc.geglu_off;
-        [[unroll]] for (uint i = 0u; i < 2u; i++)
+        [[unroll]] for (uint i = 0u; i < FRM; i++)
             [[unroll]] for (uint j = 0u; j < FRN; j++) {
                 FCM_C r_acc = acc[0][i][j];
 #ifdef GEGLU
@@ -450,7 +460,7 @@ void main() {
                 else if (o == 1u)
                     r_acc = acc[1][i][j];
 #endif
-                cm_store(r_acc, row0 + wm * 32u + i * 16u, col0 + wn * WN + j * 8u, yb, n, direct_ok);
+                cm_store(r_acc, row0 + wm * SR + i * 16u, col0 + wn * WN + j * CM_N, yb, n, direct_ok);
             }
     }
 }

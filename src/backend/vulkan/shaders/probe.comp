@@ -4,8 +4,9 @@
 //   four loads in flight, and writes their xor (so nothing is elided):
 //   the memory read bandwidth.
 // MMA: every subgroup runs four independent chains of 16x8x16 f16 products
-//   with f32 accumulation in registers (GL_NV_cooperative_matrix): the
-//   tensor-core rate the prefill matmul (mmcm.comp) is made of.
+//   with f32 accumulation in registers (GL_NV_cooperative_matrix; with KHR,
+//   16x16x16 of GL_KHR_cooperative_matrix): the tensor-core rate the
+//   prefill matmul (mmcm.comp) is made of.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
@@ -34,24 +35,31 @@ void main() {
 #endif
 
 #ifdef MMA
+#ifdef KHR
+#extension GL_KHR_cooperative_matrix : require
+#else
 #extension GL_NV_cooperative_matrix : require
+#endif
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#include "cm_frag.glsl"
 layout(set = 0, binding = 4) writeonly buffer Dst { float dst[]; };
 layout(push_constant) uniform PC { uint iters; } pc;
 
 void main() {
-    fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a = fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>(float16_t(0.001));
-    fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> b = fcoopmatNV<16, gl_ScopeSubgroup, 16, 8>(float16_t(0.002));
-    fcoopmatNV<32, gl_ScopeSubgroup, 16, 8> c0 = fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>(0.0);
-    fcoopmatNV<32, gl_ScopeSubgroup, 16, 8> c1 = c0, c2 = c0, c3 = c0;
+    CM_A a = CM_A(float16_t(0.001));
+    CM_B b = CM_B(float16_t(0.002));
+    CM_C c0 = CM_C(0.0);
+    CM_C c1 = CM_C(0.0);
+    CM_C c2 = CM_C(0.0);
+    CM_C c3 = CM_C(0.0);
     for (uint i = 0u; i < pc.iters; i++) {
-        c0 = coopMatMulAddNV(a, b, c0);
-        c1 = coopMatMulAddNV(a, b, c1);
-        c2 = coopMatMulAddNV(a, b, c2);
-        c3 = coopMatMulAddNV(a, b, c3);
+        c0 = CM_MULADD(a, b, c0);
+        c1 = CM_MULADD(a, b, c1);
+        c2 = CM_MULADD(a, b, c2);
+        c3 = CM_MULADD(a, b, c3);
     }
     for (int e = 0; e < c0.length(); e++) c0[e] += c1[e] + c2[e] + c3[e];
-    coopMatStoreNV(c0, dst, (wg_linear() * gl_NumSubgroups + gl_SubgroupID) * 128u, 16u, false);
+    CM_STORE(c0, dst, (wg_linear() * gl_NumSubgroups + gl_SubgroupID) * 16u * CM_N, 16u, CM_ROW_MAJOR);
 }
 #endif
