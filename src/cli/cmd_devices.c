@@ -45,6 +45,21 @@ static void print_device(const ig_vk_device_info *d) {
            d->int_dot ? (d->int_dot_accel ? " (4x8 packed accelerated)" : " (not accelerated)") : "");
     printf("  cooperative matrix: KHR %s, NV %s%s%s\n", yn(d->coopmat_khr), yn(d->coopmat_nv),
            d->coopmat_shapes[0] ? "; " : "", d->coopmat_shapes);
+    /* what ignis's tensor-core kernels will run on (without IGNIS_VK_* overrides) */
+    const ig_vk_coopmat_choice c = ig_vk_coopmat_choose(
+        d, ig_vk_compiler_coopmat_nv(), ig_vk_compiler_coopmat_khr(),
+        (ig_vk_coopmat_wants){.any = true, .ext = IG_VK_COOPMAT_AUTO, .int8 = d->int_dot, .attn = true});
+    const char *f16 = c.nv && c.khr ? "KHR 16x16x16 for batches of up to 32, NV 16x8x16 above"
+                      : c.khr       ? "KHR 16x16x16"
+                      : c.nv        ? "NV 16x8x16"
+                                    : "none (tiled f32 kernel)";
+    printf("  tensor cores: matmul %s%s; int8 matmul %s; prefill attention %s\n", f16,
+           c.sg32 ? " (subgroups of 32 required)" : "",
+           c.i8_nv && c.i8_khr ? "KHR s8 16x16x32 / NV s8 16x8x32"
+           : c.i8_khr          ? "KHR s8 16x16x32"
+           : c.i8_nv           ? "NV s8 16x8x32"
+                               : "none",
+           c.attn ? "NV" : "none");
     printf("  L2 prefetch of the weights in decode: %s\n",
            ig_vk_prefetch_default(d) ? "on (NVIDIA, >= 64 GiB; IGNIS_VK_PREFETCH=0 turns it off)"
                                      : "off (IGNIS_VK_PREFETCH=stage_kb,ahead_mb turns it on)");
@@ -67,8 +82,7 @@ int cmd_devices(int argc, char **argv) {
         fprintf(stderr, "ignis devices: %s\n", ig_last_error());
         return 1;
     }
-    printf("shader compiler: cooperative matrix KHR %s, NV %s"
-           " (the f16 tensor-core matmul takes KHR 16x16x16, else NV; the int8 one and prefill attention NV)\n",
+    printf("shader compiler: cooperative matrix KHR %s, NV %s (each device's line \"tensor cores\" says what runs)\n",
            yn(ig_vk_compiler_coopmat_khr()), yn(ig_vk_compiler_coopmat_nv()));
     if (n == 0) printf("no Vulkan devices found (install a driver, e.g. mesa-vulkan-drivers)\n");
     for (int i = 0; i < n; i++) print_device(&infos[i]);

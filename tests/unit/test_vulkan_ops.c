@@ -1527,6 +1527,70 @@ IG_TEST(vulkan_matmul_int8) {
     }
 }
 
+/* What the tensor-core kernels run on, for devices described by hand (no
+ * device needed): the H100 (both extensions), an RDNA3 as RADV reports it
+ * (KHR's f16 16x16x16 and s8 16x16x16 only, subgroups of 64 by default,
+ * 32 on request), and what each depends on. */
+IG_TEST(vulkan_coopmat_choice) {
+    ig_vk_device_info h100 = {.subgroup_size = 32, .subgroup_min = 32, .subgroup_max = 32,
+                              .subgroup_shuffle = true, .subgroup_size_control = true,
+                              .max_shared_memory = 48 * 1024, .fp16 = true, .int8 = true,
+                              .vulkan_memory_model = true, .coopmat_khr = true, .coopmat_nv = true,
+                              .coopmat_nv_16x8x16 = true, .coopmat_nv_s8_16x8x32 = true,
+                              .coopmat_khr_16x16x16 = true, .coopmat_khr_s8_16x16x32 = true};
+    const ig_vk_coopmat_wants all = {.any = true, .ext = IG_VK_COOPMAT_AUTO, .int8 = true, .attn = true};
+    ig_vk_coopmat_choice c = ig_vk_coopmat_choose(&h100, true, true, all);
+    CHECK(c.nv && c.khr && c.i8_nv && c.i8_khr && c.attn && !c.sg32);
+    ig_vk_coopmat_wants w = all;
+    w.ext = IG_VK_COOPMAT_NV;
+    c = ig_vk_coopmat_choose(&h100, true, true, w);
+    CHECK(c.nv && !c.khr && c.i8_nv && !c.i8_khr && c.attn);
+    w.ext = IG_VK_COOPMAT_KHR;
+    c = ig_vk_coopmat_choose(&h100, true, true, w);
+    CHECK(!c.nv && c.khr && !c.i8_nv && c.i8_khr && !c.attn); /* the attention is NV's only */
+    w = all;
+    w.int8 = false;
+    w.attn = false;
+    c = ig_vk_coopmat_choose(&h100, true, true, w);
+    CHECK(c.nv && c.khr && !c.i8_nv && !c.i8_khr && !c.attn);
+    /* a compiler without KHR (Debian 12's glslc alone), or without NV */
+    c = ig_vk_coopmat_choose(&h100, true, false, all);
+    CHECK(c.nv && !c.khr && c.i8_nv && !c.i8_khr);
+    c = ig_vk_coopmat_choose(&h100, false, true, all);
+    CHECK(!c.nv && c.khr && c.i8_khr && !c.attn);
+    /* RDNA3: the f16 matmul on KHR's, subgroups of 32 required, no int8
+       matmul (its s8 shape has K = 16) */
+    ig_vk_device_info rdna3 = {.subgroup_size = 64, .subgroup_min = 32, .subgroup_max = 64,
+                               .subgroup_shuffle = true, .subgroup_size_control = true,
+                               .max_shared_memory = 64 * 1024, .fp16 = true, .int8 = true,
+                               .vulkan_memory_model = true, .coopmat_khr = true, .coopmat_khr_16x16x16 = true};
+    c = ig_vk_coopmat_choose(&rdna3, true, true, all);
+    CHECK(!c.nv && c.khr && c.sg32 && !c.i8_nv && !c.i8_khr && !c.attn);
+    ig_vk_device_info r = rdna3;
+    r.subgroup_size_control = false; /* subgroups of 64 only */
+    c = ig_vk_coopmat_choose(&r, true, true, all);
+    CHECK(!c.nv && !c.khr);
+    r = rdna3;
+    r.vulkan_memory_model = false;
+    CHECK(!ig_vk_coopmat_choose(&r, true, true, all).khr);
+    r = rdna3;
+    r.subgroup_size = 32; /* wave32 by default: nothing to require */
+    c = ig_vk_coopmat_choose(&r, true, true, all);
+    CHECK(c.khr && !c.sg32);
+    /* no tensor cores: asked not to, no f16 arithmetic, small shared memory */
+    w = all;
+    w.any = false;
+    c = ig_vk_coopmat_choose(&h100, true, true, w);
+    CHECK(!c.nv && !c.khr && !c.i8_nv && !c.i8_khr && !c.attn);
+    ig_vk_device_info h = h100;
+    h.fp16 = false;
+    CHECK(!ig_vk_coopmat_choose(&h, true, true, all).khr);
+    h = h100;
+    h.max_shared_memory = 32 * 1024;
+    c = ig_vk_coopmat_choose(&h, true, true, all);
+    CHECK(!c.nv && !c.khr);
+}
+
 /* Tensor cores (NV cooperative matrix; the H100, not lavapipe). */
 /* Split K: a matmul whose rows and tokens give few workgroups runs in K
  * ranges plus cm_reduce on device(), in one pass per weight part on

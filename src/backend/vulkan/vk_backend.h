@@ -155,6 +155,24 @@ void ig_vk_device_free(ig_vk_device *dev);
 const ig_vk_device_info *ig_vk_device_get_info(const ig_vk_device *dev);
 /* Bytes allocated from the device, by kind of memory. */
 uint64_t ig_vk_device_allocated(const ig_vk_device *dev);
+/* What a device's tensor-core kernels run on, decided from what it, the
+ * GLSL compiler (glsl_nv, glsl_khr: ig_vk_compiler_coopmat_*) and the user
+ * allow: ig_vk_device_create's choice, which `ignis devices` shows. */
+typedef struct ig_vk_coopmat_wants {
+    bool any;              /* tensor cores at all */
+    ig_vk_coopmat_ext ext; /* which extensions */
+    bool int8;             /* the int8 matmul (needs the int8 mat-vec's activations) */
+    bool attn;             /* the prefill attention on them */
+} ig_vk_coopmat_wants;
+typedef struct ig_vk_coopmat_choice {
+    bool nv, khr;       /* the f16 matmul on NV's 16x8x16, KHR's 16x16x16 (both: KHR's for batches <= 32) */
+    bool sg32;          /* KHR pipelines require subgroups of 32 (not the device's default) */
+    bool i8_nv, i8_khr; /* the int8 matmul on NV's s8 16x8x32, KHR's s8 16x16x32 */
+    bool attn;          /* the prefill attention on NV's */
+} ig_vk_coopmat_choice;
+ig_vk_coopmat_choice ig_vk_coopmat_choose(const ig_vk_device_info *info, bool glsl_nv, bool glsl_khr,
+                                          ig_vk_coopmat_wants w);
+
 /* Whether the device runs the tensor-core matmul (IG_VK_MATMUL_COOPMAT). */
 bool ig_vk_device_coopmat(const ig_vk_device *dev);
 /* Whether its tensor-core matmul is the KHR cooperative-matrix one. */

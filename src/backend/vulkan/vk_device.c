@@ -334,6 +334,29 @@ done:
     return st;
 }
 
+/* Tensor cores: NV cooperative matrices (16 x 8 fragments) and KHR ones
+ * (16 x 16: AMD's RDNA3 and Intel have only these), each where the device
+ * and the compiler have them; where both are there, the matmuls choose per
+ * tile (vk_ops.c). KHR pipelines run in subgroups of 32, required where
+ * they are not the default, and declare the Vulkan memory model. The
+ * prefill attention needs NV's; the int8 matmul s8 products of 16 x 8 x 32
+ * (NV) or 16 x 16 x 32 (KHR). */
+ig_vk_coopmat_choice ig_vk_coopmat_choose(const ig_vk_device_info *info, bool glsl_nv, bool glsl_khr,
+                                          ig_vk_coopmat_wants w) {
+    ig_vk_coopmat_choice c = {0};
+    if (!w.any || !info->fp16 || info->max_shared_memory < 40 * 1024) return c;
+    const bool sg32 = info->subgroup_size == 32 ||
+                      (info->subgroup_size_control && info->subgroup_min <= 32 && info->subgroup_max >= 32);
+    c.nv = w.ext != IG_VK_COOPMAT_KHR && glsl_nv && info->coopmat_nv_16x8x16 && info->subgroup_size == 32;
+    c.khr = w.ext != IG_VK_COOPMAT_NV && glsl_khr && info->coopmat_khr_16x16x16 && sg32 && info->vulkan_memory_model;
+    c.sg32 = c.khr && info->subgroup_size != 32;
+    c.attn = c.nv && w.attn && info->subgroup_shuffle;
+    const bool i8 = w.int8 && info->int8;
+    c.i8_nv = i8 && c.nv && info->coopmat_nv_s8_16x8x32;
+    c.i8_khr = i8 && c.khr && info->coopmat_khr_s8_16x16x32;
+    return c;
+}
+
 ig_vk_device_params ig_vk_device_default_params(void) {
     ig_vk_device_params p = {
         .index = -1, .weight_part_bytes = 0, .force_staging = false, .no_coopmat = false, .coopmat_wide_groups = 0};
@@ -708,38 +731,31 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
         /* mv.comp's reduction scratch when subgroups are narrower than 32 */
         if (d->info.subgroup_size < 32 && d->mv_wg > 128) d->mv_wg = 128;
         if (d->info.subgroup_size > 32 && d->mv_wg > 256) d->mv_wg = 256;
-        /* tensor cores: NV cooperative matrices (16 x 8 fragments) and KHR
-           ones (16 x 16: AMD's RDNA3 and Intel have only these), each
-           where the device and the compiler have them; where both are
-           there, the matmuls choose per tile (vk_ops.c). KHR pipelines run
-           in subgroups of 32, required where they are not the default.
-           The int8 matmul and the prefill attention need NV's.
-           $IGNIS_VK_COOPMAT: 0 none, nv or khr only that extension. */
+        /* $IGNIS_VK_COOPMAT: 0 no tensor cores, nv or khr that extension only */
         const char *cmv = getenv("IGNIS_VK_COOPMAT");
-        const bool cm_any = !p.no_coopmat && !(cmv && strcmp(cmv, "0") == 0) && d->info.fp16 &&
-                            d->info.max_shared_memory >= 40 * 1024;
-        const bool khr_only = p.coopmat_ext == IG_VK_COOPMAT_KHR || (cmv && strcmp(cmv, "khr") == 0);
-        const bool nv_only = p.coopmat_ext == IG_VK_COOPMAT_NV || (cmv && strcmp(cmv, "nv") == 0);
-        const bool sg32 = d->info.subgroup_size == 32 ||
-                          (d->info.subgroup_size_control && d->info.subgroup_min <= 32 && d->info.subgroup_max >= 32);
-        d->coopmat_nv = cm_any && !khr_only && IG_VK_GLSL_COOPMAT_NV && d->info.coopmat_nv_16x8x16 &&
-                        d->info.subgroup_size == 32;
-        d->coopmat_khr = cm_any && !nv_only && IG_VK_GLSL_COOPMAT_KHR && d->info.coopmat_khr_16x16x16 && sg32 &&
-                         d->info.vulkan_memory_model;
-        d->coopmat = d->coopmat_nv || d->coopmat_khr;
-        d->cm_sg32 = d->coopmat_khr && d->info.subgroup_size != 32;
         const char *i8 = getenv("IGNIS_VK_INT8");
         d->int8_mv = IG_VK_GLSL_INT_DOT && !p.no_int8 && !(i8 && strcmp(i8, "0") == 0) && d->info.int_dot;
         d->pipe_stats = getenv("IGNIS_VK_PIPE_STATS") && d->info.exec_props &&
                         ig_vk.vkGetPipelineExecutablePropertiesKHR && ig_vk.vkGetPipelineExecutableStatisticsKHR;
         const char *ci8 = getenv("IGNIS_VK_CM_INT8");
         const char *acm = getenv("IGNIS_VK_ATTN_CM");
-        d->attn_cm = d->coopmat_nv && d->info.subgroup_shuffle && !p.no_attn_coopmat && !(acm && strcmp(acm, "0") == 0);
-        /* the int8 matmul: s8 products of 16 x 8 x 32 (NV) or 16 x 16 x 32 (KHR) */
-        const bool i8_ok = d->int8_mv && d->info.int8 && !p.no_coopmat_int8 && !(ci8 && strcmp(ci8, "0") == 0);
-        d->cm_i8_khr = i8_ok && d->coopmat_khr && d->info.coopmat_khr_s8_16x16x32;
-        d->cm_i8_nv = i8_ok && d->coopmat_nv && d->info.coopmat_nv_s8_16x8x32;
-        d->coopmat_i8 = d->cm_i8_khr || d->cm_i8_nv;
+        ig_vk_coopmat_ext ext = p.coopmat_ext;
+        if (cmv && strcmp(cmv, "nv") == 0) ext = IG_VK_COOPMAT_NV;
+        if (cmv && strcmp(cmv, "khr") == 0) ext = IG_VK_COOPMAT_KHR;
+        const ig_vk_coopmat_choice c = ig_vk_coopmat_choose(
+            &d->info, IG_VK_GLSL_COOPMAT_NV, IG_VK_GLSL_COOPMAT_KHR,
+            (ig_vk_coopmat_wants){.any = !p.no_coopmat && !(cmv && strcmp(cmv, "0") == 0),
+                                  .ext = ext,
+                                  .int8 = d->int8_mv && !p.no_coopmat_int8 && !(ci8 && strcmp(ci8, "0") == 0),
+                                  .attn = !p.no_attn_coopmat && !(acm && strcmp(acm, "0") == 0)});
+        d->coopmat_nv = c.nv;
+        d->coopmat_khr = c.khr;
+        d->coopmat = c.nv || c.khr;
+        d->cm_sg32 = c.sg32;
+        d->attn_cm = c.attn;
+        d->cm_i8_nv = c.i8_nv;
+        d->cm_i8_khr = c.i8_khr;
+        d->coopmat_i8 = c.i8_nv || c.i8_khr;
         /* measured on the H100, synthetic Q4_K_M (tokens/s, 8 against 32):
            270M 16 streams 1814 / 3713, 32 streams 2845 / 3776; 1B 16
            streams 1227 / 1561, 32 streams 1969 / 2415. 32 against 128 (the
