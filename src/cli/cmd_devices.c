@@ -59,7 +59,10 @@ static void print_device(const ig_vk_device_info *d) {
            : c.i8_khr          ? "KHR s8 16x16x32"
            : c.i8_nv           ? "NV s8 16x8x32"
                                : "none",
-           c.attn ? "NV" : "none");
+           c.attn_nv && c.attn_khr ? "KHR 16x16x16 for head dim 256, NV 16x8x16 for the others"
+           : c.attn_khr            ? "KHR 16x16x16"
+           : c.attn_nv             ? "NV 16x8x16"
+                                   : "none");
     printf("  L2 prefetch of the weights in decode: %s\n",
            ig_vk_prefetch_default(d) ? "on (NVIDIA, >= 64 GiB; IGNIS_VK_PREFETCH=0 turns it off)"
                                      : "off (IGNIS_VK_PREFETCH=stage_kb,ahead_mb turns it on)");

@@ -17,14 +17,14 @@
 
 /* ---- fixtures -------------------------------------------------------------- */
 
-static ig_vk_device *g_dev, *g_dev_split, *g_dev_staging, *g_dev_tiled[4], *g_dev_ext[2][2];
-static bool g_tried, g_tried_split, g_tried_staging, g_tried_tiled[4], g_tried_ext[2][2];
+static ig_vk_device *g_dev, *g_dev_split, *g_dev_staging, *g_dev_tiled[6], *g_dev_ext[2][2];
+static bool g_tried, g_tried_split, g_tried_staging, g_tried_tiled[6], g_tried_ext[2][2];
 
 static void free_devices(void) {
     ig_vk_device_free(g_dev);
     ig_vk_device_free(g_dev_split);
     ig_vk_device_free(g_dev_staging);
-    for (int i = 0; i < 4; i++) ig_vk_device_free(g_dev_tiled[i]), g_dev_tiled[i] = NULL;
+    for (int i = 0; i < 6; i++) ig_vk_device_free(g_dev_tiled[i]), g_dev_tiled[i] = NULL;
     for (int i = 0; i < 4; i++) ig_vk_device_free(g_dev_ext[i / 2][i % 2]), g_dev_ext[i / 2][i % 2] = NULL;
     g_dev = g_dev_split = g_dev_staging = NULL;
 }
@@ -96,8 +96,10 @@ static ig_vk_device *device_staging(void) {
 /* The same device with the tiled prefill attention in every graph,
  * whatever its token count; run_tiled: every step runs it (else none does,
  * and attn.comp in the same graph serves them all); cm: on the tensor cores
- * where the device has them (attn_cm.comp), else attn_tile.comp. */
-static ig_vk_device *device_tiled(bool run_tiled, bool cm) {
+ * where the device has them (attn_cm.comp; ATTN_CM_KHR: KHR's only), else
+ * attn_tile.comp. */
+enum { ATTN_TILE = 0, ATTN_CM = 1, ATTN_CM_KHR = 2 };
+static ig_vk_device *device_tiled(bool run_tiled, int cm) {
     if (!device()) return NULL;
     const int i = run_tiled + 2 * cm;
     if (!g_tried_tiled[i]) {
@@ -106,7 +108,8 @@ static ig_vk_device *device_tiled(bool run_tiled, bool cm) {
         p.index = ig_vk_device_get_info(g_dev)->index;
         p.attn_tile_min = 1;
         p.attn_tile_run = run_tiled ? 1 : 1000000;
-        p.no_attn_coopmat = !cm;
+        p.no_attn_coopmat = cm == ATTN_TILE;
+        if (cm == ATTN_CM_KHR) p.coopmat_ext = IG_VK_COOPMAT_KHR;
         if (ig_vk_device_create(&p, &g_dev_tiled[i]) != IG_OK) g_dev_tiled[i] = NULL;
     }
     return g_dev_tiled[i];
@@ -939,7 +942,7 @@ IG_TEST(vulkan_attention) {
  * rows (attn_tile.comp: 32, 16 for head dim 256; attn_cm.comp: 64, 32) that
  * end mid-batch, tokens of several sequences interleaved in one block,
  * sliding-window rings, softcap, and long contexts over many key tiles. */
-static void attention_tiled_cases(bool cm) {
+static void attention_tiled_cases(int cm) {
     ig_vk_device *d = device_tiled(true, cm);
     REQUIRE(d != NULL);
     const int hds[] = {64, 128, 256};
@@ -969,21 +972,36 @@ static void attention_tiled_cases(bool cm) {
 
 IG_TEST(vulkan_attention_tiled) {
     if (!device()) return;
-    attention_tiled_cases(false);
+    attention_tiled_cases(ATTN_TILE);
 }
 
 /* The same cases on the tensor cores (attn_cm.comp), where q and P are
  * rounded to f16 as well */
 IG_TEST(vulkan_attention_coopmat) {
     if (!device()) return;
-    ig_vk_device *d = device_tiled(true, true);
+    ig_vk_device *d = device_tiled(true, ATTN_CM);
     REQUIRE(d != NULL);
     if (!ig_vk_device_attn_coopmat(d)) {
         ig_test_skip("no cooperative-matrix attention on this device");
         return;
     }
     g_attn_f16_tol = 3e-3;
-    attention_tiled_cases(true);
+    attention_tiled_cases(ATTN_CM);
+    g_attn_f16_tol = 1e-3;
+}
+
+/* The same on KHR cooperative matrices (16 x 16 x 16; with head dim 256
+ * half the subgroups compute S), on a device with KHR's only. */
+IG_TEST(vulkan_attention_coopmat_khr) {
+    if (!device()) return;
+    ig_vk_device *d = device_tiled(true, ATTN_CM_KHR);
+    REQUIRE(d != NULL);
+    if (!ig_vk_device_attn_coopmat(d) || !ig_vk_device_coopmat_khr(d)) {
+        ig_test_skip("no KHR cooperative-matrix attention on this device");
+        return;
+    }
+    g_attn_f16_tol = 3e-3;
+    attention_tiled_cases(ATTN_CM_KHR);
     g_attn_f16_tol = 1e-3;
 }
 
@@ -1540,24 +1558,24 @@ IG_TEST(vulkan_coopmat_choice) {
                               .coopmat_khr_16x16x16 = true, .coopmat_khr_s8_16x16x32 = true};
     const ig_vk_coopmat_wants all = {.any = true, .ext = IG_VK_COOPMAT_AUTO, .int8 = true, .attn = true};
     ig_vk_coopmat_choice c = ig_vk_coopmat_choose(&h100, true, true, all);
-    CHECK(c.nv && c.khr && c.i8_nv && c.i8_khr && c.attn && !c.sg32);
+    CHECK(c.nv && c.khr && c.i8_nv && c.i8_khr && c.attn && c.attn_nv && c.attn_khr && !c.sg32);
     ig_vk_coopmat_wants w = all;
     w.ext = IG_VK_COOPMAT_NV;
     c = ig_vk_coopmat_choose(&h100, true, true, w);
-    CHECK(c.nv && !c.khr && c.i8_nv && !c.i8_khr && c.attn);
+    CHECK(c.nv && !c.khr && c.i8_nv && !c.i8_khr && c.attn && c.attn_nv && !c.attn_khr);
     w.ext = IG_VK_COOPMAT_KHR;
     c = ig_vk_coopmat_choose(&h100, true, true, w);
-    CHECK(!c.nv && c.khr && !c.i8_nv && c.i8_khr && !c.attn); /* the attention is NV's only */
+    CHECK(!c.nv && c.khr && !c.i8_nv && c.i8_khr && c.attn && !c.attn_nv && c.attn_khr);
     w = all;
     w.int8 = false;
     w.attn = false;
     c = ig_vk_coopmat_choose(&h100, true, true, w);
-    CHECK(c.nv && c.khr && !c.i8_nv && !c.i8_khr && !c.attn);
+    CHECK(c.nv && c.khr && !c.i8_nv && !c.i8_khr && !c.attn && !c.attn_nv && !c.attn_khr);
     /* a compiler without KHR (Debian 12's glslc alone), or without NV */
     c = ig_vk_coopmat_choose(&h100, true, false, all);
     CHECK(c.nv && !c.khr && c.i8_nv && !c.i8_khr);
     c = ig_vk_coopmat_choose(&h100, false, true, all);
-    CHECK(!c.nv && c.khr && c.i8_khr && !c.attn);
+    CHECK(!c.nv && c.khr && c.i8_khr && !c.attn_nv && c.attn_khr);
     /* RDNA3: the f16 matmul on KHR's, subgroups of 32 required, no int8
        matmul (its s8 shape has K = 16) */
     ig_vk_device_info rdna3 = {.subgroup_size = 64, .subgroup_min = 32, .subgroup_max = 64,
@@ -1565,8 +1583,12 @@ IG_TEST(vulkan_coopmat_choice) {
                                .max_shared_memory = 64 * 1024, .fp16 = true, .int8 = true,
                                .vulkan_memory_model = true, .coopmat_khr = true, .coopmat_khr_16x16x16 = true};
     c = ig_vk_coopmat_choose(&rdna3, true, true, all);
-    CHECK(!c.nv && c.khr && c.sg32 && !c.i8_nv && !c.i8_khr && !c.attn);
+    CHECK(!c.nv && c.khr && c.sg32 && !c.i8_nv && !c.i8_khr && c.attn && !c.attn_nv && c.attn_khr);
     ig_vk_device_info r = rdna3;
+    r.subgroup_shuffle = false; /* the attention's softmax shuffles */
+    c = ig_vk_coopmat_choose(&r, true, true, all);
+    CHECK(c.khr && !c.attn && !c.attn_khr);
+    r = rdna3;
     r.subgroup_size_control = false; /* subgroups of 64 only */
     c = ig_vk_coopmat_choose(&r, true, true, all);
     CHECK(!c.nv && !c.khr);

@@ -339,8 +339,8 @@ done:
  * and the compiler have them; where both are there, the matmuls choose per
  * tile (vk_ops.c). KHR pipelines run in subgroups of 32, required where
  * they are not the default, and declare the Vulkan memory model. The
- * prefill attention needs NV's; the int8 matmul s8 products of 16 x 8 x 32
- * (NV) or 16 x 16 x 32 (KHR). */
+ * prefill attention and the int8 matmul (s8 products of 16 x 8 x 32, NV,
+ * or 16 x 16 x 32, KHR) choose per call where both are there (vk_ops.c). */
 ig_vk_coopmat_choice ig_vk_coopmat_choose(const ig_vk_device_info *info, bool glsl_nv, bool glsl_khr,
                                           ig_vk_coopmat_wants w) {
     ig_vk_coopmat_choice c = {0};
@@ -350,7 +350,9 @@ ig_vk_coopmat_choice ig_vk_coopmat_choose(const ig_vk_device_info *info, bool gl
     c.nv = w.ext != IG_VK_COOPMAT_KHR && glsl_nv && info->coopmat_nv_16x8x16 && info->subgroup_size == 32;
     c.khr = w.ext != IG_VK_COOPMAT_NV && glsl_khr && info->coopmat_khr_16x16x16 && sg32 && info->vulkan_memory_model;
     c.sg32 = c.khr && info->subgroup_size != 32;
-    c.attn = c.nv && w.attn && info->subgroup_shuffle;
+    c.attn = (c.nv || c.khr) && w.attn && info->subgroup_shuffle;
+    c.attn_nv = c.attn && c.nv;
+    c.attn_khr = c.attn && c.khr;
     const bool i8 = w.int8 && info->int8;
     c.i8_nv = i8 && c.nv && info->coopmat_nv_s8_16x8x32;
     c.i8_khr = i8 && c.khr && info->coopmat_khr_s8_16x16x32;
@@ -753,6 +755,8 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
         d->coopmat = c.nv || c.khr;
         d->cm_sg32 = c.sg32;
         d->attn_cm = c.attn;
+        d->attn_cm_nv = c.attn_nv;
+        d->attn_cm_khr = c.attn_khr;
         d->cm_i8_nv = c.i8_nv;
         d->cm_i8_khr = c.i8_khr;
         d->coopmat_i8 = c.i8_nv || c.i8_khr;

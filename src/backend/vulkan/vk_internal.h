@@ -219,7 +219,8 @@ struct ig_vk_device {
     bool cm_sg32;       /* KHR pipelines need subgroups of 32 required (subgroup size control) */
     bool coopmat_i8;    /* s8 products, shaderInt8 and the int8 copies: mmq.comp */
     bool cm_i8_khr, cm_i8_nv; /* ... of KHR's 16x16x32 (mmqk_*), NV's 16x8x32 (mmq_*) */
-    bool attn_cm;       /* NV's, and subgroup shuffles: prefill attention on them (attn_cm.comp) */
+    bool attn_cm;       /* prefill attention on them (attn_cm.comp; needs subgroup shuffles) */
+    bool attn_cm_nv, attn_cm_khr; /* ... on NV's (attn_cm_*), KHR's (attn_cmk_*) */
     bool pipe_stats;    /* $IGNIS_VK_PIPE_STATS: the driver's statistics of each new pipeline (stderr) */
     bool int8_mv;       /* shaderIntegerDotProduct enabled: quant_x8.comp + mv8_* */
     bool x8_producers;  /* norms and attention write the int8 copy of their output

@@ -862,12 +862,13 @@ static uint64_t attn_tile_shared(uint32_t hd) {
 
 /* attn_cm.comp's (tensor cores): 64 query rows (32 for head dim 256); K
  * and V tiles of 32 keys, f16, rows padded by 16 bytes (q staged there
- * first), S (f32), P (f16), the row states, its indices and common.glsl's
- * scratch. */
+ * first), S (f32; at least 8 subgroups' fragments of 16 x frag_n for the
+ * output), P (f16), the row states, its indices (a fragment) and
+ * common.glsl's scratch. frag_n: 8 (NV) or 16 (KHR). */
 static uint32_t attn_cm_rows(uint32_t hd) { return hd == 256 ? 32 : 64; }
-static uint64_t attn_cm_shared(uint32_t hd) {
-    const uint64_t rows = attn_cm_rows(hd);
-    return 2 * 32 * (hd / 8 + 1) * 16 + rows * 36 * 4 + rows * 5 * 16 + rows * 7 * 4 + 128 * 4 + 256;
+static uint64_t attn_cm_shared(uint32_t hd, uint32_t frag_n) {
+    const uint64_t rows = attn_cm_rows(hd), s = rows * 36 > 128 * frag_n ? rows * 36 : 128 * frag_n;
+    return 2 * 32 * (hd / 8 + 1) * 16 + s * 4 + rows * 5 * 16 + rows * 7 * 4 + 16 * frag_n * 4 + 256;
 }
 
 /* attn.comp's shared memory for NSG subgroups and `heads` query heads per
@@ -916,8 +917,13 @@ ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, i
        on the H100, 27B Q4_K_M (tokens/s, against attn_tile.comp): pp512
        2257 / 2197, pp512@d4096 2158 / 1875 */
     const uint32_t hd = (uint32_t)kv->head_dim;
+    /* KHR's 16-token fragments where there are no NV ones, and for head
+       dim 256 where there are both: H100, pp512 at depth 8192 (tokens/s,
+       NV against KHR), synthetic 270M 50714 / 52236 (its matmuls have no
+       tensor cores), 1B 25354 / 26816 (its matmuls on KHR's too) */
+    const bool khr = d->attn_cm_khr && (!d->attn_cm_nv || hd == 256);
     const bool cm = d->attn_cm && (hd == 64 || hd == 128 || hd == 256) && attn_cm_rows(hd) % G == 0 &&
-                    attn_cm_shared(hd) <= d->info.max_shared_memory;
+                    attn_cm_shared(hd, khr ? 16 : 8) <= d->info.max_shared_memory;
     const uint32_t rows = cm ? attn_cm_rows(hd) : attn_tile_rows(hd);
     if (kv->type == IG_KV_F16 && T >= d->attn_tile_min && (hd == 64 || hd == 128 || hd == 256) && G <= rows &&
         rows % G == 0 && kcoff % 8 == 0 && vcoff % 8 == 0 && qoff % 4 == 0 && qs % 4 == 0 && ooff % 4 == 0 &&
@@ -927,7 +933,7 @@ ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, i
         VkPipeline pipe;
         const uint32_t spec[4] = {0, G, hd, rows};
         char tname[32] = "attn_tile_f16";
-        if (cm) snprintf(tname, sizeof tname, "attn_cm_hd%u", (unsigned)hd);
+        if (cm) snprintf(tname, sizeof tname, "attn_cm%s_hd%u", khr ? "k" : "", (unsigned)hd);
         IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline_spec(d, tname, spec, cm ? 2 : 4, &pipe)));
         const ig_vk_part *parts[4] = {q.buf->parts, kv->k->parts, kv->v->parts, dst.buf->parts};
         IG_TRY(ig_vk_rec_dispatch(g, pipe, parts, 4, &pc, sizeof pc, (uint32_t)kv->n_head_kv, ceil_div(T, rows / G),

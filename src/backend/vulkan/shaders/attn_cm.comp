@@ -1,13 +1,16 @@
 #version 450
 // Causal attention for many tokens at once (prefill) on tensor cores (NV
-// cooperative matrix v1, f16 products summed in f32): attn_tile.comp's flash
-// attention, its rows, sequences, windows and masks the same, with
-// S = Q K^T and O += P V as 16 x 8 x 16 products.
+// cooperative matrix v1, or KHR's with -DKHR: cm_frag.glsl; f16 products
+// summed in f32): attn_tile.comp's flash attention, its rows, sequences,
+// windows and masks the same, with S = Q K^T and O += P V as 16 x CM_N x 16
+// products (CM_N = 8 or 16).
 // A workgroup (8 subgroups) takes kv head x and R query rows (64; 32 for
 // head dim 256): the G heads sharing the kv head for BT = R / G consecutive
 // step rows. Subgroup w takes the rows 16 (w % NRB) .. + 16 in both products
 // (NRB = R / 16 row blocks), and a share of the keys of S and of the dims of
-// O (WPR = 8 / NRB subgroups per row block). Per tile of BK keys:
+// O (WPR = 8 / NRB subgroups per row block; for S only SWP of them where a
+// share would be narrower than a fragment: KHR's with head dim 256). Per
+// tile of BK keys:
 //   S = Q K^T: q (scaled, f16) stays in registers as fragments for the whole
 //       kernel; K and V tiles (f16 from the cache) in shared memory; S to
 //       shared memory (f32), masked, soft-capped;
@@ -19,11 +22,16 @@
 //       say), as mmq.comp does.
 // Requires (host): as attn_tile.comp, and G dividing R.
 #extension GL_GOOGLE_include_directive : require
+#ifdef KHR
+#extension GL_KHR_cooperative_matrix : require
+#else
 #extension GL_NV_cooperative_matrix : require
+#endif
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #include "common.glsl"
+#include "cm_frag.glsl"
 
 layout(local_size_x = 256) in;
 layout(constant_id = 1) const uint G = 1; // query heads per kv head
@@ -39,8 +47,10 @@ layout(constant_id = 1) const uint G = 1; // query heads per kv head
 #define BK 32u                 // keys per tile
 #define NRB (R / 16u)          // row blocks of 16
 #define WPR (8u / NRB)         // subgroups per row block
-#define SF (BK / WPR / 8u)     // S fragments (16 x 8) per subgroup
-#define OF (HD / WPR / 8u)     // O fragments (16 x 8) per subgroup
+// subgroups per row block in S: each takes at least a fragment of keys
+const uint SWP = WPR * CM_N <= BK ? WPR : BK / CM_N;
+const uint SF = BK / SWP / CM_N;       // S fragments (16 x CM_N) per subgroup
+const uint OF = HD / WPR / CM_N;       // O fragments (16 x CM_N) per subgroup
 #define QF (HD / 16u)          // q fragments (16 x 16) per subgroup
 #define BT (R / G)             // step rows per workgroup
 #define XT (256u / R)          // softmax: invocations per row
@@ -66,24 +76,25 @@ layout(push_constant) uniform PC {
 
 // K tile at 0, V tile at BK * LD8; before the first tile, q (R rows of LD8)
 shared uvec4 kv_sh[2u * BK * LD8];
-shared float s_sh[R * LDS];   // S; at the end, each subgroup's 128 floats of staging
+// S; at the end, each subgroup's 16 x CM_N floats of staging
+shared float s_sh[R * LDS > 128u * CM_N ? R * LDS : 128u * CM_N];
 shared uvec4 p_sh[R * LP8];   // P (f16)
 shared float m_sh[R], l_sh[R], a_sh[R];
 shared int seq_sh[R], pos_sh[R], lo_sh[R]; // seq -1: no keys (dead or invalid row)
 shared uint done_sh[R];
-shared float sidx[128];
+shared float sidx[16u * CM_N];
 
 #define MASKED (-1.0e30)
-#define F16_A fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
-#define F16_B fcoopmatNV<16, gl_ScopeSubgroup, 16, 8>
-#define F32_C fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>
+#define F16_A CM_A
+#define F16_B CM_B
+#define F32_C CM_C
 
 void main() {
     const uint kvh = gl_WorkGroupID.x, t0 = gl_WorkGroupID.y * BT, tid = gl_LocalInvocationID.x;
     const uint n = step_rows(0u);
     if (t0 >= n || !attn_tiled_step(pc.tiled, pc.tile_run)) return; // uniform
     const uint w = gl_SubgroupID, rb = w % NRB, wq = w / NRB;
-    const uint row0 = rb * 16u, key0 = wq * SF * 8u, dim0 = wq * OF * 8u;
+    const uint row0 = rb * 16u, dim0 = wq * OF * CM_N;
 
     // rows: r = (token t0 + r / G, head kvh * G + r % G); q, scaled, as f16
     if (tid < R) {
@@ -102,7 +113,7 @@ void main() {
         m_sh[tid] = MASKED;
         l_sh[tid] = 0.0;
     }
-    if (tid < 128u) sidx[tid] = float(tid);
+    if (tid < 16u * CM_N) sidx[tid] = float(tid);
     for (uint i = tid; i < R * (HD / 8u); i += 256u) {
         const uint r = i / (HD / 8u), c = i % (HD / 8u), t = t0 + r / G;
         vec4 a = vec4(0.0), b = vec4(0.0);
@@ -115,11 +126,11 @@ void main() {
     }
     barrier();
     F16_A qf[QF];
-    [[unroll]] for (uint d = 0u; d < QF; d++) coopMatLoadNV(qf[d], kv_sh, row0 * LD8 + 2u * d, LD8, false);
+    [[unroll]] for (uint d = 0u; d < QF; d++) CM_LOAD(qf[d], kv_sh, row0 * LD8 + 2u * d, LD8, CM_ROW_MAJOR);
     F32_C idx;
-    coopMatLoadNV(idx, sidx, 0u, 8u, false);
+    CM_LOAD(idx, sidx, 0u, CM_N, CM_ROW_MAJOR);
     uint ri[8]; // the row (within 16) of each element this invocation holds
-    for (int e = 0; e < idx.length(); e++) ri[e] = uint(idx[e]) >> 3;
+    for (int e = 0; e < idx.length(); e++) ri[e] = uint(idx[e]) / CM_N;
     F32_C o[OF];
     [[unroll]] for (uint f = 0u; f < OF; f++) o[f] = F32_C(0.0);
 
@@ -148,17 +159,18 @@ void main() {
             }
             barrier();
             // S = Q K^T (K^T: column n of a fragment is key n's row)
-            {
+            if (wq < SWP) {
+                const uint skey0 = wq * SF * CM_N;
                 F32_C s[SF];
                 [[unroll]] for (uint f = 0u; f < SF; f++) s[f] = F32_C(0.0);
                 [[unroll]] for (uint d = 0u; d < QF; d++)
                     [[unroll]] for (uint f = 0u; f < SF; f++) {
                         F16_B kb;
-                        coopMatLoadNV(kb, kv_sh, (key0 + 8u * f) * LD8 + 2u * d, LD8, true);
-                        s[f] = coopMatMulAddNV(qf[d], kb, s[f]);
+                        CM_LOAD(kb, kv_sh, (skey0 + CM_N * f) * LD8 + 2u * d, LD8, CM_COL_MAJOR);
+                        s[f] = CM_MULADD(qf[d], kb, s[f]);
                     }
                 [[unroll]] for (uint f = 0u; f < SF; f++)
-                    coopMatStoreNV(s[f], s_sh, row0 * LDS + key0 + 8u * f, LDS, false);
+                    CM_STORE(s[f], s_sh, row0 * LDS + skey0 + CM_N * f, LDS, CM_ROW_MAJOR);
             }
             barrier();
             // online softmax: KPT keys of row xr per invocation, XT per row
@@ -204,11 +216,11 @@ void main() {
                 for (int e = 0; e < o[f].length(); e++) o[f][e] *= a_sh[row0 + ri[e]];
             [[unroll]] for (uint kk = 0u; kk < BK / 16u; kk++) {
                 F16_A pa;
-                coopMatLoadNV(pa, p_sh, row0 * LP8 + 2u * kk, LP8, false);
+                CM_LOAD(pa, p_sh, row0 * LP8 + 2u * kk, LP8, CM_ROW_MAJOR);
                 [[unroll]] for (uint f = 0u; f < OF; f++) {
                     F16_B vb;
-                    coopMatLoadNV(vb, kv_sh, (BK + 16u * kk) * LD8 + (dim0 + 8u * f) / 8u, LD8, false);
-                    o[f] = coopMatMulAddNV(pa, vb, o[f]);
+                    CM_LOAD(vb, kv_sh, (BK + 16u * kk) * LD8 + (dim0 + CM_N * f) / 8u, LD8, CM_ROW_MAJOR);
+                    o[f] = CM_MULADD(pa, vb, o[f]);
                 }
             }
         }
@@ -217,18 +229,18 @@ void main() {
         barrier();
     }
 
-    // O / l through each subgroup's 128 floats of s_sh; rows of tokens
-    // without keys (invalid) are zero
-    const uint sb = w * 128u, lane = gl_SubgroupInvocationID;
+    // O / l through each subgroup's 16 x CM_N floats of s_sh; rows of
+    // tokens without keys (invalid) are zero
+    const uint sb = w * 16u * CM_N, lane = gl_SubgroupInvocationID;
     [[unroll]] for (uint f = 0u; f < OF; f++) {
-        coopMatStoreNV(o[f], s_sh, sb, 8u, false); // (m, n) at m * 8 + n
+        CM_STORE(o[f], s_sh, sb, CM_N, CM_ROW_MAJOR); // (m, n) at m * CM_N + n
         subgroupMemoryBarrierShared();
         subgroupBarrier();
-        for (uint e = lane; e < 128u; e += gl_SubgroupSize) {
-            const uint r = row0 + e / 8u, t = t0 + r / G;
+        for (uint e = lane; e < 16u * CM_N; e += gl_SubgroupSize) {
+            const uint r = row0 + e / CM_N, t = t0 + r / G;
             if (r < BT * G && t < n) {
                 const float l = l_sh[r];
-                os[pc.o_off + t * pc.o_stride + (kvh * G + r % G) * HD + dim0 + 8u * f + e % 8u] =
+                os[pc.o_off + t * pc.o_stride + (kvh * G + r % G) * HD + dim0 + CM_N * f + e % CM_N] =
                     seq_sh[r] >= 0 && l > 0.0 ? s_sh[sb + e] / l : 0.0;
             }
         }
