@@ -10,6 +10,7 @@
 #include "quant/quant.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1706,29 +1707,31 @@ static void coopmat_suite(ig_vk_device *d, ig_vk_device *ds) {
     }
 }
 
-/* On NV cooperative matrices (16 x 8 x 16 fragments). */
-IG_TEST(vulkan_matmul_coopmat) {
-    ig_vk_device *d = device_ext(false, false);
-    if (!d || !ig_vk_device_coopmat(d)) {
-        ig_test_skip("no NV cooperative-matrix matmul on this device");
+/* suite(d, ds) on device_ext(khr, false) and device_ext(khr, true), or a
+ * skip ("no <why> on this device") where the first lacks the kernel (has). */
+static void on_ext(bool khr, bool (*has)(const ig_vk_device *), void (*suite)(ig_vk_device *, ig_vk_device *),
+                   const char *why) {
+    ig_vk_device *d = device_ext(khr, false);
+    if (!d || !has(d)) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "no %s on this device", why);
+        ig_test_skip(msg);
         return;
     }
-    ig_vk_device *ds = device_ext(false, true);
-    REQUIRE(ds != NULL && ig_vk_device_coopmat(ds) && !ig_vk_device_coopmat_khr(ds));
-    coopmat_suite(d, ds);
+    ig_vk_device *ds = device_ext(khr, true);
+    REQUIRE(ds != NULL && has(ds));
+    suite(d, ds);
 }
+
+static bool has_nv_matmul(const ig_vk_device *d) { return ig_vk_device_coopmat(d) && !ig_vk_device_coopmat_khr(d); }
+
+/* On NV cooperative matrices (16 x 8 x 16 fragments). */
+IG_TEST(vulkan_matmul_coopmat) { on_ext(false, has_nv_matmul, coopmat_suite, "NV cooperative-matrix matmul"); }
 
 /* On KHR cooperative matrices (16 x 16 x 16 fragments; subgroups take 16
  * rows where 32 would leave them fewer tokens than a fragment). */
 IG_TEST(vulkan_matmul_coopmat_khr) {
-    ig_vk_device *d = device_ext(true, false);
-    if (!d || !ig_vk_device_coopmat_khr(d)) {
-        ig_test_skip("no KHR cooperative-matrix matmul on this device");
-        return;
-    }
-    ig_vk_device *ds = device_ext(true, true);
-    REQUIRE(ds != NULL && ig_vk_device_coopmat_khr(ds));
-    coopmat_suite(d, ds);
+    on_ext(true, ig_vk_device_coopmat_khr, coopmat_suite, "KHR cooperative-matrix matmul");
 }
 
 /* int8 tensor cores (mmq.comp; s8 cooperative-matrix products):
@@ -1783,27 +1786,13 @@ static void coopmat_int8_suite(ig_vk_device *d, ig_vk_device *ds) {
 
 /* On NV cooperative matrices (s8 16 x 8 x 32). */
 IG_TEST(vulkan_matmul_coopmat_int8) {
-    ig_vk_device *d = device_ext(false, false);
-    if (!d || !ig_vk_device_coopmat_int8(d)) {
-        ig_test_skip("no NV int8 cooperative-matrix matmul on this device");
-        return;
-    }
-    ig_vk_device *ds = device_ext(false, true);
-    REQUIRE(ds != NULL && ig_vk_device_coopmat_int8(ds));
-    coopmat_int8_suite(d, ds);
+    on_ext(false, ig_vk_device_coopmat_int8, coopmat_int8_suite, "NV int8 cooperative-matrix matmul");
 }
 
 /* On KHR cooperative matrices (s8 16 x 16 x 32; narrow GEGLU tiles give
  * each subgroup 16 rows). */
 IG_TEST(vulkan_matmul_coopmat_int8_khr) {
-    ig_vk_device *d = device_ext(true, false);
-    if (!d || !ig_vk_device_coopmat_int8(d)) {
-        ig_test_skip("no KHR int8 cooperative-matrix matmul on this device");
-        return;
-    }
-    ig_vk_device *ds = device_ext(true, true);
-    REQUIRE(ds != NULL && ig_vk_device_coopmat_int8(ds));
-    coopmat_int8_suite(d, ds);
+    on_ext(true, ig_vk_device_coopmat_int8, coopmat_int8_suite, "KHR int8 cooperative-matrix matmul");
 }
 
 IG_TEST(vulkan_matmul_fast_rejects) {
