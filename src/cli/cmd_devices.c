@@ -55,7 +55,7 @@ static void print_device(const ig_vk_device_info *d) {
                                     : "none (tiled f32 kernel)";
     printf("  tensor cores: matmul %s%s; int8 matmul %s; prefill attention %s\n", f16,
            c.sg32 ? " (subgroups of 32 required)" : "",
-           c.i8_nv && c.i8_khr ? "KHR s8 16x16x32 / NV s8 16x8x32"
+           c.i8_nv && c.i8_khr ? "KHR s8 16x16x32 for batches of up to 32, NV s8 16x8x32 above"
            : c.i8_khr          ? "KHR s8 16x16x32"
            : c.i8_nv           ? "NV s8 16x8x32"
                                : "none",
