@@ -48,7 +48,8 @@ static void print_device(const ig_vk_device_info *d) {
     /* what ignis's tensor-core kernels will run on (without IGNIS_VK_* overrides) */
     const ig_vk_coopmat_choice c = ig_vk_coopmat_choose(
         d, ig_vk_compiler_coopmat_nv(), ig_vk_compiler_coopmat_khr(),
-        (ig_vk_coopmat_wants){.any = true, .ext = IG_VK_COOPMAT_AUTO, .int8 = d->int_dot, .attn = true});
+        (ig_vk_coopmat_wants){.any = true, .ext = IG_VK_COOPMAT_AUTO, .int8 = d->int_dot && ig_vk_compiler_int_dot(),
+                              .attn = true});
     const char *f16 = c.nv && c.khr ? "KHR 16x16x16 for batches of up to 32, NV 16x8x16 above"
                       : c.khr       ? "KHR 16x16x16"
                       : c.nv        ? "NV 16x8x16"

@@ -95,6 +95,8 @@ ig_status ig_vk_list_devices(ig_vk_device_info **out, int *n);
  * shaders (KHR / NV v1). */
 bool ig_vk_compiler_coopmat_khr(void);
 bool ig_vk_compiler_coopmat_nv(void);
+/* ... and packed int8 dot products (the int8 mat-vec and matmul) */
+bool ig_vk_compiler_int_dot(void);
 
 typedef struct ig_vk_device ig_vk_device;
 

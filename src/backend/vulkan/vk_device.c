@@ -26,6 +26,7 @@ typedef VkResult(VKAPI_PTR *ig_pfn_coopmat_khr)(VkPhysicalDevice, uint32_t *, ig
 
 bool ig_vk_compiler_coopmat_khr(void) { return IG_VK_GLSL_COOPMAT_KHR != 0; }
 bool ig_vk_compiler_coopmat_nv(void) { return IG_VK_GLSL_COOPMAT_NV != 0; }
+bool ig_vk_compiler_int_dot(void) { return IG_VK_GLSL_INT_DOT != 0; }
 
 static const char *type_name(VkPhysicalDeviceType t) {
     switch (t) {
