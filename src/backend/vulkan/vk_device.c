@@ -777,6 +777,14 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
            tiles: b6 215 / 164, b8 236 / 222, b12 249 / 318, b16 272 / 423
            (before those, it won up to 16) */
         d->cm_min_tokens = env_positive("IGNIS_VK_CM_MIN_TOKENS", d->int8_mv ? 9 : 5);
+        /* the f16 tensor cores on KHR's fragments (narrow tiles) against
+           the int8 mat-vec, H100, 27B Q8_0 (tokens/s, two runs each): 6
+           streams 230.8 / 217.8, 7 streams 251 / 252, 8 streams 269.4 /
+           286.0 */
+        d->cm_min_tokens_f16 = env_positive("IGNIS_VK_CM_MIN_TOKENS_F16",
+                                            d->coopmat_khr && d->int8_mv && !getenv("IGNIS_VK_CM_MIN_TOKENS")
+                                                ? 8
+                                                : d->cm_min_tokens);
         /* what mmcm.comp prefetches into registers a step ahead: bit 0 the
            activations, bit 1 the weights. Measured on the H100, 27B Q4_K_M
            pp512 / 32 streams (tokens/s): both 1379 / 807, weights only 1675

@@ -213,6 +213,7 @@ struct ig_vk_device {
     uint32_t cm_min_tokens;  /* batches from which large quantized matrices take
                                 the tensor cores instead of the mat-vec: the
                                 mat-vec's cost grows with every column */
+    uint32_t cm_min_tokens_f16; /* ... the f16 ones (types the int8 ones do not take) */
     bool coopmat;       /* cooperative matrices + shaderFloat16 enabled: mmcm.comp */
     bool coopmat_khr;   /* VK_KHR_cooperative_matrix enabled, f16 16x16x16 (mmcmk_*) */
     bool coopmat_nv;    /* VK_NV_cooperative_matrix enabled, f16 16x8x16 (mmcm_*) */

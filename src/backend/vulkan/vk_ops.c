@@ -399,7 +399,8 @@ static ig_vk_matmul_path auto_path(const ig_vk_device *d, const ig_vk_buffer *w,
        columns): of matrices too small for the tensor cores up to
        mv_max_tokens, of larger ones below cm_min_tokens */
     const uint64_t mv_cols = c.int8 ? d->mv_max_tokens : MATVEC_MAX_COLS;
-    if (T <= mv_cols && !(cm_auto && T >= d->cm_min_tokens))
+    const uint32_t cm_from = c.cmq ? d->cm_min_tokens : d->cm_min_tokens_f16;
+    if (T <= mv_cols && !(cm_auto && T >= cm_from))
         return !c.fast ? IG_VK_MATMUL_VEC : c.int8 ? IG_VK_MATMUL_INT8 : IG_VK_MATMUL_FAST;
     if (!cm_auto) return IG_VK_MATMUL_TILED;
     /* int8 tensor cores for Q4_K and Q6_K (rows of whole super-blocks)
