@@ -67,30 +67,54 @@ static bool has_ext(const VkExtensionProperties *e, uint32_t n, const char *name
     return false;
 }
 
-static void coopmat_shapes(VkPhysicalDevice pd, ig_vk_device_info *info) {
+/* The device's KHR cooperative-matrix properties (malloc'ed; NULL and *n 0
+ * when it has none or the query fails). */
+static ig_vk_coopmat_props_khr *khr_props(VkPhysicalDevice pd, uint32_t *n) {
+    *n = 0;
+    if (!ig_vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR) return NULL;
+    ig_pfn_coopmat_khr fn;
+    PFN_vkVoidFunction v = ig_vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR;
+    memcpy(&fn, &v, sizeof fn);
+    uint32_t count = 0;
+    if (fn(pd, &count, NULL) != VK_SUCCESS || count == 0) return NULL;
+    ig_vk_coopmat_props_khr *p = calloc(count, sizeof *p);
+    if (!p) return NULL;
+    for (uint32_t i = 0; i < count; i++) p[i].sType = IG_VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR;
+    VkResult r = fn(pd, &count, p);
+    if (r != VK_SUCCESS && r != VK_INCOMPLETE) {
+        free(p);
+        return NULL;
+    }
+    *n = count;
+    return p;
+}
+
+/* Whether KHR properties p[0..n) hold M x N x K with A and B of component
+ * type ab, C and the result of cd, in subgroup scope. */
+static bool khr_shape(const ig_vk_coopmat_props_khr *p, uint32_t n, uint32_t m, uint32_t nn, uint32_t k, int32_t ab,
+                      int32_t cd) {
+    for (uint32_t i = 0; i < n; i++)
+        if (p[i].MSize == m && p[i].NSize == nn && p[i].KSize == k && p[i].AType == ab && p[i].BType == ab &&
+            p[i].CType == cd && p[i].ResultType == cd && !p[i].saturatingAccumulation && p[i].scope == 3)
+            return true;
+    return false;
+}
+
+/* The shapes text of `ignis devices`: KHR's properties kp[0..kn) where the
+ * device has the extension, else NV's. */
+static void coopmat_shapes(VkPhysicalDevice pd, ig_vk_device_info *info, const ig_vk_coopmat_props_khr *kp,
+                           uint32_t kn) {
     char *out = info->coopmat_shapes;
     size_t cap = sizeof info->coopmat_shapes;
     out[0] = 0;
     if (info->coopmat_khr && ig_vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR) {
-        ig_pfn_coopmat_khr fn;
-        PFN_vkVoidFunction v = ig_vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR;
-        memcpy(&fn, &v, sizeof fn);
-        uint32_t n = 0;
-        if (fn(pd, &n, NULL) != VK_SUCCESS || n == 0) return;
-        ig_vk_coopmat_props_khr *p = calloc(n, sizeof *p);
-        if (!p) return;
-        for (uint32_t i = 0; i < n; i++) p[i].sType = IG_VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR;
-        VkResult r = fn(pd, &n, p);
-        if (r == VK_SUCCESS || r == VK_INCOMPLETE) {
-            for (uint32_t i = 0; i < n; i++) {
-                if (p[i].scope != 3) continue;
-                char s[64];
-                snprintf(s, sizeof s, "%s%s %ux%ux%u->%s", out[0] ? ", " : "", component_name(p[i].AType),
-                         p[i].MSize, p[i].NSize, p[i].KSize, component_name(p[i].ResultType));
-                append(out, cap, s);
-            }
+        for (uint32_t i = 0; i < kn; i++) {
+            if (kp[i].scope != 3) continue;
+            char s[64];
+            snprintf(s, sizeof s, "%s%s %ux%ux%u->%s", out[0] ? ", " : "", component_name(kp[i].AType), kp[i].MSize,
+                     kp[i].NSize, kp[i].KSize, component_name(kp[i].ResultType));
+            append(out, cap, s);
         }
-        free(p);
     } else if (info->coopmat_nv && ig_vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV) {
         uint32_t n = 0;
         if (ig_vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(pd, &n, NULL) != VK_SUCCESS || n == 0)
@@ -125,29 +149,6 @@ static bool nv_shape(VkPhysicalDevice pd, uint32_t m, uint32_t n, uint32_t k, Vk
         for (uint32_t i = 0; i < count; i++)
             if (p[i].MSize == m && p[i].NSize == n && p[i].KSize == k && p[i].AType == ab && p[i].BType == ab &&
                 p[i].CType == cd && p[i].DType == cd && p[i].scope == VK_SCOPE_SUBGROUP_NV)
-                ok = true;
-    free(p);
-    return ok;
-}
-
-/* Whether the device has KHR cooperative matrices of M x N x K with A and B
- * of component type ab, C and the result of cd, in subgroup scope. */
-static bool khr_shape(VkPhysicalDevice pd, uint32_t m, uint32_t n, uint32_t k, int32_t ab, int32_t cd) {
-    if (!ig_vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR) return false;
-    ig_pfn_coopmat_khr fn;
-    PFN_vkVoidFunction v = ig_vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR;
-    memcpy(&fn, &v, sizeof fn);
-    uint32_t count = 0;
-    if (fn(pd, &count, NULL) != VK_SUCCESS || count == 0) return false;
-    ig_vk_coopmat_props_khr *p = calloc(count, sizeof *p);
-    if (!p) return false;
-    for (uint32_t i = 0; i < count; i++) p[i].sType = IG_VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR;
-    bool ok = false;
-    VkResult r = fn(pd, &count, p);
-    if (r == VK_SUCCESS || r == VK_INCOMPLETE)
-        for (uint32_t i = 0; i < count; i++)
-            if (p[i].MSize == m && p[i].NSize == n && p[i].KSize == k && p[i].AType == ab && p[i].BType == ab &&
-                p[i].CType == cd && p[i].ResultType == cd && !p[i].saturatingAccumulation && p[i].scope == 3)
                 ok = true;
     free(p);
     return ok;
@@ -277,13 +278,16 @@ void ig_vk_query_device(VkPhysicalDevice pd, int index, uint32_t instance_api, i
                 (hv | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT))
                 info->uma = true;
     }
-    coopmat_shapes(pd, info);
+    uint32_t n_khr = 0;
+    ig_vk_coopmat_props_khr *khr = info->coopmat_khr ? khr_props(pd, &n_khr) : NULL;
+    coopmat_shapes(pd, info, khr, n_khr);
     info->coopmat_nv_16x8x16 =
         info->coopmat_nv && nv_shape(pd, 16, 8, 16, VK_COMPONENT_TYPE_FLOAT16_NV, VK_COMPONENT_TYPE_FLOAT32_NV);
     info->coopmat_nv_s8_16x8x32 =
         info->coopmat_nv && nv_shape(pd, 16, 8, 32, VK_COMPONENT_TYPE_SINT8_NV, VK_COMPONENT_TYPE_SINT32_NV);
-    info->coopmat_khr_16x16x16 = info->coopmat_khr && khr_shape(pd, 16, 16, 16, 0 /* f16 */, 1 /* f32 */);
-    info->coopmat_khr_s8_16x16x32 = info->coopmat_khr && khr_shape(pd, 16, 16, 32, 3 /* s8 */, 5 /* s32 */);
+    info->coopmat_khr_16x16x16 = khr_shape(khr, n_khr, 16, 16, 16, 0 /* f16 */, 1 /* f32 */);
+    info->coopmat_khr_s8_16x16x32 = khr_shape(khr, n_khr, 16, 16, 32, 3 /* s8 */, 5 /* s32 */);
+    free(khr);
 
     /* requirements */
     info->usable = true;
