@@ -44,6 +44,13 @@ static ig_vk_device *device(void) {
     return g_dev;
 }
 
+/* device_split()'s settings on top of p. */
+static void split_params(ig_vk_device_params *p) {
+    p->weight_part_bytes = 4096;
+    p->coopmat_wide_groups = 1;  /* 128-token tiles whenever a batch has 128 */
+    p->coopmat_split_groups = 1; /* never split K (device() does on small grids) */
+}
+
 /* The same device with weights split into parts of at most 4 KiB. */
 static ig_vk_device *device_split(void) {
     if (!device()) return NULL;
@@ -51,9 +58,7 @@ static ig_vk_device *device_split(void) {
         g_tried_split = true;
         ig_vk_device_params p = ig_vk_device_default_params();
         p.index = ig_vk_device_get_info(g_dev)->index;
-        p.weight_part_bytes = 4096;
-        p.coopmat_wide_groups = 1;  /* 128-token tiles whenever a batch has 128 */
-        p.coopmat_split_groups = 1; /* never split K (device() does on small grids) */
+        split_params(&p);
         if (ig_vk_device_create(&p, &g_dev_split) != IG_OK) g_dev_split = NULL;
     }
     return g_dev_split;
@@ -69,11 +74,7 @@ static ig_vk_device *device_ext(bool khr, bool split) {
         ig_vk_device_params p = ig_vk_device_default_params();
         p.index = ig_vk_device_get_info(g_dev)->index;
         p.coopmat_ext = khr ? IG_VK_COOPMAT_KHR : IG_VK_COOPMAT_NV;
-        if (split) {
-            p.weight_part_bytes = 4096;
-            p.coopmat_wide_groups = 1;
-            p.coopmat_split_groups = 1;
-        }
+        if (split) split_params(&p);
         if (ig_vk_device_create(&p, &g_dev_ext[khr][split]) != IG_OK) g_dev_ext[khr][split] = NULL;
     }
     return g_dev_ext[khr][split];
