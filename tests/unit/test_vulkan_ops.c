@@ -1560,7 +1560,7 @@ IG_TEST(vulkan_coopmat_choice) {
                               .coopmat_khr_16x16x16 = true, .coopmat_khr_s8_16x16x32 = true};
     const ig_vk_coopmat_wants all = {.any = true, .ext = IG_VK_COOPMAT_AUTO, .int8 = true, .attn = true};
     ig_vk_coopmat_choice c = ig_vk_coopmat_choose(&h100, true, true, all);
-    CHECK(c.nv && c.khr && c.i8_nv && c.i8_khr && c.attn && c.attn_nv && c.attn_khr && !c.sg32);
+    CHECK(c.f16 && c.nv && c.khr && c.i8 && c.i8_nv && c.i8_khr && c.attn && c.attn_nv && c.attn_khr && !c.sg32);
     ig_vk_coopmat_wants w = all;
     w.ext = IG_VK_COOPMAT_NV;
     c = ig_vk_coopmat_choose(&h100, true, true, w);
@@ -1585,7 +1585,7 @@ IG_TEST(vulkan_coopmat_choice) {
                                .max_shared_memory = 64 * 1024, .fp16 = true, .int8 = true,
                                .vulkan_memory_model = true, .coopmat_khr = true, .coopmat_khr_16x16x16 = true};
     c = ig_vk_coopmat_choose(&rdna3, true, true, all);
-    CHECK(!c.nv && c.khr && c.sg32 && !c.i8_nv && !c.i8_khr && c.attn && !c.attn_nv && c.attn_khr);
+    CHECK(c.f16 && !c.nv && c.khr && c.sg32 && !c.i8 && !c.i8_nv && !c.i8_khr && c.attn && !c.attn_nv && c.attn_khr);
     ig_vk_device_info r = rdna3;
     r.subgroup_shuffle = false; /* the attention's softmax shuffles */
     c = ig_vk_coopmat_choose(&r, true, true, all);
@@ -1605,7 +1605,7 @@ IG_TEST(vulkan_coopmat_choice) {
     w = all;
     w.any = false;
     c = ig_vk_coopmat_choose(&h100, true, true, w);
-    CHECK(!c.nv && !c.khr && !c.i8_nv && !c.i8_khr && !c.attn);
+    CHECK(!c.f16 && !c.nv && !c.khr && !c.i8 && !c.i8_nv && !c.i8_khr && !c.attn);
     ig_vk_device_info h = h100;
     h.fp16 = false;
     CHECK(!ig_vk_coopmat_choose(&h, true, true, all).khr);

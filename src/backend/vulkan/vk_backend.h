@@ -167,9 +167,11 @@ typedef struct ig_vk_coopmat_wants {
     bool attn;             /* the prefill attention on them */
 } ig_vk_coopmat_wants;
 typedef struct ig_vk_coopmat_choice {
-    bool nv, khr;       /* the f16 matmul on NV's 16x8x16, KHR's 16x16x16 (both: KHR's for batches <= 32) */
+    bool f16;           /* the f16 matmul on them */
+    bool nv, khr;       /* ... on NV's 16x8x16, KHR's 16x16x16 (both: KHR's for batches <= 32) */
     bool sg32;          /* KHR pipelines require subgroups of 32 (not the device's default) */
-    bool i8_nv, i8_khr; /* the int8 matmul on NV's s8 16x8x32, KHR's s8 16x16x32 */
+    bool i8;            /* the int8 matmul on them */
+    bool i8_nv, i8_khr; /* ... on NV's s8 16x8x32, KHR's s8 16x16x32 */
     bool attn;          /* the prefill attention on them */
     bool attn_nv, attn_khr; /* ... on NV's, on KHR's (both: vk_ops.c chooses per head dim) */
 } ig_vk_coopmat_choice;

@@ -354,6 +354,7 @@ ig_vk_coopmat_choice ig_vk_coopmat_choose(const ig_vk_device_info *info, bool gl
                       (info->subgroup_size_control && info->subgroup_min <= 32 && info->subgroup_max >= 32);
     c.nv = w.ext != IG_VK_COOPMAT_KHR && glsl_nv && info->coopmat_nv_16x8x16 && info->subgroup_size == 32;
     c.khr = w.ext != IG_VK_COOPMAT_NV && glsl_khr && info->coopmat_khr_16x16x16 && sg32 && info->vulkan_memory_model;
+    c.f16 = c.nv || c.khr;
     c.sg32 = c.khr && info->subgroup_size != 32;
     c.attn = (c.nv || c.khr) && w.attn && info->subgroup_shuffle;
     c.attn_nv = c.attn && c.nv;
@@ -361,6 +362,7 @@ ig_vk_coopmat_choice ig_vk_coopmat_choose(const ig_vk_device_info *info, bool gl
     const bool i8 = w.int8 && info->int8;
     c.i8_nv = i8 && c.nv && info->coopmat_nv_s8_16x8x32;
     c.i8_khr = i8 && c.khr && info->coopmat_khr_s8_16x16x32;
+    c.i8 = c.i8_nv || c.i8_khr;
     return c;
 }
 
@@ -372,10 +374,10 @@ ig_vk_device_params ig_vk_device_default_params(void) {
 
 const ig_vk_device_info *ig_vk_device_get_info(const ig_vk_device *dev) { return &dev->info; }
 uint64_t ig_vk_device_allocated(const ig_vk_device *dev) { return dev->allocated; }
-bool ig_vk_device_coopmat(const ig_vk_device *dev) { return dev->coopmat; }
-bool ig_vk_device_coopmat_khr(const ig_vk_device *dev) { return dev->coopmat_khr; }
-bool ig_vk_device_coopmat_int8(const ig_vk_device *dev) { return dev->coopmat_i8; }
-bool ig_vk_device_attn_coopmat(const ig_vk_device *dev) { return dev->attn_cm; }
+bool ig_vk_device_coopmat(const ig_vk_device *dev) { return dev->cm.f16; }
+bool ig_vk_device_coopmat_khr(const ig_vk_device *dev) { return dev->cm.khr; }
+bool ig_vk_device_coopmat_int8(const ig_vk_device *dev) { return dev->cm.i8; }
+bool ig_vk_device_attn_coopmat(const ig_vk_device *dev) { return dev->cm.attn; }
 bool ig_vk_device_int8(const ig_vk_device *dev) { return dev->int8_mv; }
 
 /* Vulkan does not report cache sizes. NVIDIA's GPUs of 64 GiB and more
@@ -493,7 +495,7 @@ static ig_status create_logical(ig_vk_device *d) {
                                       .cooperativeMatrix = VK_TRUE};
     VkPhysicalDeviceShaderFloat16Int8Features f16 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES,
                                                      .shaderFloat16 = VK_TRUE,
-                                                     .shaderInt8 = d->coopmat_i8 ? VK_TRUE : VK_FALSE};
+                                                     .shaderInt8 = d->cm.i8 ? VK_TRUE : VK_FALSE};
     VkPhysicalDeviceVulkanMemoryModelFeatures mmf = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES, .vulkanMemoryModel = VK_TRUE};
     /* KHR pipelines on devices whose default subgroups are not 32 wide */
@@ -517,13 +519,13 @@ static ig_status create_logical(ig_vk_device *d) {
         CHAIN(pef);
         exts[n_exts++] = "VK_KHR_pipeline_executable_properties";
     }
-    if (d->coopmat) {
+    if (d->cm.f16) {
         CHAIN(f16);
-        if (d->coopmat_khr) {
+        if (d->cm.khr) {
             CHAIN(cmk);
             exts[n_exts++] = "VK_KHR_cooperative_matrix";
         }
-        if (d->coopmat_nv) {
+        if (d->cm.nv) {
             CHAIN(cm);
             exts[n_exts++] = "VK_NV_cooperative_matrix";
         }
@@ -531,7 +533,7 @@ static ig_status create_logical(ig_vk_device *d) {
             CHAIN(mmf);
             if (d->info.vulkan_memory_model_ext) exts[n_exts++] = "VK_KHR_vulkan_memory_model";
         }
-        if (d->cm_sg32) {
+        if (d->cm.sg32) {
             CHAIN(sgf);
             if (d->info.subgroup_size_control_ext) exts[n_exts++] = "VK_EXT_subgroup_size_control";
         }
@@ -749,22 +751,12 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
         ig_vk_coopmat_ext ext = p.coopmat_ext;
         if (cmv && strcmp(cmv, "nv") == 0) ext = IG_VK_COOPMAT_NV;
         if (cmv && strcmp(cmv, "khr") == 0) ext = IG_VK_COOPMAT_KHR;
-        const ig_vk_coopmat_choice c = ig_vk_coopmat_choose(
+        d->cm = ig_vk_coopmat_choose(
             &d->info, IG_VK_GLSL_COOPMAT_NV, IG_VK_GLSL_COOPMAT_KHR,
             (ig_vk_coopmat_wants){.any = !p.no_coopmat && !(cmv && strcmp(cmv, "0") == 0),
                                   .ext = ext,
                                   .int8 = d->int8_mv && !p.no_coopmat_int8 && !(ci8 && strcmp(ci8, "0") == 0),
                                   .attn = !p.no_attn_coopmat && !(acm && strcmp(acm, "0") == 0)});
-        d->coopmat_nv = c.nv;
-        d->coopmat_khr = c.khr;
-        d->coopmat = c.nv || c.khr;
-        d->cm_sg32 = c.sg32;
-        d->attn_cm = c.attn;
-        d->attn_cm_nv = c.attn_nv;
-        d->attn_cm_khr = c.attn_khr;
-        d->cm_i8_nv = c.i8_nv;
-        d->cm_i8_khr = c.i8_khr;
-        d->coopmat_i8 = c.i8_nv || c.i8_khr;
         /* measured on the H100, synthetic Q4_K_M (tokens/s, 8 against 32):
            270M 16 streams 1814 / 3713, 32 streams 2845 / 3776; 1B 16
            streams 1227 / 1561, 32 streams 1969 / 2415. 32 against 128 (the
@@ -786,7 +778,7 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
            streams 230.8 / 217.8, 7 streams 251 / 252, 8 streams 269.4 /
            286.0 */
         d->cm_min_tokens_f16 = env_positive("IGNIS_VK_CM_MIN_TOKENS_F16",
-                                            d->coopmat_khr && d->int8_mv && !getenv("IGNIS_VK_CM_MIN_TOKENS")
+                                            d->cm.khr && d->int8_mv && !getenv("IGNIS_VK_CM_MIN_TOKENS")
                                                 ? 8
                                                 : d->cm_min_tokens);
         /* what mmcm.comp prefetches into registers a step ahead: bit 0 the

@@ -214,14 +214,11 @@ struct ig_vk_device {
                                 the tensor cores instead of the mat-vec: the
                                 mat-vec's cost grows with every column */
     uint32_t cm_min_tokens_f16; /* ... the f16 ones (types the int8 ones do not take) */
-    bool coopmat;       /* cooperative matrices + shaderFloat16 enabled: mmcm.comp */
-    bool coopmat_khr;   /* VK_KHR_cooperative_matrix enabled, f16 16x16x16 (mmcmk_*) */
-    bool coopmat_nv;    /* VK_NV_cooperative_matrix enabled, f16 16x8x16 (mmcm_*) */
-    bool cm_sg32;       /* KHR pipelines need subgroups of 32 required (subgroup size control) */
-    bool coopmat_i8;    /* s8 products, shaderInt8 and the int8 copies: mmq.comp */
-    bool cm_i8_khr, cm_i8_nv; /* ... of KHR's 16x16x32 (mmqk_*), NV's 16x8x32 (mmq_*) */
-    bool attn_cm;       /* prefill attention on them (attn_cm.comp; needs subgroup shuffles) */
-    bool attn_cm_nv, attn_cm_khr; /* ... on NV's (attn_cm_*), KHR's (attn_cmk_*) */
+    /* tensor cores (ig_vk_coopmat_choose): the f16 matmul (mmcm_* on NV's
+       extension, mmcmk_* on KHR's), the int8 one (mmq_*, mmqk_*), the
+       prefill attention (attn_cm_*, attn_cmk_*); the extensions, f16 and
+       shaderInt8 enabled accordingly */
+    ig_vk_coopmat_choice cm;
     bool pipe_stats;    /* $IGNIS_VK_PIPE_STATS: the driver's statistics of each new pipeline (stderr) */
     bool int8_mv;       /* shaderIntegerDotProduct enabled: quant_x8.comp + mv8_* */
     bool x8_producers;  /* norms and attention write the int8 copy of their output

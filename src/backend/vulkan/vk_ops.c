@@ -145,7 +145,7 @@ static bool x8_wanted(ig_vk_graph *g, uint64_t n_in, uint32_t off, uint32_t stri
     for (int i = 0; i < 4; i++)
         if (c->seen_n_in[i] == n_in) *kind = c->seen_kind[i], seen = true;
     return seen && d->int8_mv && d->x8_producers && ig_vk_graph_matmul_path(g) == IG_VK_MATMUL_AUTO &&
-           T <= d->mv_max_tokens && (T < d->cm_min_tokens || !d->coopmat || d->coopmat_i8) &&
+           T <= d->mv_max_tokens && (T < d->cm_min_tokens || !d->cm.f16 || d->cm.i8) &&
            n_in % x8_unit(*kind) == 0 &&
            off % 4 == 0 && stride % 4 == 0;
 }
@@ -382,8 +382,8 @@ static matmul_caps matmul_caps_of(const ig_vk_device *d, const ig_vk_buffer *w, 
     return (matmul_caps){
         .fast = fast_ok,
         .int8 = d->int8_mv && fast_ok && int8_type(w->type),
-        .cm = d->coopmat && fast_ok && w->type != IG_TYPE_F32 && w->type != IG_TYPE_BF16,
-        .cmq = d->coopmat_i8 && fast_ok && (w->type == IG_TYPE_Q4_K || w->type == IG_TYPE_Q6_K) && w->ne0 % 256 == 0,
+        .cm = d->cm.f16 && fast_ok && w->type != IG_TYPE_F32 && w->type != IG_TYPE_BF16,
+        .cmq = d->cm.i8 && fast_ok && (w->type == IG_TYPE_Q4_K || w->type == IG_TYPE_Q6_K) && w->ne0 % 256 == 0,
     };
 }
 
@@ -583,8 +583,7 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
            32 / 64 streams 450 / 845 / 1345 against 562 / 1042 / 1364,
            pp512 2030 against 1885; Q4_K_M (int8) 16 / 32 / 64 streams 507
            / 959 / 1455 against 514 / 973 / 1396, pp512 2273 against 1767 */
-        const bool khr = f16 ? d->coopmat_khr && (!d->coopmat_nv || cp.narrow)
-                             : d->cm_i8_khr && (!d->cm_i8_nv || cp.narrow);
+        const bool khr = f16 ? d->cm.khr && (!d->cm.nv || cp.narrow) : d->cm.i8_khr && (!d->cm.i8_nv || cp.narrow);
         snprintf(name, sizeof name, "%s%s%s%s_%s", f16 ? "mmcm" : "mmq", khr ? "k" : "",
                  cp.wide ? "_wide" : cp.narrow ? "_narrow" : "",
                  wb ? "_geglu" : "", type_suffix(wa->type));
@@ -922,8 +921,8 @@ ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, i
        dim 256 where there are both: H100, pp512 at depth 8192 (tokens/s,
        NV against KHR), synthetic 270M 50714 / 52236 (its matmuls have no
        tensor cores), 1B 25354 / 26816 (its matmuls on KHR's too) */
-    const bool khr = d->attn_cm_khr && (!d->attn_cm_nv || hd == 256);
-    const bool cm = d->attn_cm && (hd == 64 || hd == 128 || hd == 256) && attn_cm_rows(hd) % G == 0 &&
+    const bool khr = d->cm.attn_khr && (!d->cm.attn_nv || hd == 256);
+    const bool cm = d->cm.attn && (hd == 64 || hd == 128 || hd == 256) && attn_cm_rows(hd) % G == 0 &&
                     attn_cm_shared(hd, khr ? 16 : 8) <= d->info.max_shared_memory;
     const uint32_t rows = cm ? attn_cm_rows(hd) : attn_tile_rows(hd);
     if (kv->type == IG_KV_F16 && T >= d->attn_tile_min && (hd == 64 || hd == 128 || hd == 256) && G <= rows &&

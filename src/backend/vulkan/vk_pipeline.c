@@ -124,7 +124,7 @@ ig_status ig_vk_pipeline_spec(ig_vk_device *d, const char *name, const uint32_t 
     VkSpecializationInfo si = {.mapEntryCount = IG_VK_N_SPEC, .pMapEntries = me, .dataSize = sizeof spec, .pData = spec};
     /* the KHR tensor-core matmuls map their tiles onto subgroups of 32 (and
        the probe counts them so) */
-    const bool sg32 = d->cm_sg32 && (strncmp(name, "mmcmk_", 6) == 0 || strncmp(name, "mmqk_", 5) == 0 ||
+    const bool sg32 = d->cm.sg32 && (strncmp(name, "mmcmk_", 6) == 0 || strncmp(name, "mmqk_", 5) == 0 ||
                                      strncmp(name, "attn_cmk_", 9) == 0 || strcmp(name, "probe_mmak") == 0);
     VkPipelineShaderStageRequiredSubgroupSizeCreateInfo rss = {
         .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO,
