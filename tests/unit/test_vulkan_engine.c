@@ -399,15 +399,16 @@ IG_TEST(vulkan_engine_real_270m) {
             const bool int8 = ig_vk_device_int8(dv);
             CHECK(e <= (int8 ? 0.15 : 1e-3));
             if (int8) {
-                /* norms and attention write the int8 copies the mat-vecs
-                   read; quant_x8 makes the same bytes from their output */
+                /* norms, attention and GEGLU write the int8 copies the
+                   mat-vecs read; quant_x8 makes the same bytes from their
+                   output (the last step's logits, fed the same tokens) */
                 float *lx = malloc((size_t)V * 4);
                 REQUIRE(lx);
                 setenv("IGNIS_VK_X8_FUSE", "0", 1);
                 ig_model *mx = load(path, IG_BACKEND_VULKAN);
                 REQUIRE(mx);
                 int32_t gx[16];
-                run_real(mx, prompt, np, 0, lx, gx, NULL, NULL);
+                run_real(mx, prompt, np, steps, lx, gx, gc, NULL);
                 unsetenv("IGNIS_VK_X8_FUSE");
                 CHECK(memcmp(lx, lv, (size_t)V * 4) == 0);
                 ig_model_free(mx);

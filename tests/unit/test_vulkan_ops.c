@@ -1545,6 +1545,24 @@ IG_TEST(vulkan_matmul_int8) {
         run_matmul(dm, IG_TYPE_F16, 200, 37, 2, IG_VK_MATMUL_FAST, false, IG_VK_ROWS_TOKENS);
         ig_vk_device_free(dm);
     }
+    /* one-token mat-vecs of long rows in workgroups of one row (the GPU's
+       FFN down projections; here from 8 rows), with several items per lane
+       per pass and rows of part of a pass */
+    const char *longs[] = {"128,200,4,8", "64,200,1,8"};
+    for (size_t k = 0; k < IG_ARRAY_LEN(longs); k++) {
+        setenv("IGNIS_VK_MV_LONG", longs[k], 1);
+        ig_vk_device_params p = ig_vk_device_default_params();
+        p.index = ig_vk_device_get_info(d)->index;
+        ig_vk_device *dm;
+        REQUIRE_OK(ig_vk_device_create(&p, &dm));
+        unsetenv("IGNIS_VK_MV_LONG");
+        run_matmul(dm, IG_TYPE_Q6_K, 256 * 7, 9, 1, IG_VK_MATMUL_INT8, false, IG_VK_ROWS_TOKENS);
+        run_matmul(dm, IG_TYPE_Q4_K, 256 * 9, 37, 1, IG_VK_MATMUL_INT8, false, IG_VK_ROWS_TOKENS);
+        run_matmul(dm, IG_TYPE_Q8_0, 32 * 21, 10, 1, IG_VK_MATMUL_INT8, true, IG_VK_ROWS_OUTPUTS);
+        run_matmul(dm, IG_TYPE_F16, 520, 12, 1, IG_VK_MATMUL_FAST, false, IG_VK_ROWS_TOKENS);
+        run_matmul(dm, IG_TYPE_Q4_K, 256 * 9, 37, 3, IG_VK_MATMUL_INT8, false, IG_VK_ROWS_TOKENS); /* not one token */
+        ig_vk_device_free(dm);
+    }
 }
 
 /* What the tensor-core kernels run on, for devices described by hand (no

@@ -677,6 +677,27 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
                 d->mv_unrolln = un;
             }
         }
+        /* long rows: H100, tg128 tokens/s, usual shape against a row per
+           workgroup of 128 with up to 4 items per lane per pass (two
+           leases): 27B Q4_K_M 90.24 / 90.20 -> 92.00 / 91.85 (down, Q6_K:
+           49.4 -> 44.9 us with one item per pass), 12B 169.1 / 168.2 ->
+           172.3 / 173.2, 4B 316.6 / 318.5 -> 312.1 / 313.6, 1B 542.8 /
+           540.6 -> 540.1 / 539.6. The usual shape gives 27B's down 2,688
+           workgroups of two rows, 1.3 waves of the H100's resident
+           workgroups; a row each makes 2.5 waves of shorter workgroups. 8
+           items: 91.8; 256 invocations: 90.0-90.7; 64: 90.0-90.2. */
+        d->mv_long_tpr = cpu ? 0 : 128;
+        d->mv_long_pct = 200;
+        d->mv_long_unroll = 4;
+        d->mv_long_rows = 3072;
+        const char *ml = getenv("IGNIS_VK_MV_LONG");
+        if (ml && *ml) {
+            unsigned t = 0, r = 200, u = 4, mr = 3072;
+            if (sscanf(ml, "%u,%u,%u,%u", &t, &r, &u, &mr) >= 1 &&
+                (t == 0 || t == 32 || t == 64 || t == 128 || t == 256) && t <= d->info.max_wg_invocations &&
+                r >= 1 && r <= 10000 && u >= 1 && u <= 8)
+                d->mv_long_tpr = t, d->mv_long_pct = r, d->mv_long_unroll = u, d->mv_long_rows = mr;
+        }
         d->attn_wgs = env_positive("IGNIS_VK_ATTN_WGS", 512);
         /* measured on the H100 (tokens/s, graphs with attn_tile.comp
            against attn.comp only): 27B Q4_K_M pp512@d8192 1500 / 886,

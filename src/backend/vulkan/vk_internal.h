@@ -203,6 +203,12 @@ struct ig_vk_device {
     bool attn_legacy;
     uint32_t attn_merge_max; /* outputs of a unit of heads that the split attention's last workgroup merges */
     bool attn_split_heads;   /* a kv head's query heads split over workgroups where one unit is too large to merge */
+    /* one-token mat-vecs of long rows (100 n_in >= mv_long_pct n_out) and at
+       least mv_long_rows rows, e.g. the FFN down projection of 12B and 27B,
+       take a row per workgroup of mv_long_tpr invocations, at most
+       mv_long_unroll items per lane per pass (vk_device.c says why);
+       mv_long_tpr 0: the usual shape */
+    uint32_t mv_long_tpr, mv_long_pct, mv_long_unroll, mv_long_rows;
     uint32_t head_tail_nr;   /* one-token q/k/v mat-vecs do the QK-norm, RoPE and cache store
                                 (ig_vk_op_qkv_tail), q and k with row groups of this many rows; 0: off */
     bool force_staging; /* device memory is never mapped (tests) */
