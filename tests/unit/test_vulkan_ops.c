@@ -1543,6 +1543,11 @@ IG_TEST(vulkan_matmul_int8) {
         run_matmul(dm, IG_TYPE_Q6_K, 256 * 3, 37, 3, IG_VK_MATMUL_INT8, false, IG_VK_ROWS_TOKENS);
         run_matmul(dm, IG_TYPE_Q8_0, 32 * 9, 37, 8, IG_VK_MATMUL_INT8, true, IG_VK_ROWS_TOKENS);
         run_matmul(dm, IG_TYPE_F16, 200, 37, 2, IG_VK_MATMUL_FAST, false, IG_VK_ROWS_TOKENS);
+        /* one token, rows of at most 32 items: groups of 32 where the
+           shape has more */
+        run_matmul(dm, IG_TYPE_Q6_K, 256 * 3, 37, 1, IG_VK_MATMUL_INT8, true, IG_VK_ROWS_TOKENS);
+        run_matmul(dm, IG_TYPE_Q8_0, 32 * 9, 37, 1, IG_VK_MATMUL_INT8, false, IG_VK_ROWS_TOKENS);
+        run_matmul(dm, IG_TYPE_F16, 200, 37, 1, IG_VK_MATMUL_FAST, false, IG_VK_ROWS_TOKENS);
         ig_vk_device_free(dm);
     }
     /* one-token mat-vecs of long rows in workgroups of one row (the GPU's

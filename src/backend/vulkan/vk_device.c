@@ -690,6 +690,14 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
         d->mv_long_pct = 200;
         d->mv_long_unroll = 4;
         d->mv_long_rows = 3072;
+        /* short rows: H100, tg128 tokens/s, one token's mat-vecs all in
+           groups of 32 against 64 (two runs each): 270M 868.7 / 861.5
+           against 837.7 / 836.2 (its rows of 640 and 1024 are 20 and 32
+           items), 1B 518.7 / 522.0 against 544.1 / 543.3 (rows of 1152: 36
+           items, two passes at 32), 4B level. So only rows that fit one
+           pass of 32 take them ($IGNIS_VK_MV_SHORT=0: never). */
+        const char *ms = getenv("IGNIS_VK_MV_SHORT");
+        d->mv_short = !(ms && strcmp(ms, "0") == 0);
         const char *ml = getenv("IGNIS_VK_MV_LONG");
         if (ml && *ml) {
             unsigned t = 0, r = 200, u = 4, mr = 3072;

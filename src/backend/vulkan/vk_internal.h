@@ -209,6 +209,7 @@ struct ig_vk_device {
        mv_long_unroll items per lane per pass (vk_device.c says why);
        mv_long_tpr 0: the usual shape */
     uint32_t mv_long_tpr, mv_long_pct, mv_long_unroll, mv_long_rows;
+    bool mv_short; /* one token's rows of at most 32 items in groups of 32 (vk_ops.c) */
     uint32_t head_tail_nr;   /* one-token q/k/v mat-vecs do the QK-norm, RoPE and cache store
                                 (ig_vk_op_qkv_tail), q and k with row groups of this many rows; 0: off */
     bool force_staging; /* device memory is never mapped (tests) */

@@ -413,25 +413,32 @@ static ig_vk_matmul_path auto_path(const ig_vk_device *d, const ig_vk_buffer *w,
 
 /* mv.comp's invocations per row group and most items per lane per pass for
  * column tiles of nc tokens: one shape for one token, another for several
- * (vk_device.c says why). */
-static uint32_t mv_group_tpr(const ig_vk_device *d, uint32_t nc) { return nc == 1 ? d->mv_tpr : d->mv_tprn; }
+ * (vk_device.c says why). One token's rows of at most 32 items take groups
+ * of 32 where subgroups are no wider (d->mv_short: 270M's rows of 640 are
+ * 20 items, and a group of 64 left 44 lanes idle). */
+static uint32_t mv_group_tpr(const ig_vk_device *d, uint32_t nc, uint64_t items) {
+    if (nc != 1) return d->mv_tprn;
+    return d->mv_short && items <= 32 && d->mv_tpr > 32 && d->info.subgroup_size <= 32 ? 32 : d->mv_tpr;
+}
 static uint32_t mv_group_unroll(const ig_vk_device *d, uint32_t nc) { return nc == 1 ? d->mv_unroll : d->mv_unrolln; }
 
 /* mv.comp's rows per workgroup for column tiles of nc tokens of an n_out x
- * n_in matrix, and its row group (spec constant 2). */
-static uint32_t mv_rows_per_group(const ig_vk_device *d, uint32_t nc, uint64_t n_in, uint64_t n_out, uint32_t *nr) {
+ * n_in matrix of rows of that many items, and its row group (spec constant 2). */
+static uint32_t mv_rows_per_group(const ig_vk_device *d, uint32_t nc, uint64_t n_in, uint64_t n_out, uint64_t items,
+                                  uint32_t *nr) {
     uint32_t n = nc == 1 ? d->mv_nr1 : n_in >= d->mv_nrn_min && n_out >= d->mv_nrn_min ? d->mv_nrn : 1;
     if (d->info.subgroup_size < 32)
         while (n > 1 && n * nc > 32) n--; /* mv.comp's scratch */
     *nr = n;
-    return d->mv_wg / mv_group_tpr(d, nc) * n;
+    return d->mv_wg / mv_group_tpr(d, nc, items) * n;
 }
 
 /* The rows per workgroup of the q and k mat-vecs with a tail (and their
- * row group): fewer workgroups count in per head when it is larger. */
-static uint32_t tail_rows_per_group(const ig_vk_device *d, uint32_t *nr) {
+ * row group) for rows of that many items: fewer workgroups count in per
+ * head when it is larger. */
+static uint32_t tail_rows_per_group(const ig_vk_device *d, uint64_t items, uint32_t *nr) {
     *nr = d->head_tail_nr;
-    return d->mv_wg / d->mv_tpr * d->head_tail_nr;
+    return d->mv_wg / mv_group_tpr(d, 1, items) * d->head_tail_nr;
 }
 
 /* What follows a one-token q, k or v projection, done by the mat-vec
@@ -461,7 +468,8 @@ static ig_status tail_prepare(ig_vk_graph *g, const mv_tail *t, const ig_vk_buff
     const uint64_t hd = t->head_dim, n_out = (uint64_t)w->ne1;
     uint32_t nr;
     if (path != IG_VK_MATMUL_INT8 || T != 1 || w->n_parts != 1 || hd == 0 || hd % 2 || hd > 1024 ||
-        n_out % hd || d->head_tail_nr == 0 || (t->kind != TAIL_V && hd % tail_rows_per_group(d, &nr)))
+        n_out % hd || d->head_tail_nr == 0 ||
+        (t->kind != TAIL_V && hd % tail_rows_per_group(d, mv_items(w->type, w->ne0), &nr)))
         return bad(g, "vulkan: %s: needs one token on the int8 mat-vec, one weight part and whole heads per "
                       "workgroup", "matmul tail");
     *tp = (tail_plan){.hd = (uint32_t)hd, .eps = t->eps};
@@ -563,8 +571,9 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
             spec0 = long_rows ? d->mv_long_tpr : d->mv_wg;
             if (long_rows) spec2 = rows_per_group = 1;
             else
-                rows_per_group = has_tail && tail->kind != TAIL_V ? tail_rows_per_group(d, &spec2)
-                                                                  : mv_rows_per_group(d, nc, n_in, n_out, &spec2);
+                rows_per_group = has_tail && tail->kind != TAIL_V
+                                     ? tail_rows_per_group(d, mv_items(wa->type, n_in), &spec2)
+                                     : mv_rows_per_group(d, nc, n_in, n_out, mv_items(wa->type, n_in), &spec2);
             if (has_tail) {
                 const char *kv = tail->kv && tail->kv->type == IG_KV_F16 ? "f16" : "f32";
                 if (tail->kind == TAIL_Q) snprintf(name, sizeof name, "mv8_tail_q_%s", type_suffix(wa->type));
@@ -598,7 +607,9 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
     }
     VkPipeline pipe;
     const bool mv = path == IG_VK_MATMUL_FAST || path == IG_VK_MATMUL_INT8;
-    const uint32_t tpr = !mv ? 0 : long_rows ? d->mv_long_tpr : mv_group_tpr(d, spec1); /* spec1: the column tile */
+    const uint32_t tpr = !mv          ? 0
+                         : long_rows ? d->mv_long_tpr
+                                     : mv_group_tpr(d, spec1, mv_items(wa->type, n_in)); /* spec1: the column tile */
     const uint32_t max_unroll = long_rows ? d->mv_long_unroll : mv ? mv_group_unroll(d, spec1) : 0;
     const uint32_t spec[5] = {spec0, spec1, spec2, tpr, mv ? mv_unroll(mv_items(wa->type, n_in), tpr, max_unroll) : 0};
     IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline_spec(d, name, spec, 5, &pipe)));
@@ -699,12 +710,13 @@ bool ig_vk_qkv_tail_ok(ig_vk_graph *g, const ig_vk_qkv *p, const ig_vk_kv *kv, i
         return false;
     const int64_t hd = kv->head_dim;
     uint32_t nr;
-    if (hd <= 0 || hd % 2 || hd > 1024 || hd % tail_rows_per_group(d, &nr) || p->n_head <= 0) return false;
+    if (hd <= 0 || hd % 2 || hd > 1024 || p->n_head <= 0) return false;
     const ig_vk_buffer *w[3] = {p->wq, p->wk, p->wv};
     const int64_t rows[3] = {(int64_t)p->n_head * hd, (int64_t)kv->n_head_kv * hd, (int64_t)kv->n_head_kv * hd};
     for (int i = 0; i < 3; i++) {
         if (!w[i] || !w[i]->is_weight || w[i]->n_parts != 1 || w[i]->ne1 != rows[i] || w[i]->ne0 != p->wq->ne0)
             return false;
+        if (i < 2 && hd % tail_rows_per_group(d, mv_items(w[i]->type, w[i]->ne0), &nr)) return false; /* q, k */
         const bool fast_ok = src.offset % 16 == 0 &&
                              ig_vk_matmul_fast_ok(w[i]->type, w[i]->ne0, 0, stride_or(src.stride, (uint64_t)w[i]->ne0));
         if (auto_path(d, w[i], 1, matmul_caps_of(d, w[i], fast_ok)) != IG_VK_MATMUL_INT8) return false;
