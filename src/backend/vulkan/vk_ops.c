@@ -555,6 +555,7 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
     IG_TRY(ig_vk_rec_hazards(g, b, nb)); /* weights are read-only: never a hazard */
     char name[40];
     uint32_t spec0 = 0, spec1 = 0, spec2 = 0, gy, rows_per_group = MATMUL_TILE;
+    const uint64_t items = mv_items(wa->type, n_in); /* of a row, in mv.comp */
     bool long_rows = false; /* mv.comp: a row per workgroup of d->mv_long_tpr */
     if (path == IG_VK_MATMUL_VEC || path == IG_VK_MATMUL_FAST || path == IG_VK_MATMUL_INT8) {
         uint32_t nc = 1;
@@ -572,8 +573,8 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
             if (long_rows) spec2 = rows_per_group = 1;
             else
                 rows_per_group = has_tail && tail->kind != TAIL_V
-                                     ? tail_rows_per_group(d, mv_items(wa->type, n_in), &spec2)
-                                     : mv_rows_per_group(d, nc, n_in, n_out, mv_items(wa->type, n_in), &spec2);
+                                     ? tail_rows_per_group(d, items, &spec2)
+                                     : mv_rows_per_group(d, nc, n_in, n_out, items, &spec2);
             if (has_tail) {
                 const char *kv = tail->kv && tail->kv->type == IG_KV_F16 ? "f16" : "f32";
                 if (tail->kind == TAIL_Q) snprintf(name, sizeof name, "mv8_tail_q_%s", type_suffix(wa->type));
@@ -607,11 +608,10 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
     }
     VkPipeline pipe;
     const bool mv = path == IG_VK_MATMUL_FAST || path == IG_VK_MATMUL_INT8;
-    const uint32_t tpr = !mv          ? 0
-                         : long_rows ? d->mv_long_tpr
-                                     : mv_group_tpr(d, spec1, mv_items(wa->type, n_in)); /* spec1: the column tile */
+    /* spec1: the mat-vec's column tile */
+    const uint32_t tpr = !mv ? 0 : long_rows ? d->mv_long_tpr : mv_group_tpr(d, spec1, items);
     const uint32_t max_unroll = long_rows ? d->mv_long_unroll : mv ? mv_group_unroll(d, spec1) : 0;
-    const uint32_t spec[5] = {spec0, spec1, spec2, tpr, mv ? mv_unroll(mv_items(wa->type, n_in), tpr, max_unroll) : 0};
+    const uint32_t spec[5] = {spec0, spec1, spec2, tpr, mv ? mv_unroll(items, tpr, max_unroll) : 0};
     IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline_spec(d, name, spec, 5, &pipe)));
     for (int i = 0; i < wa->n_parts; i++) {
         const ig_vk_part *pa = &wa->parts[i], *pb = wb ? &wb->parts[i] : NULL;
