@@ -1570,6 +1570,111 @@ IG_TEST(vulkan_matmul_int8) {
     }
 }
 
+/* The int8 copy of the activations element by element: a mat-vec of
+ * one-hot rows (row r holds one nonzero weight, at element r) gives each
+ * element's dequantized int8 value times that weight's, so a q one step
+ * off (1/127 of the block's largest magnitude) or a scale off shows in its
+ * own output, not diluted in a sum (Q4_0's weights, d (q - 8), bring in
+ * the block's half sums of q as well). x next to rounding ties (as
+ * fill_near_ties, per unit: blocks of 32, or 256 for the K-quants), so a
+ * multiplier an ulp off moves q: the GPU's scales come from its division
+ * (x8_div in x8.glsl corrects the hardware quotient; lavapipe divides
+ * exactly, the H100 does not). */
+static void fill_near_ties_unit(float *x, size_t n, size_t unit) {
+    for (size_t b = 0; b + unit <= n; b += unit) {
+        const float amax = 0.25f + fabsf(rnd());
+        x[b] = (b / unit) % 2 ? -amax : amax;
+        for (size_t j = 1; j < unit; j++) {
+            const int k = (int)(fabsf(rnd()) * 126.0f);
+            float v = ((float)k + 0.5f) * amax / 127.0f;
+            const int steps = (int)(rnd_u32() % 7) - 3;
+            for (int m = 0; m < (steps < 0 ? -steps : steps); m++) v = nextafterf(v, steps < 0 ? 0.0f : 1.0f);
+            x[b + j] = rnd() < 0 ? -v : v;
+        }
+    }
+}
+
+static void run_int8_copy_exact(ig_vk_device *d, ig_dtype type, int n_in, int n_tok) {
+    const size_t unit = ig_dtype_block_elems(type) == 256 ? 256 : 32;
+    weight w;
+    memset(&w, 0, sizeof w);
+    w.type = type;
+    w.n_in = n_in;
+    w.rows = n_in;
+    REQUIRE(ig_dtype_row_bytes(type, n_in, &w.row_bytes));
+    w.data = malloc(w.row_bytes * (size_t)n_in);
+    float *row = calloc((size_t)n_in, 4), *x = malloc((size_t)n_in * n_tok * 4), *xq = malloc((size_t)n_in * 4);
+    float *want = malloc((size_t)n_in * n_tok * 4), *got = malloc((size_t)n_in * n_tok * 4);
+    REQUIRE(w.data && row && x && xq && want && got);
+    for (int r = 0; r < n_in; r++) {
+        row[r] = 1.0f;
+        ig_quantize_row(type, row, w.data + (size_t)r * w.row_bytes, n_in);
+        row[r] = 0.0f;
+    }
+    REQUIRE_OK(ig_vk_weight_create(d, type, n_in, n_in, &w.buf));
+    REQUIRE_OK(ig_vk_buffer_write(w.buf, 0, w.data, w.row_bytes * (size_t)n_in));
+    fill_near_ties_unit(x, (size_t)n_in * n_tok, unit);
+    for (int t = 0; t < n_tok; t++) {
+        x8_round(type, x + (size_t)t * n_in, xq, n_in);
+        for (int r = 0; r < n_in; r++)
+            want[(size_t)t * n_in + r] = ig_vec_dot_ref(type, w.data + (size_t)r * w.row_bytes, xq, n_in);
+    }
+    ig_vk_step *s;
+    REQUIRE_OK(ig_vk_step_create(d, n_tok, &s));
+    int32_t pos[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    REQUIRE(n_tok <= 8);
+    REQUIRE_OK(ig_vk_step_set(s, n_tok, NULL, pos, NULL, 0, NULL));
+    ig_vk_buffer *bx = upload(d, x, (size_t)n_in * n_tok * 4), *by = upload(d, want, (size_t)n_in * n_tok * 4);
+    REQUIRE(bx && by);
+    REQUIRE_OK(ig_vk_buffer_zero(by));
+    ig_vk_graph *g;
+    REQUIRE_OK(ig_vk_graph_begin(d, s, n_tok, &g));
+    ig_vk_graph_set_matmul_path(g, IG_VK_MATMUL_INT8);
+    REQUIRE_OK(ig_vk_op_matmul(g, IG_VK_ROWS_TOKENS, w.buf, (ig_vk_view){bx, 0, (uint32_t)n_in},
+                               (ig_vk_view){by, 0, (uint32_t)n_in}));
+    REQUIRE_OK(ig_vk_graph_end(g));
+    REQUIRE_OK(ig_vk_graph_run(g));
+    REQUIRE_OK(ig_vk_buffer_read(by, 0, got, (size_t)n_in * n_tok * 4));
+    /* only the roundings of the float sums may differ: with weights of an
+       offset (Q4_0: d (q - 8)) the block's half sums of q enter each output
+       too; a q one step off moves an output by at least 1/127 of its
+       block's largest magnitude, 1/640 of the row's */
+    int bad = 0, first = -1;
+    for (int t = 0; t < n_tok; t++) {
+        float mx = 0.0f;
+        for (int r = 0; r < n_in; r++) mx = fmaxf(mx, fabsf(want[(size_t)t * n_in + r]));
+        for (int r = 0; r < n_in; r++) {
+            const int i = t * n_in + r;
+            if (!(fabsf(got[i] - want[i]) <= 2e-6f * mx)) bad++, first = first < 0 ? i : first;
+        }
+    }
+    if (bad)
+        ig_test_fail_at(__FILE__, __LINE__, "%s: %d of %d int8 values off, first %d: %.9g against %.9g",
+                        ig_dtype_name(type), bad, n_in * n_tok, first, got[first], want[first]);
+    ig_vk_graph_free(g);
+    ig_vk_buffer_free(bx);
+    ig_vk_buffer_free(by);
+    ig_vk_step_free(s);
+    free(row);
+    free(x);
+    free(xq);
+    free(want);
+    free(got);
+    weight_free(&w);
+}
+
+IG_TEST(vulkan_int8_copy_exact) {
+    ig_vk_device *d = device();
+    if (!d) return;
+    if (!ig_vk_device_int8(d)) {
+        ig_test_skip("no integer dot product on this device");
+        return;
+    }
+    run_int8_copy_exact(d, IG_TYPE_Q8_0, 1024, 3); /* blocks of 32, f16 scales */
+    run_int8_copy_exact(d, IG_TYPE_Q4_0, 1024, 2); /* ... and their half sums */
+    run_int8_copy_exact(d, IG_TYPE_Q4_K, 1024, 3); /* units of 256, f32 scales */
+}
+
 /* What the tensor-core kernels run on, for devices described by hand (no
  * device needed): the H100 (both extensions), an RDNA3 as RADV reports it
  * (KHR's f16 16x16x16 and s8 16x16x16 only, subgroups of 64 by default,

@@ -796,6 +796,11 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
         d->mv_max_tokens = mt && atoi(mt) >= 8 && atoi(mt) <= 256 ? (uint32_t)atoi(mt) : 128;
         const char *xf = getenv("IGNIS_VK_X8_FUSE");
         d->x8_producers = !(xf && strcmp(xf, "0") == 0);
+        /* the int8 copies quantized with subgroup shuffles (quant_x8s,
+           add_norm2_x8s): measured on the H100, 27B Q4_K_M tg128 (see
+           docs/vulkan-backend.md, fourteenth session) */
+        const char *xs = getenv("IGNIS_VK_X8_SHUFFLE");
+        d->x8_shuffle = d->info.subgroup_shuffle && d->info.subgroup_size >= 8 && !(xs && strcmp(xs, "0") == 0);
         /* measured on the H100 (27B Q4_K_M): the f32 mat-vec loses to the
            tensor cores from 5 streams (b8 62 against 107 tokens/s). The
            int8 one, against the tensor cores with split K and 32-token

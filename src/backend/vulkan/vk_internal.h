@@ -230,6 +230,7 @@ struct ig_vk_device {
     bool int8_mv;       /* shaderIntegerDotProduct enabled: quant_x8.comp + mv8_* */
     bool x8_producers;  /* norms and attention write the int8 copy of their output
                            themselves ($IGNIS_VK_X8_FUSE=0: quant_x8 does it) */
+    bool x8_shuffle;    /* ... quantized with subgroup shuffles (x8_quant_vecs; $IGNIS_VK_X8_SHUFFLE=0: shared memory) */
     ig_vk_buffer *dummy; /* bound to unused descriptor slots */
     float timestamp_period; /* ns per timestamp tick (profiling) */
 };

@@ -208,7 +208,7 @@ static ig_status quant_x8(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_bind *src
     ig_vk_bind b[2] = {*src, {c->buf->parts, 0, T * *q_stride * 16, true}};
     IG_TRY(ig_vk_rec_hazards(g, b, 2));
     VkPipeline pipe;
-    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(d, "quant_x8", X8_WG, 0, &pipe)));
+    IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(d, d->x8_shuffle ? "quant_x8s" : "quant_x8", X8_WG, 0, &pipe)));
     struct {
         uint32_t rows_sel, n_in, x_off, x_stride, q_stride, kind;
     } pc = {(uint32_t)rows, (uint32_t)n_in, xoff, xs, *q_stride, kind};
@@ -290,7 +290,8 @@ ig_status ig_vk_op_add_rmsnorm_norm(ig_vk_graph *g, ig_vk_rows rows, ig_vk_view 
     IG_TRY(ig_vk_rec_hazards(g, b, x8 ? 6 : 5));
     VkPipeline pipe;
     IG_TRY(ig_vk_graph_set_error(
-        g, ig_vk_pipeline(d, x8 ? "add_norm2_x8" : regs ? "add_norm2" : "add_rmsnorm_norm", d->norm_wg, regs ? rv : 0,
+        g, ig_vk_pipeline(d, x8 ? (d->x8_shuffle ? "add_norm2_x8s" : "add_norm2_x8") : regs ? "add_norm2" : "add_rmsnorm_norm",
+                          d->norm_wg, regs ? rv : 0,
                           &pipe)));
     struct {
         uint32_t rows_sel, d, x_off, x_stride, y_off, y_stride, w_off;

@@ -15,40 +15,39 @@
 // of shared memory. X8_VALUE(i) (with X8_VALUES_MAX, the most values at
 // once) brings x8_quant_values, for values that are not one per invocation.
 
-// Sign of a - m * b, m the midpoint between the positive float of bits qb
-// and the next float up, a and b positive normal floats: exact, from
-// integer products (m's mantissa has 25 bits, m * b up to 50); 2 where the
-// exponents are too far apart to compare (q is then far from a / b).
-int x8_cmp_mid(uint ab, uint bb, uint qb) {
-    const uint A = (ab & 0x7FFFFFu) | 0x800000u, B = (bb & 0x7FFFFFu) | 0x800000u;
-    const uint M = 2u * ((qb & 0x7FFFFFu) | 0x800000u) + 1u;
-    // a = A 2^(ea-150), b = B 2^(eb-150), m = M 2^(eq-151): compare A 2^s with M B
-    const int s = int(ab >> 23) - int(bb >> 23) - int(qb >> 23) + 151;
-    if (s < 1 || s > 39) return 2; // cannot happen for a quotient within a few ulps
-    uint hi, lo;
-    umulExtended(M, B, hi, lo);
-    const uint ahi = s >= 32 ? A << (s - 32) : A >> (32 - s), alo = s >= 32 ? 0u : A << s;
-    if (ahi != hi) return ahi > hi ? 1 : -1;
-    return alo == lo ? 0 : (alo > lo ? 1 : -1);
-}
-
 // a / b correctly rounded, as the CPU divides. GPU division may be off by an
 // ulp or two (which would move a q across a rounding tie now and then), and
-// an fma refinement is not exact where fma is not fused (lavapipe): the
-// hardware quotient is moved to the float whose rounding interval holds
-// a / b, decided by exact integer arithmetic (x8_cmp_mid).
+// an fma refinement is not exact where fma is not fused (lavapipe). With
+// a = A 2^(ea-150), b = B 2^(eb-150) and the hardware quotient q = Q
+// 2^(eq-150) (A, B, Q the 24-bit significands), a - q b is R = A 2^s - Q B
+// in units of 2^(eq+eb-300), s = ea - eb - eq + 150, and a / b - q is R / B
+// ulps of q. Q is within a few ulps, so |R| < 2^26 and R is exact in 32-bit
+// wrapping arithmetic (only the low words of A 2^s and Q B): q is right
+// when |2R| < B (|4R| < B under a power of two, where the float below is
+// half an ulp away), a tie at equality (to even), else it moves an ulp
+// towards a / b and is checked again. Integer operations only, one pass as a rule
+// (the earlier form compared 64-bit products with both midpoints).
 float x8_div(float a, float b) {
     const float q = a / b;
     const uint ab = floatBitsToUint(abs(a)), bb = floatBitsToUint(abs(b));
     uint qb = floatBitsToUint(abs(q));
-    const uint ea = ab >> 23, eb = bb >> 23, eq = qb >> 23;
-    if (ea == 0u || ea == 255u || eb == 0u || eb == 255u || eq <= 1u || eq >= 254u) return q; // zeros, subnormals, inf, NaN
+    const uint ea = ab >> 23, eb = bb >> 23;
+    if (ea == 0u || ea == 255u || eb == 0u || eb == 255u) return q; // zeros, subnormals, inf, NaN
+    const uint A = (ab & 0x7FFFFFu) | 0x800000u, B = (bb & 0x7FFFFFu) | 0x800000u;
     for (int k = 0; k < 4; k++) {
-        const int up = x8_cmp_mid(ab, bb, qb), dn = x8_cmp_mid(ab, bb, qb - 1u);
-        if (up == 2 || dn == 2) break;
-        if (up > 0 || (up == 0 && (qb & 1u) != 0u)) qb++;      // past the upper midpoint (ties to even)
-        else if (dn < 0 || (dn == 0 && (qb & 1u) != 0u)) qb--; // below the lower one
-        else break;
+        const uint eq = qb >> 23;
+        if (eq <= 1u || eq >= 254u) break;
+        const int s = int(ea) - int(eb) - int(eq) + 150;
+        if (s < 0 || s > 31) break; // cannot happen for a quotient within a few ulps
+        const int R = int((A << uint(s)) - ((qb & 0x7FFFFFu) | 0x800000u) * B);
+        if (abs(R) >= 0x10000000) break; // not within a few ulps: keep the hardware's
+        // |R| against the half ulp on R's side: B / 2, or B / 4 below a
+        // power of two (the float under it is half an ulp of q away)
+        const int m = R < 0 && (qb & 0x7FFFFFu) == 0u ? 4 : 2, r = m * abs(R), Bi = int(B);
+        if (r < Bi) break;                                              // q is the nearest
+        if (r == Bi && (qb & 1u) == 0u) break;                          // a tie, q even
+        qb = R > 0 ? qb + 1u : qb - 1u;                                 // (a tie with q odd too)
+        if (r == Bi) break;
     }
     return (a < 0.0) != (b < 0.0) ? -uintBitsToFloat(qb) : uintBitsToFloat(qb);
 }
@@ -147,6 +146,99 @@ void x8_quant_vec4(vec4 v, uint i, bool live, uint kind, uint qrow) {
     barrier(); // the shared arrays are free for the next call
 }
 #endif // X8_NO_VEC4
+
+#ifdef X8_RV
+// The blocks of a row held in registers, X8_RV vec4s per invocation (vec4
+// i = i0 + tid + k * local size of the row in v[k], i0 and the local size
+// multiples of 64, n4 the row's vec4s, whole blocks), as x8_quant_vec4 makes them, with subgroup
+// shuffles rather than shared memory: the first value of largest magnitude
+// of a block of 32 (8 invocations) in three exchanges, of a unit of 256 on
+// through the subgroup and, where a subgroup holds less than a unit, two
+// barriers for every k at once; the half sums likewise. No barrier at all
+// for blocks of 32. Needs subgroups of at least 8 with shuffles (the host).
+// (a, m, i) takes the lane's partner's entry where it is larger, or as
+// large and first: the order of the scan in x8_quant_vec4.
+void x8_first_max_xor(inout float a, inout float m, inout uint i, uint mask) {
+    const float oa = subgroupShuffleXor(a, mask), om = subgroupShuffleXor(m, mask);
+    const uint oi = subgroupShuffleXor(i, mask);
+    if (oa > a || (oa == a && oi < i)) {
+        a = oa;
+        m = om;
+        i = oi;
+    }
+}
+
+shared float x8_sg_a[X8_RV * 128u], x8_sg_m[X8_RV * 128u]; // per (k, subgroup): local size / 8 subgroups at most
+shared float x8_sg_s[X8_RV * 16u], x8_sg_d[X8_RV * 16u];   // per (k, unit): its multiplier and scale
+
+void x8_quant_vecs(vec4 v[X8_RV], uint i0, uint n4, uint kind, uint qrow) {
+    const uint tid = gl_LocalInvocationID.x, nt = gl_WorkGroupSize.x, sg = gl_SubgroupSize;
+    const uint span = kind != 0u ? min(64u, sg) : 8u; // lanes of one block or unit within a subgroup
+    float amax[X8_RV], mx[X8_RV];
+    [[unroll]] for (uint k = 0u; k < X8_RV; k++) {
+        const bool live = i0 + tid + k * nt < n4;
+        float a = 0.0, m = 0.0;
+        [[unroll]] for (uint c = 0u; c < 4u; c++) {
+            if (live && abs(v[k][c]) > a) {
+                a = abs(v[k][c]);
+                m = v[k][c];
+            }
+        }
+        uint at = tid;
+        for (uint mask = 1u; mask < span; mask <<= 1) x8_first_max_xor(a, m, at, mask);
+        amax[k] = a;
+        mx[k] = m;
+    }
+    // kind 1 where a unit spans 64 / sg subgroups: their results through
+    // shared memory, and each unit's scale made once, by one lane of the
+    // first subgroup (every lane making its own, the divisions cost 1.8 %
+    // of 27B's decode on the H100)
+    const bool shared_units = kind != 0u && sg < 64u;
+    if (shared_units) {
+        const uint nsg = gl_NumSubgroups, per = 64u / sg, upk = nt / 64u; // units per k
+        if (subgroupElect())
+            [[unroll]] for (uint k = 0u; k < X8_RV; k++) {
+                x8_sg_a[k * nsg + gl_SubgroupID] = amax[k];
+                x8_sg_m[k * nsg + gl_SubgroupID] = mx[k];
+            }
+        barrier();
+        if (gl_SubgroupID == 0u)
+            for (uint u = gl_SubgroupInvocationID; u < X8_RV * upk; u += sg) {
+                const uint first = (u / upk) * nsg + (u % upk) * per;
+                float a = 0.0, m = 0.0;
+                for (uint j = 0u; j < per; j++) {
+                    if (x8_sg_a[first + j] > a) {
+                        a = x8_sg_a[first + j];
+                        m = x8_sg_m[first + j];
+                    }
+                }
+                float us, ud;
+                x8_scale(kind, a, m, us, ud);
+                x8_sg_s[u] = us;
+                x8_sg_d[u] = ud;
+            }
+        barrier();
+    }
+    [[unroll]] for (uint k = 0u; k < X8_RV; k++) {
+        const uint i = i0 + tid + k * nt;
+        float s, d;
+        if (shared_units) {
+            s = x8_sg_s[k * (nt / 64u) + tid / 64u];
+            d = x8_sg_d[k * (nt / 64u) + tid / 64u];
+        } else {
+            x8_scale(kind, amax[k], mx[k], s, d);
+        }
+        const ivec4 q = x8_round4(v[k], s, kind);
+        const uint qb = qrow + 3u * (i >> 3); // the block's three uvec4
+        if (i < n4) q1[4u * qb + (i & 7u)] = x8_pack4(q);
+        int lo = (q.x + q.y) + (q.z + q.w); // then the sum of the 4 invocations of its half block
+        lo += subgroupShuffleXor(lo, 1u);
+        lo += subgroupShuffleXor(lo, 2u);
+        const int hi = subgroupShuffleXor(lo, 4u);
+        if (i < n4 && (tid & 7u) == 0u) qm4[qb + 2u] = vec4(d, d * float(lo), d * float(hi), 0.0);
+    }
+}
+#endif // X8_RV
 
 #ifdef X8_VALUE
 // The int8 blocks of n values X8_VALUE(0 .. n - 1) (n a multiple of the
