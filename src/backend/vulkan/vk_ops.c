@@ -289,9 +289,14 @@ ig_status ig_vk_op_add_rmsnorm_norm(ig_vk_graph *g, ig_vk_rows rows, ig_vk_view 
     }
     IG_TRY(ig_vk_rec_hazards(g, b, x8 ? 6 : 5));
     VkPipeline pipe;
+    /* in registers: the fewest invocations (a multiple of 64) that hold the
+       row in rv vec4s each; idle ones would still run every barrier and
+       quantization step (H100, tg128: 270M 902-910 -> 917-923 tokens/s at
+       192 rather than 1024, 1B 549-555 -> 557-560, 27B level) */
+    const uint32_t nt = regs ? (uint32_t)ceil_div(ceil_div(w / 4, rv), 64) * 64 : d->norm_wg;
     IG_TRY(ig_vk_graph_set_error(
         g, ig_vk_pipeline(d, x8 ? (d->x8_shuffle ? "add_norm2_x8s" : "add_norm2_x8") : regs ? "add_norm2" : "add_rmsnorm_norm",
-                          d->norm_wg, regs ? rv : 0,
+                          nt, regs ? rv : 0,
                           &pipe)));
     struct {
         uint32_t rows_sel, d, x_off, x_stride, y_off, y_stride, w_off;
