@@ -44,6 +44,17 @@ static ig_vk_device *device(void) {
     return g_dev;
 }
 
+/* The device where it has integer dot products (the int8 mat-vec), else
+ * NULL with the test skipped. */
+static ig_vk_device *device_int8(void) {
+    ig_vk_device *d = device();
+    if (d && !ig_vk_device_int8(d)) {
+        ig_test_skip("no integer dot product on this device");
+        return NULL;
+    }
+    return d;
+}
+
 /* device_split()'s settings on top of p. */
 static void split_params(ig_vk_device_params *p) {
     p->weight_part_bytes = 4096;
@@ -1087,12 +1098,8 @@ static void attn_merge_run(ig_vk_device *d, merge_case c, float *att, float *mv,
  * it, the same bytes (the mat-vec's output is bit for bit the same), with
  * heads of 128 (two per block of 256) and 256. */
 IG_TEST(vulkan_attention_int8_copy) {
-    ig_vk_device *d = device();
+    ig_vk_device *d = device_int8();
     if (!d) return;
-    if (!ig_vk_device_int8(d)) {
-        ig_test_skip("no integer dot product on this device");
-        return;
-    }
     setenv("IGNIS_VK_X8_FUSE", "0", 1);
     ig_vk_device_params p = ig_vk_device_default_params();
     p.index = ig_vk_device_get_info(d)->index;
@@ -1491,12 +1498,8 @@ IG_TEST(vulkan_matmul_fast) {
  * split weights and staging copies; and the int8 copy shared by matmuls of
  * one input but made again once the input is rewritten. */
 IG_TEST(vulkan_matmul_int8) {
-    ig_vk_device *d = device();
+    ig_vk_device *d = device_int8();
     if (!d) return;
-    if (!ig_vk_device_int8(d)) {
-        ig_test_skip("no integer dot product on this device");
-        return;
-    }
     const int toks[] = {1, 2, 5, 8};
     for (size_t i = 0; i < IG_ARRAY_LEN(k_fast_types); i++) {
         const ig_dtype t = k_fast_types[i];
@@ -1664,12 +1667,8 @@ static void run_int8_copy_exact(ig_vk_device *d, ig_dtype type, int n_in, int n_
 }
 
 IG_TEST(vulkan_int8_copy_exact) {
-    ig_vk_device *d = device();
+    ig_vk_device *d = device_int8();
     if (!d) return;
-    if (!ig_vk_device_int8(d)) {
-        ig_test_skip("no integer dot product on this device");
-        return;
-    }
     run_int8_copy_exact(d, IG_TYPE_Q8_0, 1024, 3); /* blocks of 32, f16 scales */
     run_int8_copy_exact(d, IG_TYPE_Q4_0, 1024, 2); /* ... and their half sums */
     run_int8_copy_exact(d, IG_TYPE_Q4_K, 1024, 3); /* units of 256, f32 scales */
@@ -2024,12 +2023,8 @@ IG_TEST(vulkan_add_rmsnorm_norm) {
  * by two int8 mat-vecs without a quant_x8 dispatch, made again by quant_x8
  * once an op rewrites the input. */
 IG_TEST(vulkan_int8_copy_reuse) {
-    ig_vk_device *d = device();
+    ig_vk_device *d = device_int8();
     if (!d) return;
-    if (!ig_vk_device_int8(d)) {
-        ig_test_skip("no integer dot product on this device");
-        return;
-    }
     const int width = 1280, stride = width + 4, n_tok = 3, rows = 40;
     const size_t n = (size_t)stride * n_tok;
     const float eps = 1e-6f;
@@ -2341,12 +2336,8 @@ static void check_qkv_tail_applies(ig_vk_device *d, int n_tok, ig_vk_matmul_path
 }
 
 IG_TEST(vulkan_qkv_tail) {
-    ig_vk_device *d = device();
+    ig_vk_device *d = device_int8();
     if (!d) return;
-    if (!ig_vk_device_int8(d)) {
-        ig_test_skip("no integer dot product on this device");
-        return;
-    }
     /* 270M-like (640-wide rows, Q5_0 / Q8_0), 27B-like heads of 128 (Q4_K
        with a Q6_K v), small heads on an f32 cache */
     const qkv_case cases[] = {{4, 1, 256, 640, IG_TYPE_Q5_0, IG_TYPE_Q8_0, IG_KV_F16},
