@@ -149,13 +149,14 @@ void x8_quant_vec4(vec4 v, uint i, bool live, uint kind, uint qrow) {
 
 #ifdef X8_RV
 // The blocks of a row held in registers, X8_RV vec4s per invocation (vec4
-// i = i0 + tid + k * local size of the row in v[k], i0 and the local size
-// multiples of 64, n4 the row's vec4s, whole blocks), as x8_quant_vec4 makes them, with subgroup
-// shuffles rather than shared memory: the first value of largest magnitude
-// of a block of 32 (8 invocations) in three exchanges, of a unit of 256 on
-// through the subgroup and, where a subgroup holds less than a unit, two
-// barriers for every k at once; the half sums likewise. No barrier at all
-// for blocks of 32. Needs subgroups of at least 8 with shuffles (the host).
+// i = i0 + tid + k * local size of the row in v[k]; i0 and the local size
+// multiples of 64, n4 the row's vec4s, whole blocks), as x8_quant_vec4
+// makes them, with subgroup shuffles rather than shared memory: the first
+// value of largest magnitude of a block of 32 (8 invocations) in three
+// exchanges, of a unit of 256 on through the subgroup and, where a
+// subgroup holds less than a unit, two barriers for every k at once; the
+// half sums likewise. No barrier at all for blocks of 32. Needs subgroups
+// of at least 8 with shuffles (the host).
 // (a, m, i) takes the lane's partner's entry where it is larger, or as
 // large and first: the order of the scan in x8_quant_vec4.
 void x8_first_max_xor(inout float a, inout float m, inout uint i, uint mask) {
