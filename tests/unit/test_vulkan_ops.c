@@ -470,26 +470,26 @@ static void x8_round(ig_dtype w, const float *x, float *out, int64_t n) {
     }
 }
 
-/* run_matmul's x next to rounding ties of the int8 quantization (blocks of
- * 32 and 256 alike): each block of 32 starts with its largest magnitude
- * amax, and the others are (k + 1/2) amax / 127 moved by an ulp or two, so
- * a scale off by an ulp gives another q now and then. (lavapipe's
- * fma-refined 127 / amax was an ulp off on such values: its fma is not
- * fused.) */
+/* x next to rounding ties of the int8 quantization: each unit of that
+ * many values (run_matmul: 32, for blocks of 32 and 256 alike) starts with
+ * its largest magnitude amax, and the others are (k + 1/2) amax / 127
+ * moved by up to three ulps, so a scale off by an ulp gives another q now and
+ * then. (lavapipe's fma-refined 127 / amax was an ulp off on such values:
+ * its fma is not fused.) */
 static bool g_near_ties;
-static void fill_near_ties(float *x, size_t n) {
-    for (size_t b = 0; b + 32 <= n; b += 32) {
+static void fill_near_ties(float *x, size_t n, size_t unit) {
+    for (size_t b = 0; b + unit <= n; b += unit) {
         const float amax = 0.5f + 0.5f * fabsf(rnd());
-        x[b] = (b / 32) % 2 ? -amax : amax;
-        for (size_t j = 1; j < 32; j++) {
+        x[b] = (b / unit) % 2 ? -amax : amax;
+        for (size_t j = 1; j < unit; j++) {
             const int k = (int)(fabsf(rnd()) * 126.0f);
             float v = ((float)k + 0.5f) * amax / 127.0f;
-            const int steps = (int)(rnd_u32() % 5) - 2;
+            const int steps = (int)(rnd_u32() % 7) - 3;
             for (int m = 0; m < (steps < 0 ? -steps : steps); m++) v = nextafterf(v, steps < 0 ? 0.0f : 1.0f);
             x[b + j] = rnd() < 0 ? -v : v;
         }
     }
-    for (size_t i = n / 32 * 32; i < n; i++) x[i] = 0.0f;
+    for (size_t i = n / unit * unit; i < n; i++) x[i] = 0.0f;
 }
 
 /* Whether AUTO takes the int8 tensor cores (vk_ops.c's policy: Q4_K and
@@ -516,7 +516,7 @@ static void run_matmul(ig_vk_device *d, ig_dtype type, int64_t n_in, int rows, i
     size_t nx = (size_t)xs * n_tok, ny = (size_t)ys * n_tok;
     float *x = malloc(nx * 4), *want = calloc(ny, 4), *got = malloc(ny * 4);
     REQUIRE(x && want && got);
-    if (g_near_ties) fill_near_ties(x, nx);
+    if (g_near_ties) fill_near_ties(x, nx, 32);
     else fill(x, nx, 1.0f);
     /* OUTPUTS rows: only n_out = max(1, n_tok - 1) rows are computed; HEAD
      * rows: min(n_out, 2) (the step's head cap) */
@@ -1578,25 +1578,11 @@ IG_TEST(vulkan_matmul_int8) {
  * element's dequantized int8 value times that weight's, so a q one step
  * off (1/127 of the block's largest magnitude) or a scale off shows in its
  * own output, not diluted in a sum (Q4_0's weights, d (q - 8), bring in
- * the block's half sums of q as well). x next to rounding ties (as
- * fill_near_ties, per unit: blocks of 32, or 256 for the K-quants), so a
+ * the block's half sums of q as well). x next to rounding ties
+ * (fill_near_ties, per unit: blocks of 32, or 256 for the K-quants), so a
  * multiplier an ulp off moves q: the GPU's scales come from its division
  * (x8_div in x8.glsl corrects the hardware quotient; lavapipe divides
  * exactly, the H100 does not). */
-static void fill_near_ties_unit(float *x, size_t n, size_t unit) {
-    for (size_t b = 0; b + unit <= n; b += unit) {
-        const float amax = 0.25f + fabsf(rnd());
-        x[b] = (b / unit) % 2 ? -amax : amax;
-        for (size_t j = 1; j < unit; j++) {
-            const int k = (int)(fabsf(rnd()) * 126.0f);
-            float v = ((float)k + 0.5f) * amax / 127.0f;
-            const int steps = (int)(rnd_u32() % 7) - 3;
-            for (int m = 0; m < (steps < 0 ? -steps : steps); m++) v = nextafterf(v, steps < 0 ? 0.0f : 1.0f);
-            x[b + j] = rnd() < 0 ? -v : v;
-        }
-    }
-}
-
 static void run_int8_copy_exact(ig_vk_device *d, ig_dtype type, int n_in, int n_tok) {
     const size_t unit = ig_dtype_block_elems(type) == 256 ? 256 : 32;
     weight w;
@@ -1616,7 +1602,7 @@ static void run_int8_copy_exact(ig_vk_device *d, ig_dtype type, int n_in, int n_
     }
     REQUIRE_OK(ig_vk_weight_create(d, type, n_in, n_in, &w.buf));
     REQUIRE_OK(ig_vk_buffer_write(w.buf, 0, w.data, w.row_bytes * (size_t)n_in));
-    fill_near_ties_unit(x, (size_t)n_in * n_tok, unit);
+    fill_near_ties(x, (size_t)n_in * n_tok, unit);
     for (int t = 0; t < n_tok; t++) {
         x8_round(type, x + (size_t)t * n_in, xq, n_in);
         for (int r = 0; r < n_in; r++)
