@@ -138,24 +138,46 @@ static ig_status run_dispatches(ig_vk_device *dev, ig_vk_step *step, const stage
     return rc;
 }
 
-/* One persistent dispatch of `wgs` workgroups over the stages; *joined: how
- * many took part (grid.glsl's discovery). */
-static ig_status run_persistent(ig_vk_device *dev, ig_vk_step *step, const char *shader, int n_stages,
-                                uint32_t loads, uint32_t wgs, const ig_vk_part *const *parts, ig_vk_buffer *dst,
-                                int runs, double *t, uint32_t *joined) {
+/* A graph of one persistent dispatch of `wgs` workgroups over the stages;
+ * check: each barrier verified (probe.comp). */
+static ig_status persistent_graph(ig_vk_device *dev, ig_vk_step *step, const char *shader, int n_stages,
+                                  uint32_t loads, uint32_t wgs, const ig_vk_part *const *parts,
+                                  const ig_vk_buffer *dst, bool check, ig_vk_graph **out) {
     VkPipeline pipe;
     IG_TRY(ig_vk_pipeline(dev, shader, 0, loads, &pipe));
     ig_vk_graph *g;
     IG_TRY(ig_vk_graph_begin(dev, step, 1, &g));
     const ig_vk_bind b = {dst->parts, 0, 16, true};
     ig_status rc = ig_vk_rec_hazards(g, &b, 1);
-    const uint32_t pc[2] = {(uint32_t)n_stages, 64}; /* stages, grid_join's polls */
+    const uint32_t pc[3] = {(uint32_t)n_stages, 64, check}; /* stages, grid_join's polls, check */
     if (rc == IG_OK) rc = ig_vk_rec_dispatch(g, pipe, parts, 4, pc, sizeof pc, wgs, 1, 1);
     if (rc == IG_OK) rc = ig_vk_graph_end(g);
-    if (rc == IG_OK) {
-        *t = best_time(g, runs);
-        if (*t <= 0) rc = ig_fail(IG_ERR_BACKEND, "stage probe: the graph failed");
+    if (rc != IG_OK) {
+        ig_vk_graph_free(g);
+        return rc;
     }
+    *out = g;
+    return IG_OK;
+}
+
+/* The persistent dispatch: once with its barriers checked, then timed;
+ * *joined: how many workgroups took part (grid.glsl's discovery). */
+static ig_status run_persistent(ig_vk_device *dev, ig_vk_step *step, const char *shader, int n_stages,
+                                uint32_t loads, uint32_t wgs, const ig_vk_part *const *parts, ig_vk_buffer *dst,
+                                int runs, double *t, uint32_t *joined) {
+    ig_vk_graph *g;
+    IG_TRY(ig_vk_buffer_zero(dst));
+    IG_TRY(persistent_graph(dev, step, shader, n_stages, loads, wgs, parts, dst, true, &g));
+    uint32_t broken = 0;
+    ig_status rc = ig_vk_graph_run(g);
+    if (rc == IG_OK) rc = ig_vk_buffer_read(dst, 1025 * 4, &broken, sizeof broken);
+    ig_vk_graph_free(g);
+    if (rc == IG_OK && broken)
+        rc = ig_fail(IG_ERR_BACKEND, "stage probe: a grid barrier of %s let a workgroup through early", shader);
+    if (rc == IG_OK) rc = persistent_graph(dev, step, shader, n_stages, loads, wgs, parts, dst, false, &g);
+    if (rc != IG_OK) return rc;
+    *t = best_time(g, runs);
+    if (*t <= 0) rc = ig_fail(IG_ERR_BACKEND, "stage probe: the graph failed");
     if (rc == IG_OK) rc = ig_vk_buffer_read(dst, 0, joined, sizeof *joined);
     ig_vk_graph_free(g);
     return rc;

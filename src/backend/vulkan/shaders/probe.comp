@@ -92,14 +92,15 @@ void main() {
 // bench/vk_stage_probe.c: the stages of SEG in one persistent dispatch
 // (grid.glsl), a grid barrier after each. Binding 2: (offset, count) in
 // vec4s per range (bit 31 of the count: no barrier after it, the stage goes
-// on). dst[0]: the workgroups that joined.
+// on). dst[0]: the workgroups that joined. With pc.check, every workgroup
+// checks after each barrier that all had arrived (dst[1025] = 1 if not).
 layout(set = 0, binding = 1) readonly buffer Src { uvec4 src[]; };
 layout(set = 0, binding = 2) readonly buffer Seg { uvec2 seg[]; };
 layout(set = 0, binding = 4) buffer Dst { uint dst[]; };
 #define GRID_BINDING 3
 #include "grid.glsl"
 layout(constant_id = 1) const uint LPT = 4;
-layout(push_constant) uniform PC { uint n_seg, join_wait; } pc;
+layout(push_constant) uniform PC { uint n_seg, join_wait, check; } pc;
 
 void main() {
     if (grid_join(pc.join_wait)) {
@@ -113,7 +114,11 @@ void main() {
                 [[unroll]] for (uint u = 0u; u < LPT; u++) v[u] = src[sg.x + min(i + u * stride, n4 - 1u)];
                 [[unroll]] for (uint u = 0u; u < LPT; u++) a ^= v[u];
             }
-            if (sg.y < 0x80000000u) grid_sync();
+            if (sg.y < 0x80000000u) {
+                grid_sync();
+                if (pc.check != 0u && gl_LocalInvocationIndex == 0u && grid_load(2u) < grid_epoch * grid_n)
+                    atomicOr(dst[1025], 1u);
+            }
         }
         if ((a.x ^ a.y ^ a.z ^ a.w) == 0x12345678u) dst[1u + (gid & 1023u)] = a.x;
         if (gid == 0u) dst[0] = grid_n;
