@@ -5,7 +5,7 @@ BUILD_ASAN  ?= build-asan
 VENV        ?= .venv
 JOBS        ?= $(shell nproc 2>/dev/null || echo 2)
 MODEL       ?= $(HOME)/.cache/ignis/gemma-3-270m-q4_k_m.gguf
-PROMPT      ?= Tell me a story about a magic unicorn.
+PROMPT      ?= Once upon a time, in a quiet village at the edge of an old forest, there lived
 CMAKE_FLAGS ?=
 
 .PHONY: all build asan deps venv model run test test-unit test-e2e test-asan check-aarch64 clean
@@ -32,8 +32,14 @@ model: $(MODEL)
 $(MODEL):
 	@scripts/fetch-model.sh $(MODEL)
 
+# The default model is a base model: it continues text rather than answering
+# instructions, so the prompt is the opening of a story, and a mild repeat
+# penalty keeps a small model from circling.
 run: deps build model
-	@$(BUILD)/ignis run $(MODEL) -p "$(PROMPT)" -n 200
+	@$(BUILD)/ignis run $(MODEL) -p "$(PROMPT)" -n 200 --repeat-penalty 1.1
+	@echo
+	@echo "(Gemma 3 270M base continues text. To chat, give an instruction-tuned model:"
+	@echo " $(BUILD)/ignis chat gemma-3-270m-it-Q4_K_M.gguf; see README.md.)"
 
 # Unit tests (C runner), end-to-end tests (pytest), then the sanitizer build.
 test: deps build venv model
