@@ -587,3 +587,124 @@ IG_TEST(generate_prefix_keep_truncates_or_clears) {
     ig_context_free(ctx);
     ig_model_free(m);
 }
+
+/* ---- the loop on the real model ------------------------------------------- */
+
+typedef struct loop_out {
+    char text[4096];
+    size_t n_text;
+    int n_emits;
+    int stop_after; /* emit answers false from this call on (0: never) */
+    ig_token_list ids;
+} loop_out;
+
+static bool loop_emit(void *user, const char *text, size_t len) {
+    loop_out *o = user;
+    if (o->n_text + len < sizeof o->text) {
+        memcpy(o->text + o->n_text, text, len);
+        o->n_text += len;
+        o->text[o->n_text] = '\0';
+    }
+    o->n_emits++;
+    return !(o->stop_after && o->n_emits >= o->stop_after);
+}
+
+static void loop_token(void *user, int32_t id) { ig_token_list_push(&((loop_out *)user)->ids, id); }
+
+static ig_status loop(ig_context *ctx, const ig_tokenizer *tok, const int32_t *prompt, int n_prompt,
+                      const int32_t *hist, int n_hist, const char *stop, int n_predict,
+                      loop_out *o, ig_gen_stats *st) {
+    const char *stops[] = {stop};
+    ig_gen_params gp = {.n_predict = n_predict, .sampling = ig_sampler_default_params(),
+                        .stop = stops, .n_stop = stop ? 1 : 0};
+    gp.sampling.temperature = 0;
+    ig_gen_io io = {.emit = loop_emit, .on_token = loop_token, .user = o};
+    return ig_generate(ctx, 0, tok, prompt, n_prompt, hist, n_hist, &gp, &io, st);
+}
+
+IG_TEST(generate_loop_text_stop_interrupt_and_reuse) {
+    const char *path = ig_test_real_model();
+    if (!path) {
+        if (getenv("IGNIS_ALLOW_MISSING_MODEL")) ig_test_skip("real model not present");
+        else ig_test_fail_at(__FILE__, __LINE__, "real model missing (set IGNIS_MODEL)");
+        return;
+    }
+    ig_model_params mp = ig_model_default_params();
+    mp.n_threads = 2;
+    ig_model *m = NULL;
+    REQUIRE_OK(ig_model_load(path, &mp, &m));
+    const ig_tokenizer *tok = ig_model_tokenizer(m);
+    ig_context_params cp = ig_context_default_params();
+    cp.n_ctx = 128;
+    ig_context *ctx = NULL;
+    int32_t *prompt = NULL;
+    size_t n_prompt = 0;
+    char *decoded = NULL;
+    loop_out *o = calloc(1, sizeof *o);
+    REQUIRE(o && tok);
+    if (ig_context_create(m, &cp, &ctx) != IG_OK ||
+        ig_tokenize(tok, "Once upon a time", 16, true, true, &prompt, &n_prompt) != IG_OK) {
+        CHECK(!"setup failed");
+        goto done;
+    }
+    /* the emitted text is the decoded ids; -n ends with "length" and leaves
+     * the last token unfed */
+    ig_gen_stats st;
+    REQUIRE_OK(loop(ctx, tok, prompt, (int)n_prompt, NULL, 0, NULL, 16, o, &st));
+    CHECK_EQ_INT(st.finish, IG_FINISH_LENGTH);
+    CHECK_EQ_INT(st.n_generated, 16);
+    CHECK_EQ_INT(o->ids.n, 16);
+    CHECK_EQ_INT(ig_seq_len(ctx, 0), (int)n_prompt + 15);
+    REQUIRE_OK(ig_detokenize(tok, o->ids.ids, (size_t)o->ids.n, false, &decoded));
+    CHECK(!strcmp(o->text, decoded));
+    REQUIRE(strlen(decoded) > 12);
+    char full[4096];
+    snprintf(full, sizeof full, "%s", decoded);
+
+    /* a stop string inside a word cuts the same text */
+    char stop[3] = {full[9], full[10], '\0'};
+    const char *at = strstr(full, stop);
+    REQUIRE(at);
+    ig_token_list_free(&o->ids);
+    memset(o, 0, sizeof *o);
+    REQUIRE_OK(loop(ctx, tok, prompt, (int)n_prompt, NULL, 0, stop, 16, o, &st));
+    CHECK_EQ_INT(st.finish, IG_FINISH_STOP);
+    CHECK_EQ_INT(st.stop_token, -1);
+    CHECK_EQ_INT(o->n_text, (size_t)(at - full));
+    CHECK(!strncmp(o->text, full, (size_t)(at - full)));
+
+    /* the same prompt with the history of what the sequence holds: all of
+     * the prompt but its last token is reused (the text is not compared: a
+     * prefix fed in other batch shapes may round differently) */
+    int n_hist = ig_seq_len(ctx, 0);
+    CHECK(n_hist >= (int)n_prompt);
+    int32_t *hist = malloc(sizeof *hist * (n_prompt + (size_t)o->ids.n));
+    REQUIRE(hist);
+    memcpy(hist, prompt, sizeof *prompt * n_prompt);
+    if (o->ids.n) memcpy(hist + n_prompt, o->ids.ids, sizeof *hist * (size_t)o->ids.n);
+    ig_token_list_free(&o->ids);
+    memset(o, 0, sizeof *o);
+    ig_status s3 = loop(ctx, tok, prompt, (int)n_prompt, hist, n_hist, NULL, 4, o, &st);
+    free(hist);
+    REQUIRE_OK(s3);
+    CHECK_EQ_INT(st.n_reused, (int)n_prompt - 1);
+    CHECK_EQ_INT(st.n_prompt, 1);
+    CHECK_EQ_INT(st.n_generated, 4);
+
+    /* emit says stop at once: the loop ends ("interrupt") after one token */
+    ig_token_list_free(&o->ids);
+    memset(o, 0, sizeof *o);
+    o->stop_after = 1;
+    REQUIRE_OK(loop(ctx, tok, prompt, (int)n_prompt, NULL, 0, NULL, 16, o, &st));
+    CHECK_EQ_INT(st.finish, IG_FINISH_INTERRUPT);
+    CHECK_EQ_INT(st.n_reused, 0); /* no history given: the sequence was cleared */
+    CHECK_EQ_INT(st.n_generated, 1);
+    CHECK(o->n_text > 0 && !strncmp(o->text, full, o->n_text));
+done:
+    if (o) ig_token_list_free(&o->ids);
+    free(o);
+    free(decoded);
+    free(prompt);
+    ig_context_free(ctx);
+    ig_model_free(m);
+}
