@@ -29,53 +29,9 @@ void ig_token_list_free(ig_token_list *l) {
 
 void ig_token_list_collect(void *user, int32_t id) { ig_token_list_push(user, id); }
 
-/* Text not yet emitted because it might be the start of a stop string. */
-typedef struct pending {
-    char *buf;
-    size_t len, cap;
-} pending;
-
-static bool pending_append(pending *p, const char *s, size_t n) {
-    if (p->len + n + 1 > p->cap) {
-        size_t cap = (p->len + n + 1) * 2;
-        char *nb = realloc(p->buf, cap);
-        if (!nb) return false;
-        p->buf = nb;
-        p->cap = cap;
-    }
-    memcpy(p->buf + p->len, s, n);
-    p->len += n;
-    p->buf[p->len] = '\0';
-    return true;
-}
-
-/* Length of the longest suffix of s that is a proper prefix of a stop string. */
-static size_t stop_prefix_len(const char *s, size_t n, const char *const *stop, int n_stop) {
-    size_t best = 0;
-    for (int i = 0; i < n_stop; i++) {
-        size_t sl = strlen(stop[i]);
-        for (size_t k = sl > 0 ? sl - 1 : 0; k > best; k--)
-            if (k <= n && !memcmp(s + n - k, stop[i], k)) {
-                best = k;
-                break;
-            }
-    }
-    return best;
-}
-
-/* Finds the earliest stop string in s; returns its offset or -1. */
-static long find_stop(const char *s, size_t n, const char *const *stop, int n_stop) {
-    long best = -1;
-    for (int i = 0; i < n_stop; i++) {
-        size_t sl = strlen(stop[i]);
-        if (!sl || sl > n) continue;
-        for (size_t off = 0; off + sl <= n; off++)
-            if (!memcmp(s + off, stop[i], sl)) {
-                if (best < 0 || (long)off < best) best = (long)off;
-                break;
-            }
-    }
-    return best;
+/* Hands an event's text to the caller; false when emit asks to stop. */
+static bool deliver(const ig_gen_io *io, const ig_gen_event *ev) {
+    return ev->n_text && io->emit ? io->emit(io->user, ev->text, ev->n_text) : true;
 }
 
 ig_status ig_generate(ig_context *ctx, int seq, const ig_tokenizer *tok, const int32_t *prompt,
@@ -88,36 +44,35 @@ ig_status ig_generate(ig_context *ctx, int seq, const ig_tokenizer *tok, const i
     if (n_prompt >= cp->n_ctx)
         return ig_fail(IG_ERR_CONTEXT_FULL, "the prompt has %d tokens but the context holds %d",
                        n_prompt, cp->n_ctx);
-    /* Reuse the common prefix already in the cache (keep at least one token
-     * to feed, so there are logits to sample from). */
-    int keep = 0, held = ig_seq_len(ctx, seq);
-    if (history && n_history == held) {
-        while (keep < n_history && keep < n_prompt - 1 && history[keep] == prompt[keep]) keep++;
-    }
-    if (keep < held && ig_seq_truncate(ctx, seq, keep) != IG_OK) {
-        ig_seq_clear(ctx, seq);
-        keep = 0;
-    }
+    int keep = ig_gen_prefix_keep(ctx, seq, history, history ? n_history : 0, prompt, n_prompt);
     stats->n_reused = keep;
     int n_chunk = gp->n_chunk > 0 ? IG_MIN(gp->n_chunk, cp->n_batch) : cp->n_batch;
     int32_t *pos = ig_calloc_array((size_t)n_chunk, sizeof(int32_t));
     int32_t *seqs = ig_calloc_array((size_t)n_chunk, sizeof(int32_t));
-    ig_sampler *smp = NULL;
-    ig_detok_stream *ds = NULL;
-    pending pend = {0};
+    ig_gen_seq *gs = NULL;
     ig_status st = IG_OK;
     if (!pos || !seqs) {
         st = IG_ERR_NO_MEMORY;
         goto done;
     }
     const ig_hparams *hp = &ctx->model->hp;
-    st = ig_sampler_create(&gp->sampling, hp->n_vocab_real, &smp);
+    int32_t stop_ids[2] = {hp->eot_id, hp->eos_id};
+    ig_gen_seq_params sp = {
+        .sampling = gp->sampling,
+        .n_vocab = hp->n_vocab_real,
+        .tok = tok, /* without a tokenizer (bare test models) only ids come out */
+        .stop_ids = stop_ids,
+        .n_stop_ids = 2,
+        .stop = gp->stop,
+        .n_stop = gp->n_stop > 0 ? (size_t)gp->n_stop : 0,
+        .history = prompt, /* the CLI's penalties see the prompt too */
+        .n_history = n_prompt,
+        .max_tokens = gp->n_predict,
+        .n_ctx = cp->n_ctx,
+        .n_prompt = n_prompt,
+    };
+    st = ig_gen_seq_create(&sp, &gs);
     if (st != IG_OK) goto done;
-    if (tok) { /* without a tokenizer (bare test models) only ids come out */
-        st = ig_detok_stream_create(tok, &ds);
-        if (st != IG_OK) goto done;
-    }
-    for (int i = 0; i < n_prompt; i++) ig_sampler_accept(smp, prompt[i]);
     for (int i = 0; i < n_chunk; i++) seqs[i] = seq;
 
     double t0 = ig_time_now();
@@ -137,65 +92,39 @@ ig_status ig_generate(ig_context *ctx, int seq, const ig_tokenizer *tok, const i
     double t1 = ig_time_now();
     stats->t_prompt = t1 - t0;
 
-    int32_t eot = hp->eot_id, eos = hp->eos_id;
-    int cur = n_prompt;
-    char piece[256];
-    stats->finish = IG_FINISH_LENGTH;
+    ig_gen_event ev;
     for (;;) {
-        if (gp->n_predict >= 0 && stats->n_generated >= gp->n_predict) break;
-        if (gp->interrupt && *gp->interrupt) {
-            stats->finish = IG_FINISH_INTERRUPT;
+        if (gp->n_predict == 0 || (gp->interrupt && *gp->interrupt)) {
+            st = ig_gen_seq_finish(gs, gp->n_predict == 0 ? IG_FINISH_LENGTH : IG_FINISH_INTERRUPT, &ev);
+            if (st != IG_OK) goto done;
+            deliver(io, &ev);
             break;
         }
-        int32_t id = ig_sampler_sample(smp, ig_get_logits(ctx, 0));
-        if (id == eot || id == eos) {
-            stats->finish = IG_FINISH_STOP;
-            stats->stop_token = id;
+        st = ig_gen_seq_step(gs, ig_get_logits(ctx, 0), &ev);
+        if (st != IG_OK) goto done;
+        if (ev.stop_token) {
+            stats->stop_token = ev.token;
+        } else {
+            stats->n_generated++;
+            if (io->on_token) io->on_token(io->user, ev.token);
+        }
+        bool go = deliver(io, &ev);
+        if (ev.finish != IG_FINISH_NONE) break;
+        if (!go) { /* the caller stops: what is held back still goes out */
+            st = ig_gen_seq_finish(gs, IG_FINISH_INTERRUPT, &ev);
+            if (st != IG_OK) goto done;
+            deliver(io, &ev);
             break;
         }
-        ig_sampler_accept(smp, id);
-        stats->n_generated++;
-        if (io->on_token) io->on_token(io->user, id);
-        size_t got = ds ? ig_detok_stream_push(ds, id, piece, sizeof piece) : 0;
-        if (got && !pending_append(&pend, piece, got)) {
-            st = IG_ERR_NO_MEMORY;
-            goto done;
-        }
-        long at = gp->n_stop ? find_stop(pend.buf ? pend.buf : "", pend.len, gp->stop, gp->n_stop) : -1;
-        if (at >= 0) {
-            if (at > 0 && io->emit) io->emit(io->user, pend.buf, (size_t)at);
-            pend.len = 0;
-            stats->finish = IG_FINISH_STOP;
-            break;
-        }
-        size_t hold = stop_prefix_len(pend.buf ? pend.buf : "", pend.len, gp->stop, gp->n_stop);
-        if (pend.len > hold) {
-            bool go = io->emit ? io->emit(io->user, pend.buf, pend.len - hold) : true;
-            memmove(pend.buf, pend.buf + pend.len - hold, hold);
-            pend.len = hold;
-            if (!go) {
-                stats->finish = IG_FINISH_INTERRUPT;
-                break;
-            }
-        }
-        if (cur >= cp->n_ctx) break; /* context full: finish with "length" */
-        int32_t p = cur;
-        ig_batch b = {1, &id, &p, seqs, NULL};
+        int32_t p = n_prompt + stats->n_generated - 1;
+        ig_batch b = {1, &ev.token, &p, seqs, NULL};
         st = ig_decode(ctx, &b);
         if (st != IG_OK) goto done;
-        cur++;
     }
-    /* Whatever is left (held for stop strings, or an incomplete UTF-8 tail). */
-    if (stats->finish != IG_FINISH_STOP || pend.len) {
-        size_t got = ds ? ig_detok_stream_flush(ds, piece, sizeof piece) : 0;
-        if (got) pending_append(&pend, piece, got);
-        if (pend.len && io->emit) io->emit(io->user, pend.buf, pend.len);
-    }
+    stats->finish = ev.finish;
     stats->t_generate = ig_time_now() - t1;
 done:
-    free(pend.buf);
-    ig_detok_stream_free(ds);
-    ig_sampler_free(smp);
+    ig_gen_seq_free(gs);
     free(pos);
     free(seqs);
     return st;

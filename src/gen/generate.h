@@ -1,11 +1,13 @@
-/* The generation loop shared by `ignis run` and `ignis chat`: prompt in
- * batched chunks, then decode token by token, streaming UTF-8-complete text
+/* The single-sequence generation loop of `ignis run` and `ignis chat`: the
+ * prompt in batched chunks, then one ig_gen_seq step per token (gen/seq.h:
+ * sampling, stop ids and strings, text), streaming UTF-8-complete text
  * through a callback, stopping at end-of-turn/eos, -n, a stop string or an
  * interrupt flag. Reuses whatever prefix of the prompt the sequence already
  * holds in the KV cache (multi-turn chat). */
 #ifndef IG_GENERATE_H
 #define IG_GENERATE_H
 
+#include "gen/seq.h"
 #include "ignis.h"
 
 #include <signal.h>
@@ -19,18 +21,12 @@ typedef struct ig_gen_params {
     volatile sig_atomic_t *interrupt; /* set non-zero to stop after the current token */
 } ig_gen_params;
 
-typedef enum ig_finish {
-    IG_FINISH_STOP,      /* end-of-turn / eos / stop string */
-    IG_FINISH_LENGTH,    /* -n reached or the context is full */
-    IG_FINISH_INTERRUPT, /* the interrupt flag was set */
-} ig_finish;
-
 typedef struct ig_gen_stats {
     int n_prompt;        /* prompt tokens evaluated (excluding reused prefix) */
     int n_reused;        /* prompt tokens found already in the cache */
     int n_generated;
     double t_prompt, t_generate; /* seconds */
-    ig_finish finish;
+    ig_finish finish;    /* STOP, LENGTH, or INTERRUPT (the flag was set or emit said stop) */
     int32_t stop_token;  /* the end-of-turn / eos id that ended generation, else -1 */
 } ig_gen_stats;
 
@@ -58,8 +54,12 @@ void ig_token_list_free(ig_token_list *l);
 void ig_token_list_collect(void *user, int32_t id);
 
 /* history/n_history: the token ids the sequence currently holds (as fed by
- * earlier calls), used to reuse the common prefix; may be NULL. On success
- * the sequence holds prompt + generated tokens (except a final end token). */
+ * earlier calls), used to reuse the common prefix (ig_gen_prefix_keep); may
+ * be NULL. On success the sequence holds the prompt and the generated
+ * tokens that were fed back: all but the last one (all of them when the
+ * interrupt flag ended generation); ig_seq_len tells how many. The eot and
+ * eos ids of the model end generation; the prompt counts for the
+ * penalties. */
 ig_status ig_generate(ig_context *ctx, int seq, const ig_tokenizer *tok, const int32_t *prompt,
                       int n_prompt, const int32_t *history, int n_history,
                       const ig_gen_params *params, const ig_gen_io *io, ig_gen_stats *stats);

@@ -1,5 +1,7 @@
 #include "server/respond.h"
 
+#include "tokenizer/tokenizer.h"
+
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -23,15 +25,7 @@ static json_t *json_lp(float v) {
 
 /* Raw bytes of a token as the client sees them (control tokens: their piece). */
 static size_t token_bytes(const ig_tokenizer *tok, int32_t id, char *buf, size_t cap) {
-    const char *piece = tok ? ig_token_piece(tok, id) : NULL;
-    if (!piece) return 0;
-    if (ig_token_is_control(tok, id)) {
-        size_t n = strlen(piece);
-        if (n > cap) n = cap;
-        memcpy(buf, piece, n);
-        return n;
-    }
-    size_t n = srv_piece_bytes(piece, buf, cap);
+    size_t n = tok ? ig_token_bytes(tok, id, true, buf, cap) : 0;
     return n > cap ? cap : n;
 }
 
@@ -42,7 +36,7 @@ static json_t *bytes_array(const char *b, size_t n) {
 }
 
 /* Chat: {"token","logprob","bytes","top_logprobs":[...]} */
-static json_t *chat_lp_entry(const ig_tokenizer *tok, const srv_token_lp *e) {
+static json_t *chat_lp_entry(const ig_tokenizer *tok, const ig_gen_logprob *e) {
     char buf[256];
     size_t n = token_bytes(tok, e->id, buf, sizeof buf);
     json_t *o = json_object();
@@ -64,7 +58,7 @@ static json_t *chat_lp_entry(const ig_tokenizer *tok, const srv_token_lp *e) {
     return o;
 }
 
-static json_t *chat_logprobs(const ig_tokenizer *tok, const srv_token_lp *lps, size_t n) {
+static json_t *chat_logprobs(const ig_tokenizer *tok, const ig_gen_logprob *lps, size_t n) {
     json_t *content = json_array();
     for (size_t i = 0; content && i < n; i++) json_array_append_new(content, chat_lp_entry(tok, &lps[i]));
     json_t *o = json_object();
@@ -78,7 +72,7 @@ static json_t *chat_logprobs(const ig_tokenizer *tok, const srv_token_lp *lps, s
 }
 
 /* Legacy completions: {"tokens","token_logprobs","top_logprobs","text_offset"} */
-static json_t *completion_logprobs(const ig_tokenizer *tok, const srv_token_lp *lps, size_t n,
+static json_t *completion_logprobs(const ig_tokenizer *tok, const ig_gen_logprob *lps, size_t n,
                                    size_t text_offset) {
     json_t *o = json_object();
     json_t *tokens = json_array(), *lpv = json_array(), *tops = json_array(), *offs = json_array();
@@ -190,7 +184,7 @@ static bool append_event(srv_buf *out, json_t *obj) {
 }
 
 bool srv_render_chunk(srv_buf *out, const srv_resp_info *ri, int index, bool role,
-                      const char *text, size_t n_text, const srv_token_lp *lps, size_t n_lps,
+                      const char *text, size_t n_text, const ig_gen_logprob *lps, size_t n_lps,
                       size_t text_offset, const char *finish, bool usage_null) {
     json_t *root = envelope(ri, true);
     json_t *choices = json_array();

@@ -21,7 +21,7 @@ char *srv_render_final(const srv_resp_info *ri, const srv_job *j);
  * (chat, first chunk), text, logprobs of tokens lps[0..n_lps), and/or the
  * finish reason (NULL: still running). usage_null adds "usage":null. */
 bool srv_render_chunk(srv_buf *out, const srv_resp_info *ri, int index, bool role,
-                      const char *text, size_t n_text, const srv_token_lp *lps, size_t n_lps,
+                      const char *text, size_t n_text, const ig_gen_logprob *lps, size_t n_lps,
                       size_t text_offset, const char *finish, bool usage_null);
 /* Appends the usage chunk (choices: []) of a job; caller holds j->mu. */
 bool srv_render_usage_chunk(srv_buf *out, const srv_resp_info *ri, const srv_job *j);

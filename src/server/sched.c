@@ -4,7 +4,6 @@
 #include "core/util.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,17 +74,7 @@ typedef struct task {
     int32_t last_tok;
     int n_gen;
     int out_idx;       /* logits row this step, -1 none */
-    ig_sampler *smp;
-    ig_detok_stream *detok;
-    srv_buf pend;      /* text held back (stop strings) */
-    /* Logprob entries wait here until the text of their token is released,
-     * so the choice's logprobs never run ahead of its text. Offsets count
-     * bytes of the sequence's decoded text (released + pending). */
-    srv_token_lp *plp;
-    size_t *plp_start, *plp_end;
-    size_t n_plp, cap_plp;
-    size_t gen_bytes;  /* bytes decoded so far */
-    size_t rel_bytes;  /* bytes released to the job so far */
+    ig_gen_seq *gen;   /* sampling, stop ids and strings, text, logprobs */
     double t_last;
     struct task *next;
 } task;
@@ -124,66 +113,13 @@ struct srv_sched {
     /* engine-thread scratch */
     int32_t *b_tok, *b_pos, *b_seq;
     uint8_t *b_want;
-    float *lp;
-    char detok_buf[4096];
 };
 
 static void task_free(task *t) {
     if (!t) return;
-    ig_sampler_free(t->smp);
-    ig_detok_stream_free(t->detok);
-    srv_buf_free(&t->pend);
-    free(t->plp);
-    free(t->plp_start);
-    free(t->plp_end);
+    ig_gen_seq_free(t->gen);
     srv_job_unref(t->job);
     free(t);
-}
-
-/* Queues a logprob entry for the token whose text spans [start, end). */
-static bool plp_push(task *t, const srv_token_lp *lp, size_t start, size_t end) {
-    if (t->n_plp == t->cap_plp) {
-        size_t cap = t->cap_plp ? t->cap_plp * 2 : 8;
-        srv_token_lp *a = realloc(t->plp, cap * sizeof *a);
-        if (!a) return false;
-        t->plp = a;
-        size_t *b = realloc(t->plp_start, cap * sizeof *b);
-        if (!b) return false;
-        t->plp_start = b;
-        size_t *c = realloc(t->plp_end, cap * sizeof *c);
-        if (!c) return false;
-        t->plp_end = c;
-        t->cap_plp = cap;
-    }
-    t->plp[t->n_plp] = *lp;
-    t->plp_start[t->n_plp] = start;
-    t->plp_end[t->n_plp] = end;
-    t->n_plp++;
-    return true;
-}
-
-/* How many queued entries go out once the text up to rel_bytes is released:
- * while generating, the tokens whose text lies entirely within it; at the
- * end (final), also the token a stop string cut through (it contributed
- * released text); entries past the released text are then dropped. */
-static size_t plp_ready(const task *t, bool final) {
-    size_t k = 0;
-    while (k < t->n_plp && (final ? t->plp_start[k] < t->rel_bytes || t->plp_end[k] <= t->rel_bytes
-                                  : t->plp_end[k] <= t->rel_bytes))
-        k++;
-    return k;
-}
-
-static void plp_consume(task *t, size_t k, bool final) {
-    if (final) {
-        t->n_plp = 0;
-        return;
-    }
-    if (!k) return;
-    memmove(t->plp, t->plp + k, (t->n_plp - k) * sizeof *t->plp);
-    memmove(t->plp_start, t->plp_start + k, (t->n_plp - k) * sizeof *t->plp_start);
-    memmove(t->plp_end, t->plp_end + k, (t->n_plp - k) * sizeof *t->plp_end);
-    t->n_plp -= k;
 }
 
 static uint64_t random_seed(srv_sched *s) {
@@ -216,10 +152,22 @@ static task *task_create(srv_sched *s, srv_job *j, int index, uint64_t seed) {
     sp.seed = seed;
     sp.logit_bias = r->logit_bias;
     sp.n_logit_bias = r->n_logit_bias;
-    if (ig_sampler_create(&sp, s->n_vocab, &t->smp) != IG_OK ||
-        ig_detok_stream_create(s->tok, &t->detok) != IG_OK) {
-        ig_sampler_free(t->smp);
-        ig_detok_stream_free(t->detok);
+    /* OpenAI's penalties count generated tokens only: no prompt history */
+    ig_gen_seq_params gp = {
+        .sampling = sp,
+        .n_vocab = s->n_vocab,
+        .tok = s->tok,
+        .stop_ids = s->p.stop_ids,
+        .n_stop_ids = (int)IG_ARRAY_LEN(s->p.stop_ids),
+        .stop = (const char *const *)r->stop,
+        .n_stop = r->n_stop,
+        .max_tokens = j->max_tokens,
+        .n_ctx = s->n_ctx,
+        .n_prompt = j->n_prompt,
+        .logprobs = r->logprobs,
+        .top_logprobs = r->top_logprobs,
+    };
+    if (ig_gen_seq_create(&gp, &t->gen) != IG_OK) {
         free(t);
         return NULL;
     }
@@ -282,21 +230,20 @@ static bool job_cancelled(srv_job *j) {
     return c;
 }
 
-/* Releases n more bytes of text to the choice, with the logprob entries
- * that this release covers (final: the sequence ends with this release). */
-static bool emit(task *t, const char *text, size_t n, bool final) {
+/* Appends what a step released (text and the logprob entries covering
+ * it) to the choice. */
+static bool emit(task *t, const ig_gen_event *ev) {
     srv_job *j = t->job;
     srv_choice_out *o = &j->out[t->index];
     bool ok = true;
-    t->rel_bytes += n;
-    size_t k = plp_ready(t, final);
+    size_t k = ev->n_lps;
     pthread_mutex_lock(&j->mu);
-    if (n) ok = srv_buf_append(&o->text, text, n);
+    if (ev->n_text) ok = srv_buf_append(&o->text, ev->text, ev->n_text);
     if (ok && k) {
         if (o->n_lps + k > o->cap_lps) {
             size_t cap = o->cap_lps ? o->cap_lps : 16;
             while (cap < o->n_lps + k) cap *= 2;
-            srv_token_lp *p = realloc(o->lps, cap * sizeof *p);
+            ig_gen_logprob *p = realloc(o->lps, cap * sizeof *p);
             if (!p) ok = false;
             else {
                 o->lps = p;
@@ -304,14 +251,13 @@ static bool emit(task *t, const char *text, size_t n, bool final) {
             }
         }
         if (ok) {
-            memcpy(o->lps + o->n_lps, t->plp, k * sizeof *t->plp);
+            memcpy(o->lps + o->n_lps, ev->lps, k * sizeof *ev->lps);
             o->n_lps += k;
         }
     }
     o->n_gen = t->n_gen;
     pthread_mutex_unlock(&j->mu);
-    if (ok) plp_consume(t, k, final);
-    if (n || k) pthread_cond_broadcast(&j->cv);
+    if (ev->n_text || k) pthread_cond_broadcast(&j->cv);
     return ok;
 }
 
@@ -352,60 +298,16 @@ static void finish(srv_sched *s, task *t, const char *reason, const char *fail_m
     task_free(t);
 }
 
-/* Flushes the detokenizer and releases everything held back, still honouring
- * stop strings. Returns true when a stop string matched. */
-static bool drain_text(srv_sched *s, task *t, bool *oom) {
-    size_t n = ig_detok_stream_flush(t->detok, s->detok_buf, sizeof s->detok_buf);
-    if (n && !srv_buf_append(&t->pend, s->detok_buf, n)) {
-        *oom = true;
-        return false;
-    }
-    t->gen_bytes += n;
-    bool matched = false;
-    size_t len = t->pend.len;
-    size_t rel = len ? srv_stop_scan(t->pend.data, len, t->job->req.stop, t->job->req.n_stop,
-                                     &matched)
-                     : 0;
-    if (!matched) rel = len;
-    if (!emit(t, t->pend.data, rel, true)) *oom = true;
-    t->pend.len = 0;
-    return matched;
-}
-
-static void top_logprobs(const float *lp, int n_vocab, int k, srv_token_lp *out) {
-    out->n_top = 0;
-    for (int id = 0; id < n_vocab; id++) {
-        float v = lp[id];
-        if (isnan(v)) continue;
-        if (out->n_top == k && !(v > out->top[k - 1].logprob)) continue;
-        int pos = out->n_top < k ? out->n_top++ : k - 1;
-        while (pos > 0 && out->top[pos - 1].logprob < v) {
-            out->top[pos] = out->top[pos - 1];
-            pos--;
-        }
-        out->top[pos].id = id;
-        out->top[pos].logprob = v;
-    }
-}
-
-static bool is_stop_id(const srv_sched *s, int32_t id) {
-    for (int i = 0; i < 4; i++)
-        if (s->p.stop_ids[i] >= 0 && s->p.stop_ids[i] == id) return true;
-    return false;
-}
-
-/* Samples the next token of t from logits and streams its text. */
+/* Hands t's logits row to its sequence and streams what comes out. */
 static void process_token(srv_sched *s, task *t, const float *logits) {
     srv_job *j = t->job;
-    srv_token_lp lpe;
-    bool want_lp = j->req.logprobs;
-    if (want_lp) ig_sampler_logprobs(t->smp, logits, s->lp);
-    int32_t tok = ig_sampler_sample(t->smp, logits);
-    double now = ig_time_now();
-    if (tok < 0 || tok >= s->n_vocab) {
-        finish(s, t, NULL, "sampling failed");
+    ig_gen_event ev;
+    ig_status st = ig_gen_seq_step(t->gen, logits, &ev);
+    if (ev.token < 0) { /* nothing sampled */
+        finish(s, t, NULL, st == IG_ERR_NO_MEMORY ? "out of memory" : "sampling failed");
         return;
     }
+    double now = ig_time_now();
     pthread_mutex_lock(&s->m->mu);
     if (t->n_gen == 0) srv_hist_observe(&s->m->ttft, now - j->t_submit);
     else srv_hist_observe(&s->m->itl, now - t->t_last);
@@ -413,63 +315,19 @@ static void process_token(srv_sched *s, task *t, const float *logits) {
     pthread_mutex_unlock(&s->m->mu);
     t->t_last = now;
     t->n_gen++;
-
-    bool oom = false;
-    if (is_stop_id(s, tok)) {
-        drain_text(s, t, &oom);
-        finish(s, t, oom ? NULL : "stop", oom ? "out of memory" : NULL);
-        return;
-    }
-    ig_sampler_accept(t->smp, tok);
-    if (want_lp) {
-        lpe.id = tok;
-        lpe.logprob = s->lp[tok];
-        lpe.n_top = 0;
-        int k = j->req.top_logprobs;
-        if (k > SRV_MAX_TOP_LOGPROBS) k = SRV_MAX_TOP_LOGPROBS;
-        if (k > 0) top_logprobs(s->lp, s->n_vocab, k, &lpe);
-    }
-    size_t n = ig_detok_stream_push(t->detok, tok, s->detok_buf, sizeof s->detok_buf);
-    if (n && !srv_buf_append(&t->pend, s->detok_buf, n)) oom = true;
-    size_t tok_start = t->gen_bytes;
-    t->gen_bytes += n;
-    if (!oom && want_lp && !plp_push(t, &lpe, tok_start, t->gen_bytes)) oom = true;
-    bool matched = false;
-    size_t rel = 0;
-    if (!oom && t->pend.len)
-        rel = srv_stop_scan(t->pend.data, t->pend.len, j->req.stop, j->req.n_stop, &matched);
-    if (!oom && !emit(t, t->pend.data, rel, matched)) oom = true;
-    if (oom) {
+    if (st != IG_OK || !emit(t, &ev)) { /* after sampling, only memory can fail */
         finish(s, t, NULL, "out of memory");
         return;
     }
-    if (matched) {
-        finish(s, t, "stop", NULL);
+    if (ev.finish != IG_FINISH_NONE) {
+        finish(s, t, ev.finish == IG_FINISH_STOP ? "stop" : "length", NULL);
         return;
     }
-    if (t->pend.data) { /* NULL until a token produced text (memmove needs real pointers) */
-        memmove(t->pend.data, t->pend.data + rel, t->pend.len - rel);
-        t->pend.len -= rel;
-        t->pend.data[t->pend.len] = '\0';
-    }
-
-    const slot *sl = &s->slots[t->slot];
-    if (t->n_gen >= j->max_tokens || sl->n_cache >= s->n_ctx) {
-        matched = drain_text(s, t, &oom);
-        finish(s, t, oom ? NULL : matched ? "stop" : "length", oom ? "out of memory" : NULL);
-        return;
-    }
-    t->last_tok = tok;
+    t->last_tok = ev.token;
     t->generating = true;
 }
 
 /* ---- engine thread --------------------------------------------------------- */
-
-static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb) {
-    int n = na < nb ? na : nb, i = 0;
-    while (i < n && a[i] == b[i]) i++;
-    return i;
-}
 
 /* Places t into the free slot whose cache shares the longest prefix with its
  * prompt, keeping that prefix. Called with s->mu held. */
@@ -477,7 +335,7 @@ static void assign_slot(srv_sched *s, task *t) {
     int best = -1, best_lcp = -1;
     for (int i = 0; i < s->p.n_parallel; i++) {
         if (s->slots[i].t) continue;
-        int l = common_prefix(s->slots[i].cache, s->slots[i].n_cache, t->job->prompt,
+        int l = ig_gen_common_prefix(s->slots[i].cache, s->slots[i].n_cache, t->job->prompt,
                               t->job->n_prompt);
         /* ties: the slot with the least cached, so useful prefixes survive */
         if (l > best_lcp || (l == best_lcp && s->slots[i].n_cache < s->slots[best].n_cache)) {
@@ -494,15 +352,8 @@ static void assign_slot(srv_sched *s, task *t) {
 
 static void reuse_prefix(srv_sched *s, task *t) {
     slot *sl = &s->slots[t->slot];
-    int lcp = common_prefix(sl->cache, sl->n_cache, t->job->prompt, t->job->n_prompt);
-    int keep = lcp < t->job->n_prompt - 1 ? lcp : t->job->n_prompt - 1;
-    if (keep < 0) keep = 0;
-    if (keep < sl->n_cache) {
-        if (keep == 0 || ig_seq_truncate(s->ctx, t->slot, keep) != IG_OK) {
-            ig_seq_clear(s->ctx, t->slot);
-            keep = 0;
-        }
-    }
+    int keep = ig_gen_prefix_keep(s->ctx, t->slot, sl->cache, sl->n_cache, t->job->prompt,
+                                  t->job->n_prompt);
     sl->n_cache = keep;
     t->n_fed = keep;
     if (t->index == 0) {
@@ -695,8 +546,7 @@ ig_status srv_sched_start(ig_model *model, ig_context *ctx, const srv_sched_para
     s->b_pos = calloc((size_t)p->n_batch, sizeof *s->b_pos);
     s->b_seq = calloc((size_t)p->n_batch, sizeof *s->b_seq);
     s->b_want = calloc((size_t)p->n_batch, sizeof *s->b_want);
-    s->lp = calloc((size_t)(s->n_vocab > 0 ? s->n_vocab : 1), sizeof *s->lp);
-    bool ok = s->slots && s->b_tok && s->b_pos && s->b_seq && s->b_want && s->lp && s->tok;
+    bool ok = s->slots && s->b_tok && s->b_pos && s->b_seq && s->b_want && s->tok;
     for (int i = 0; ok && i < p->n_parallel; i++) {
         s->slots[i].cache = calloc((size_t)s->n_ctx + 1, sizeof(int32_t));
         if (!s->slots[i].cache) ok = false;
@@ -759,7 +609,6 @@ void srv_sched_free(srv_sched *s) {
     free(s->b_pos);
     free(s->b_seq);
     free(s->b_want);
-    free(s->lp);
     pthread_cond_destroy(&s->idle_cv);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);

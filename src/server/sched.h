@@ -1,5 +1,8 @@
 /* Continuous-batching scheduler: N slots, each a sequence id of one
- * ig_context; one engine thread steps all running sequences together.
+ * ig_context; one engine thread steps all running sequences together. It
+ * admits, batches and streams; each sequence's logits row goes to its
+ * ig_gen_seq (gen/seq.h), which samples and decides what text, logprobs and
+ * finish reason come out.
  *
  * A job is one HTTP request; each of its n choices becomes a sequence that
  * waits in a bounded queue until a slot is free. The engine thread appends
@@ -9,6 +12,7 @@
 #ifndef IG_SERVER_SCHED_H
 #define IG_SERVER_SCHED_H
 
+#include "gen/seq.h"
 #include "ignis.h"
 #include "server/metrics.h"
 #include "server/request.h"
@@ -18,23 +22,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define SRV_MAX_TOP_LOGPROBS 20
-
-typedef struct srv_top_lp {
-    int32_t id;
-    float logprob;
-} srv_top_lp;
-
-typedef struct srv_token_lp {
-    int32_t id;
-    float logprob;
-    int n_top;
-    srv_top_lp top[SRV_MAX_TOP_LOGPROBS];
-} srv_token_lp;
-
 typedef struct srv_choice_out {
     srv_buf text;           /* text released to the client so far */
-    srv_token_lp *lps;      /* one per generated token (when logprobs) */
+    ig_gen_logprob *lps;    /* one per generated token whose text is released (when logprobs) */
     size_t n_lps, cap_lps;
     int n_gen;              /* tokens generated */
     const char *finish;     /* "stop" / "length" once done, else NULL */

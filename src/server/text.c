@@ -121,37 +121,6 @@ char *srv_utf8_sanitize(const char *s, size_t n, size_t *out_len) {
     return out;
 }
 
-size_t srv_stop_scan(const char *text, size_t len, char *const *stops, size_t n_stops,
-                     bool *matched) {
-    *matched = false;
-    size_t best = len;
-    for (size_t k = 0; k < n_stops; k++) {
-        size_t sl = stops[k] ? strlen(stops[k]) : 0;
-        if (!sl || sl > len) continue;
-        for (size_t i = 0; i + sl <= len && i < best; i++) {
-            if (!memcmp(text + i, stops[k], sl)) {
-                best = i;
-                *matched = true;
-                break;
-            }
-        }
-    }
-    if (*matched) return best;
-    size_t hold = 0;
-    for (size_t k = 0; k < n_stops; k++) {
-        size_t sl = stops[k] ? strlen(stops[k]) : 0;
-        if (!sl) continue;
-        size_t maxl = sl - 1 < len ? sl - 1 : len;
-        for (size_t l = maxl; l > hold; l--) {
-            if (!memcmp(text + len - l, stops[k], l)) {
-                hold = l;
-                break;
-            }
-        }
-    }
-    return len - hold;
-}
-
 bool srv_ct_equal(const char *given, size_t given_len, const char *expected, size_t expected_len) {
     volatile unsigned char diff = (unsigned char)(given_len != expected_len);
     for (size_t i = 0; i < expected_len; i++) {
@@ -178,35 +147,4 @@ const char *srv_bearer_token(const char *value, size_t *len) {
     if (!n) return NULL;
     *len = n;
     return value;
-}
-
-static int hexval(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-size_t srv_piece_bytes(const char *piece, char *out, size_t cap) {
-    if (!piece) return 0;
-    size_t pl = strlen(piece);
-    if (pl == 6 && piece[0] == '<' && piece[1] == '0' && piece[2] == 'x' && piece[5] == '>' &&
-        hexval(piece[3]) >= 0 && hexval(piece[4]) >= 0) {
-        if (cap) out[0] = (char)(hexval(piece[3]) * 16 + hexval(piece[4]));
-        return 1;
-    }
-    size_t o = 0;
-    for (size_t i = 0; i < pl;) {
-        if (i + 3 <= pl && (unsigned char)piece[i] == 0xE2 && (unsigned char)piece[i + 1] == 0x96 &&
-            (unsigned char)piece[i + 2] == 0x81) {
-            if (o < cap) out[o] = ' ';
-            o++;
-            i += 3;
-        } else {
-            if (o < cap) out[o] = piece[i];
-            o++;
-            i++;
-        }
-    }
-    return o;
 }

@@ -1,6 +1,6 @@
-/* Small pure text helpers of the server: UTF-8 repair, stop-string
- * hold-back, constant-time comparison, token piece bytes, a growable byte
- * buffer. No engine or HTTP dependencies (unit-tested under sanitizers). */
+/* Small pure text helpers of the server: UTF-8 repair, constant-time
+ * comparison, a growable byte buffer. No engine or HTTP dependencies
+ * (unit-tested under sanitizers). */
 #ifndef IG_SERVER_TEXT_H
 #define IG_SERVER_TEXT_H
 
@@ -29,15 +29,6 @@ bool srv_utf8_valid(const char *s, size_t n);
  * NUL-terminated, length in *out_len (may be NULL). NULL when out of memory. */
 char *srv_utf8_sanitize(const char *s, size_t n, size_t *out_len);
 
-/* Stop strings. Given text not yet sent to the client, decides how much of
- * it may be sent now: if some stop string occurs, *matched is set and the
- * result is the offset of the earliest occurrence (send up to it, then
- * stop); otherwise the result is len minus the longest suffix of text that
- * is a proper prefix of some stop string (that suffix must be held back).
- * Empty stop strings are ignored. */
-size_t srv_stop_scan(const char *text, size_t len, char *const *stops, size_t n_stops,
-                     bool *matched);
-
 /* Constant-time comparison of a presented secret with the expected one:
  * the running time depends only on expected_len. */
 bool srv_ct_equal(const char *given, size_t given_len, const char *expected, size_t expected_len);
@@ -46,10 +37,5 @@ bool srv_ct_equal(const char *given, size_t given_len, const char *expected, siz
  * Returns a pointer into value and the length, or NULL when the header is not
  * a Bearer credential. */
 const char *srv_bearer_token(const char *value, size_t *len);
-
-/* Raw bytes of a SentencePiece piece: "<0xAB>" is byte 0xAB, U+2581 is a
- * space, anything else is copied. Writes at most cap bytes; returns the
- * number of bytes the full result needs. */
-size_t srv_piece_bytes(const char *piece, char *out, size_t cap);
 
 #endif

@@ -698,30 +698,34 @@ ig_status ig_tokenize(const ig_tokenizer *tok, const char *text, size_t len, boo
 
 /* ---- decoding --------------------------------------------------------- */
 
-/* Raw bytes of one token: U+2581 -> ' ', byte pieces -> their byte, control
- * and unknown pieces -> "" unless render_special. */
-static ig_status token_bytes(const ig_tokenizer *t, int32_t id, bool render_special, bytebuf *out) {
+size_t ig_token_bytes(const ig_tokenizer *t, int32_t id, bool render_special, char *out,
+                      size_t cap) {
+    if (!t || id < 0 || id >= t->n_vocab) return 0;
     int ty = t->type[id];
     if (ty == IG_TOKEN_BYTE) {
-        uint8_t b = t->byte_value[id];
-        return buf_append(out, &b, 1);
+        if (cap) out[0] = (char)t->byte_value[id];
+        return 1;
     }
-    if ((ty == IG_TOKEN_CONTROL || ty == IG_TOKEN_UNKNOWN) && !render_special) return IG_OK;
+    if ((ty == IG_TOKEN_CONTROL || ty == IG_TOKEN_UNKNOWN) && !render_special) return 0;
     const char *p = t->piece[id];
-    size_t n = t->piece_len[id], i = 0;
-    while (i < n) {
-        size_t j = i;
-        while (j + 2 < n &&
-               !((uint8_t)p[j] == 0xE2 && (uint8_t)p[j + 1] == 0x96 && (uint8_t)p[j + 2] == 0x81))
-            j++;
-        if (j + 2 >= n) {
-            IG_TRY(buf_append(out, p + i, n - i));
-            break;
-        }
-        IG_TRY(buf_append(out, p + i, j - i));
-        IG_TRY(buf_append(out, " ", 1));
-        i = j + 3;
+    size_t n = t->piece_len[id], o = 0;
+    for (size_t i = 0; i < n;) {
+        bool space = i + 2 < n && (uint8_t)p[i] == 0xE2 && (uint8_t)p[i + 1] == 0x96 &&
+                     (uint8_t)p[i + 2] == 0x81;
+        if (o < cap) out[o] = space ? ' ' : p[i];
+        o++;
+        i += space ? 3 : 1;
     }
+    return o;
+}
+
+/* Appends the raw bytes of one token (ig_token_bytes) to out. */
+static ig_status token_bytes(const ig_tokenizer *t, int32_t id, bool render_special, bytebuf *out) {
+    size_t n = ig_token_bytes(t, id, render_special, NULL, 0);
+    IG_TRY(buf_reserve(out, n));
+    ig_token_bytes(t, id, render_special, out->p + out->len, n);
+    out->len += n;
+    out->p[out->len] = '\0';
     return IG_OK;
 }
 

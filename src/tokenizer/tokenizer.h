@@ -56,6 +56,14 @@ typedef enum ig_token_type {
 /* Type of id, or 0 when id is out of range. */
 int ig_token_type_of(const ig_tokenizer *t, int32_t id);
 
+/* Raw bytes of token id as decoding produces them: U+2581 becomes ' ', a
+ * byte piece its byte; control and unknown pieces give nothing unless
+ * render_special (then their piece text). Writes at most cap bytes to out
+ * (no NUL; out may be NULL when cap is 0) and returns the full length; 0
+ * for an id out of range. */
+size_t ig_token_bytes(const ig_tokenizer *t, int32_t id, bool render_special, char *out,
+                      size_t cap);
+
 /* Work counters of one encode, for tests that check the cost is
  * linearithmic rather than timing it. */
 typedef struct ig_tokenize_stats {

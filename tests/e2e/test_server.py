@@ -525,6 +525,35 @@ def test_completions_endpoint(client: openai.OpenAI, model_id: str):
     assert lp.text_offset[0] == 0
 
 
+def test_cli_and_server_generate_alike(client: openai.OpenAI, model_id: str, ignis_build: Path):
+    """`ignis run` and the server share one generation step: the same greedy
+    text, cut at the same place by a stop string that ends inside a token.
+    The prompt is used nowhere else, so no slot holds a prefix of it (a
+    reused prefix is fed differently, which may flip a near tie)."""
+    prompt = "The old lighthouse keeper climbed the stairs"
+
+    def run(*extra):
+        r = subprocess.run([str(ignis_build / "ignis"), "run", str(model_path()), "-p", prompt,
+                            "-n", "24", "--temp", "0", "-t", "2", *extra],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        return r
+
+    text = run().stdout.rstrip("\n")
+    words = text.split()
+    assert len(words) > 8, text
+    stop = words[6][1:3]  # inside a word: inside a token too, most likely
+    cut = text.index(stop)
+    assert cut > 0
+    cli = run("--stop", stop)
+    assert cli.stdout.rstrip("\n") == text[:cut]
+    assert "stopped at a stop string" in cli.stderr
+    r = client.completions.create(model=model_id, prompt=prompt, max_tokens=24, temperature=0,
+                                  stop=[stop])
+    assert r.choices[0].finish_reason == "stop"
+    assert r.choices[0].text == text[:cut]
+
+
 def test_tokenize_detokenize(server: Server):
     r = request(server.base, "POST", "/tokenize", {"content": "Hello world", "add_special": True},
                 auth())

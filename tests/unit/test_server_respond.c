@@ -71,7 +71,7 @@ IG_TEST(server_respond_final_completion_logprobs) {
     srv_job *j = make_job(SRV_COMPLETION, 1, true);
     REQUIRE(j);
     REQUIRE(srv_buf_puts(&j->out[0].text, "ab"));
-    srv_token_lp lps[2];
+    ig_gen_logprob lps[2];
     memset(lps, 0, sizeof lps);
     lps[0].id = 5;
     lps[0].logprob = -0.5f;

@@ -7,73 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-IG_TEST(server_stop_scan_match_and_holdback) {
-    char *stops[] = {"###", "\n\nUser:"};
-    bool m;
-    /* no stop anywhere, nothing resembling one: release everything */
-    CHECK_EQ_INT(srv_stop_scan("hello", 5, stops, 2, &m), 5);
-    CHECK(!m);
-    /* full match: release up to it */
-    CHECK_EQ_INT(srv_stop_scan("ab###cd", 7, stops, 2, &m), 2);
-    CHECK(m);
-    /* partial match at the end is held back */
-    CHECK_EQ_INT(srv_stop_scan("ab##", 4, stops, 2, &m), 2);
-    CHECK(!m);
-    CHECK_EQ_INT(srv_stop_scan("ab#", 3, stops, 2, &m), 2);
-    CHECK_EQ_INT(srv_stop_scan("x\n\nUs", 5, stops, 2, &m), 1);
-    CHECK(!m);
-    /* a '#' that cannot start a match once followed by something else */
-    CHECK_EQ_INT(srv_stop_scan("a#b", 3, stops, 2, &m), 3);
-    /* earliest of two matches wins */
-    CHECK_EQ_INT(srv_stop_scan("z\n\nUser: ###", 12, stops, 2, &m), 1);
-    CHECK(m);
-    /* match at the very start */
-    CHECK_EQ_INT(srv_stop_scan("###", 3, stops, 2, &m), 0);
-    CHECK(m);
-    /* no stops: everything */
-    CHECK_EQ_INT(srv_stop_scan("abc", 3, NULL, 0, &m), 3);
-    CHECK(!m);
-    /* empty stop strings are ignored */
-    char *empty[] = {""};
-    CHECK_EQ_INT(srv_stop_scan("abc", 3, empty, 1, &m), 3);
-    CHECK(!m);
-}
-
-IG_TEST(server_stop_scan_utf8_holdback_on_char_boundary) {
-    char *stops[] = {"\xc3\xa9t\xc3\xa9"}; /* "été" */
-    bool m;
-    /* "caf" + "é" : the é could begin "été" */
-    CHECK_EQ_INT(srv_stop_scan("caf\xc3\xa9", 5, stops, 1, &m), 3);
-    CHECK(!m);
-    CHECK_EQ_INT(srv_stop_scan("un \xc3\xa9t\xc3\xa9 chaud", 14, stops, 1, &m), 3);
-    CHECK(m);
-}
-
-/* Simulates streaming: text arrives in pieces; what is released plus the
- * final flush equals the text up to the first stop string. */
-IG_TEST(server_stop_scan_streaming_simulation) {
-    const char *pieces[] = {"The answer", " is 4", "2.\n", "\nUs", "er: more", " text"};
-    char *stops[] = {"\n\nUser:"};
-    char pend[256] = "", out[256] = "";
-    size_t plen = 0, olen = 0;
-    bool stopped = false;
-    for (size_t i = 0; i < sizeof pieces / sizeof pieces[0] && !stopped; i++) {
-        size_t n = strlen(pieces[i]);
-        memcpy(pend + plen, pieces[i], n);
-        plen += n;
-        bool m;
-        size_t rel = srv_stop_scan(pend, plen, stops, 1, &m);
-        memcpy(out + olen, pend, rel);
-        olen += rel;
-        if (m) stopped = true;
-        memmove(pend, pend + rel, plen - rel);
-        plen -= rel;
-    }
-    out[olen] = '\0';
-    CHECK(stopped);
-    CHECK(!strcmp(out, "The answer is 42."));
-}
-
 IG_TEST(server_utf8_validation_and_sanitize) {
     CHECK(srv_utf8_valid("abc", 3));
     CHECK(srv_utf8_valid("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", 9));
@@ -116,20 +49,6 @@ IG_TEST(server_ct_equal_and_bearer) {
     CHECK(srv_bearer_token("Bearer   ", &n) == NULL);
     CHECK(srv_bearer_token("Bearerabc", &n) == NULL);
     CHECK(srv_bearer_token(NULL, &n) == NULL);
-}
-
-IG_TEST(server_piece_bytes) {
-    char b[16];
-    CHECK_EQ_INT(srv_piece_bytes("<0x0A>", b, sizeof b), 1);
-    CHECK(b[0] == '\n');
-    CHECK_EQ_INT(srv_piece_bytes("<0xE2>", b, sizeof b), 1);
-    CHECK((unsigned char)b[0] == 0xE2);
-    size_t n = srv_piece_bytes("\xe2\x96\x81hello", b, sizeof b);
-    CHECK_EQ_INT(n, 6);
-    CHECK(!memcmp(b, " hello", 6));
-    CHECK_EQ_INT(srv_piece_bytes("<0xZZ>", b, sizeof b), 6);
-    /* capacity is respected but the full size is reported */
-    CHECK_EQ_INT(srv_piece_bytes("abcdef", b, 2), 6);
 }
 
 IG_TEST(server_buf_printf_grows) {
