@@ -116,6 +116,12 @@ int cmd_chat(int argc, char **argv) {
         fprintf(stderr, "ignis chat: this model has no tokenizer\n");
         goto done;
     }
+    /* A base model was never taught the turn format: it continues the
+     * rendered conversation as text, which reads as nonsense. Say so. */
+    if (!ig_model_chat_template(m))
+        fprintf(stderr, "ignis chat: note: this model carries no chat template, so it is probably a base\n"
+                        "  model that continues text rather than answering; use an instruction-tuned\n"
+                        "  (-it) model to chat, or `ignis run` for completions\n");
     if (o.cp.n_ctx == 0) {
         int train = ig_model_hparams(m)->n_ctx_train;
         o.cp.n_ctx = train > 0 && train < 8192 ? train : 8192;
