@@ -1,4 +1,8 @@
-/* Physical-device queries, device selection and logical-device creation. */
+/* Physical-device queries, device selection and logical-device creation.
+ *
+ * Environment: $IGNIS_VK_DEVICE (an index of `ignis devices`) picks the
+ * device when the params leave the choice automatic. Everything else a
+ * device runs with comes from its tuning (vk_tuning.h). */
 #include "backend/vulkan/vk_internal.h"
 
 #include <stdio.h>

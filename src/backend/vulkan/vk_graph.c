@@ -2,7 +2,11 @@
  * with one submit per step. Each dispatch gets its own descriptor set
  * (written at record time: buffers never move). Barriers are emitted only
  * when an op reads or writes a byte range an op since the last barrier wrote,
- * or writes a range one of them read. */
+ * or writes a range one of them read.
+ *
+ * Environment: $IGNIS_VK_PROFILE set (any value) times every dispatch and
+ * prints the time per shader when a graph is freed; 2 also lists the
+ * dispatches of the second layer in order. */
 #include "backend/vulkan/vk_internal.h"
 
 #include <stdio.h>

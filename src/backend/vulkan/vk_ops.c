@@ -419,7 +419,7 @@ static ig_vk_matmul_path auto_path(const ig_vk_device *d, const ig_vk_buffer *w,
 
 /* mv.comp's invocations per row group and most items per lane per pass for
  * column tiles of nc tokens: one shape for one token, another for several
- * (vk_device.c says why). One token's rows of at most 32 items take groups
+ * (vk_tuning.c says why). One token's rows of at most 32 items take groups
  * of 32 where subgroups are no wider (270M's rows of 640 are 20 items,
  * and a group of 64 left 44 lanes idle). */
 static uint32_t mv_group_tpr(const ig_vk_device *d, uint32_t nc, uint64_t items) {

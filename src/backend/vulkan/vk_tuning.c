@@ -9,19 +9,33 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* What suits a large discrete GPU (the values the H100 was tuned with). */
+/* What suits a large discrete GPU (tuned on the H100; the measurements are
+ * in docs/vulkan-backend.md). */
 static const ig_vk_tuning defaults = {
+    /* one item per lane per pass; two rows per group of 32 for several
+       tokens, on large matrices only (small ones lose with two) */
     .mv_wg = 128, .mv_nr1 = 1, .mv_nrn = 2, .mv_tpr = 64, .mv_unroll = 1, .mv_tprn = 32, .mv_unrolln = 1,
     .mv_nrn_min = 3072,
+    /* past 128 tokens the f32 tiled kernel is faster than the mat-vec */
     .mv_max_tokens = 128,
+    /* long rows (12B and 27B's down projection): a row per workgroup makes
+       more waves of shorter workgroups */
     .mv_long_tpr = 128, .mv_long_pct = 200, .mv_long_unroll = 4, .mv_long_rows = 3072,
+    /* groups of two rows: fewer workgroups of a head count themselves in */
     .head_tail_nr = 2,
     .int8 = true,
     .x8_producers = true,
     .coopmat = true, .coopmat_int8 = true, .attn_coopmat = true,
+    /* wide tiles only while every compute unit still gets several
+       workgroups; split K until the GPU is full; prefetch the weights
+       only (the activations' registers cost workgroups per compute unit) */
     .cm_wide_groups = 128, .cm_split_groups = 1024, .cm_pf = 2,
+    /* the mat-vec's cost grows with every column; the tensor cores' not */
     .cm_min_tokens_int8 = 9, .cm_min_tokens_f32 = 5, .cm_min_tokens_f16 = 8,
+    /* one workgroup merging more than 512 outputs takes longer than the
+       stage it saves */
     .attn_wgs = 512, .attn_tile_min = 32, .attn_tile_run = 16, .attn_merge_max = 512,
+    /* few rows, latency-bound: wide workgroups */
     .norm_wg = 1024,
     .fuse = true,
 };
