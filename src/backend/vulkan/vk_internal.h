@@ -242,9 +242,6 @@ ig_status ig_vk_rec_dispatch(ig_vk_graph *g, VkPipeline pipe, const ig_vk_part *
                              int n, const void *pc, uint32_t pc_size, uint32_t gx, uint32_t gy,
                              uint32_t gz);
 ig_vk_device *ig_vk_graph_device(ig_vk_graph *g);
-/* Best wall time in seconds of `runs` replays of an ended graph, after one
- * untimed replay (vk_probe.c). */
-ig_status ig_vk_graph_best_time(ig_vk_graph *g, int runs, double *best);
 int ig_vk_graph_max_tokens(const ig_vk_graph *g);
 /* Rows an op with this selector may touch: max_tokens, or the head cap. */
 int ig_vk_graph_max_rows(const ig_vk_graph *g, ig_vk_rows rows);
