@@ -8,6 +8,7 @@
 
 #ifdef IGNIS_HAVE_VULKAN
 #include "backend/vulkan/vk_backend.h"
+#include "backend/vulkan/vk_tuning.h"
 
 static void print_size(const char *label, uint64_t bytes) {
     if (bytes >= (1ull << 30)) printf("%s%.2f GiB", label, (double)bytes / (double)(1ull << 30));
@@ -45,7 +46,7 @@ static void print_device(const ig_vk_device_info *d) {
            d->int_dot ? (d->int_dot_accel ? " (4x8 packed accelerated)" : " (not accelerated)") : "");
     printf("  cooperative matrix: KHR %s, NV %s%s%s\n", yn(d->coopmat_khr), yn(d->coopmat_nv),
            d->coopmat_shapes[0] ? "; " : "", d->coopmat_shapes);
-    /* what ignis's tensor-core kernels will run on (without IGNIS_VK_* overrides) */
+    /* what ignis's tensor-core kernels will run on (by default) */
     const ig_vk_coopmat_choice c = ig_vk_coopmat_choose(
         d, ig_vk_compiler_coopmat_nv(), ig_vk_compiler_coopmat_khr(),
         (ig_vk_coopmat_wants){.any = true, .ext = IG_VK_COOPMAT_AUTO, .int8 = d->int_dot && ig_vk_compiler_int_dot(),
@@ -64,9 +65,11 @@ static void print_device(const ig_vk_device_info *d) {
            : c.attn_khr            ? "KHR 16x16x16"
            : c.attn_nv             ? "NV 16x8x16"
                                    : "none");
-    printf("  L2 prefetch of the weights in decode: %s\n",
-           ig_vk_prefetch_default(d) ? "on (NVIDIA, >= 64 GiB; IGNIS_VK_PREFETCH=0 turns it off)"
-                                     : "off (IGNIS_VK_PREFETCH=stage_kb,ahead_mb turns it on)");
+    printf("  L2 prefetch of the weights in decode: %s\n", ig_vk_prefetch_default(d) ? "on" : "off");
+    /* the tuning table's entries for this device (vk_tuning.c) */
+    for (int i = 0; i < ig_vk_tuning_table_len; i++)
+        if (ig_vk_tuning_matches(&ig_vk_tuning_table[i].match, d))
+            printf("  tuning: %s (%s)\n", ig_vk_tuning_table[i].reason, ig_vk_tuning_table[i].values);
 }
 
 int cmd_devices(int argc, char **argv) {

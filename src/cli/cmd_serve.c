@@ -142,6 +142,10 @@ int cmd_serve(int argc, char **argv) {
             p.model_alias = val;
             i++;
         } else if (!strcmp(a, "--quiet")) p.log_requests = 0;
+        /* testing: keep /health at 503 this long before loading; hold each
+           generation this long between its checks and its submission */
+        else if (!strcmp(a, "--debug-load-delay-ms")) INT_OPT(a, 0, 3600 * 1000, p.load_delay_ms);
+        else if (!strcmp(a, "--debug-submit-delay-ms")) INT_OPT(a, 0, 3600 * 1000, p.submit_delay_ms);
         else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "ignis serve: unknown option '%s'\n\n", a);
             serve_usage(stderr);
@@ -173,12 +177,6 @@ int cmd_serve(int argc, char **argv) {
         key = file_key;
     }
     p.api_key = key;
-    /* test hook: keep /health at 503 for a while before loading */
-    const char *delay = getenv("IGNIS_SERVE_LOAD_DELAY_MS");
-    if (delay && *delay) p.load_delay_ms = atoi(delay);
-    /* test hook: hold each generation between its checks and its submission */
-    const char *sdelay = getenv("IGNIS_SERVE_SUBMIT_DELAY_MS");
-    if (sdelay && *sdelay) p.submit_delay_ms = atoi(sdelay);
 
     /* Signals: block them in every thread and wait for them here. */
     sigset_t set;

@@ -3,6 +3,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#ifdef IGNIS_HAVE_VULKAN
+#include "backend/vulkan/vk_tuning.h"
+#endif
+
 static const struct {
     const char *name;
     int (*fn)(int, char **);
@@ -30,7 +34,34 @@ static void usage(FILE *f) {
                "Run 'ignis COMMAND --help' for a command's options.\n");
 }
 
+/* Testing: `--debug-vk-tuning NAME=VALUE,...`, anywhere on the command line,
+ * overrides the Vulkan devices' tuning (vk_tuning.h) for the whole process.
+ * Removes the pair from argv; 0, or 2 after printing an error. */
+static int take_vk_tuning(int *argc, char **argv) {
+    for (int i = 1; i < *argc; i++) {
+        if (strcmp(argv[i], "--debug-vk-tuning") != 0) continue;
+        if (i + 1 >= *argc) {
+            fprintf(stderr, "ignis: --debug-vk-tuning needs a value\n");
+            return 2;
+        }
+#ifdef IGNIS_HAVE_VULKAN
+        if (ig_vk_tuning_set_process(argv[i + 1]) != IG_OK) {
+            fprintf(stderr, "ignis: --debug-vk-tuning: %s\n", ig_last_error());
+            return 2;
+        }
+#else
+        fprintf(stderr, "ignis: --debug-vk-tuning: built without Vulkan\n");
+        return 2;
+#endif
+        for (int j = i; j + 2 <= *argc; j++) argv[j] = argv[j + 2];
+        *argc -= 2;
+        i--;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (take_vk_tuning(&argc, argv)) return 2;
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -802,8 +802,7 @@ def test_lifecycle_loading_overload_and_drain(ignis_build: Path):
     """503 while loading; 503 + Retry-After when slots and queue are full;
     SIGTERM lets the running stream finish, then the process exits 0."""
     srv = Server(ignis_build / "ignis", ["--parallel", "1", "--max-queue", "0", "--ctx", "256",
-                                         "--grace", "120", "-t", "2"],
-                 env={"IGNIS_SERVE_LOAD_DELAY_MS": "1500"})
+                                         "--grace", "120", "-t", "2", "--debug-load-delay-ms", "1500"])
     try:
         deadline = time.time() + 20
         r = None
@@ -1115,8 +1114,8 @@ def test_shutdown_while_a_generation_is_being_submitted(ignis_build: Path):
     """SIGTERM lands while a request has passed its checks but not yet reached
     the scheduler (held there by a test hook): it gets 503, and the scheduler
     is not freed under it."""
-    srv = Server(ignis_build / "ignis", ["--parallel", "1", "--ctx", "256", "-t", "2"],
-                 env={"IGNIS_SERVE_SUBMIT_DELAY_MS": "2000"})
+    srv = Server(ignis_build / "ignis", ["--parallel", "1", "--ctx", "256", "-t", "2",
+                                         "--debug-submit-delay-ms", "2000"])
     try:
         srv.wait_ready()
         out = {}

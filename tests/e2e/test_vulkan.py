@@ -99,7 +99,7 @@ def test_bad_device(ignis_build: Path):
 
 @pytest.mark.skipif(not REAL.is_file(), reason="real model not present")
 def test_real_model_text(ignis_build: Path):
-    """Greedy text of the real 270M. With f32 activations (IGNIS_VK_INT8=0)
+    """Greedy text of the real 270M. With f32 activations (tuning int8=0)
     the GPU writes what the CPU writes on the F32-dequantized weights (the
     same sums), token for token. The default int8 path rounds activations as
     the CPU does on the quantized file; it may part from the CPU only at a
@@ -110,8 +110,7 @@ def test_real_model_text(ignis_build: Path):
     assert gpu.returncode == 0, gpu.stderr
     assert "France" in gpu.stdout
     if REAL_F32.is_file():
-        f32 = ignis(ignis_build, "run", str(REAL), *args, "--backend", "vulkan",
-                    env={**os.environ, "IGNIS_VK_INT8": "0"})
+        f32 = ignis(ignis_build, "run", str(REAL), *args, "--backend", "vulkan", "--debug-vk-tuning", "int8=0")
         assert f32.returncode == 0, f32.stderr
         cpu = ignis(ignis_build, "run", str(REAL_F32), *args)
         assert cpu.returncode == 0, cpu.stderr
@@ -133,7 +132,7 @@ def test_real_model_prefill_attention(ignis_build: Path, tmp_path: Path, tile_mi
     cpu = logits(ignis_build, REAL_F32, toks, tmp_path / "cpu.bin", "--kv", "f16")
     p = ignis(ignis_build, "logits", str(REAL), "--tokens", toks, "--all", "--kv", "f16", "--backend", "vulkan",
               "--out", str(tmp_path / "gpu.bin"),
-              env={**os.environ, "IGNIS_VK_INT8": "0", "IGNIS_VK_ATTN_TILE_MIN": tile_min, "IGNIS_VK_ATTN_CM": cm})
+              "--debug-vk-tuning", "int8=0,attn_tile_min=%s,attn_coopmat=%s" % (tile_min, cm))
     assert p.returncode == 0, p.stderr
     gpu = np.fromfile(tmp_path / "gpu.bin", dtype="<f4")
     assert gpu.shape == cpu.shape and cpu.size == 48 * 262144
@@ -166,8 +165,8 @@ def test_int8_tensor_cores_match_cpu(ignis_build: Path, tmp_path: Path):
     errs = {}
     for cm_int8 in ("1", "0"):
         p = ignis(ignis_build, "logits", str(model), "--tokens", toks, "--all", "--backend", "vulkan",
-                  "--out", str(tmp_path / "gpu.bin"),
-                  env={**os.environ, "IGNIS_VK_CM_INT8": cm_int8, "IGNIS_VK_PROFILE": "1"})
+                  "--out", str(tmp_path / "gpu.bin"), "--debug-vk-tuning", "coopmat_int8=" + cm_int8,
+                  env={**os.environ, "IGNIS_VK_PROFILE": "1"})
         assert p.returncode == 0, p.stderr
         # (mmqk_: on KHR's s8 products)
         assert bool(re.search(r"mmqk?_geglu_q4_k", p.stderr)) == (cm_int8 == "1"), p.stderr
@@ -193,10 +192,9 @@ def test_serve_parallel(ignis_build: Path):
     # A mixed batch of 18 prompt tokens would take the tensor-core matmul
     # (f16 inputs) where a lone prompt takes the f32 mat-vec: keep f32 so
     # that the outputs can be compared exactly.
-    env = {**os.environ, "IGNIS_VK_COOPMAT": "0"}
     proc = subprocess.Popen([str(exe(ignis_build)), "serve", str(REAL), "--port", str(port), "-np", "3",
-                             "--ctx", "128", "--backend", "vulkan", "--quiet"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+                             "--ctx", "128", "--backend", "vulkan", "--quiet", "--debug-vk-tuning", "coopmat=0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         base = f"http://127.0.0.1:{port}"
         deadline = time.time() + 300

@@ -16,6 +16,7 @@
 
 #ifdef IGNIS_HAVE_VULKAN
 #include "backend/vulkan/vk_backend.h"
+#include "backend/vulkan/vk_tuning.h"
 
 typedef struct ref_seq {
     int n;
@@ -177,9 +178,9 @@ IG_TEST(vulkan_engine_tiny1b_bf16) {
 /* The same with the fusions off: the plain op for every op of the list. */
 IG_TEST(vulkan_engine_unfused) {
     if (!have_device()) return;
-    setenv("IGNIS_VK_FUSE", "0", 1);
+    REQUIRE_OK(ig_vk_tuning_set_process("fuse=0"));
     check_prefill("tiny-27b-like", "f32", IG_KV_F32, 1e-4);
-    unsetenv("IGNIS_VK_FUSE");
+    REQUIRE_OK(ig_vk_tuning_set_process(NULL));
 }
 
 /* One token per step (the decode graph) gives the prefill logits. */
@@ -219,9 +220,9 @@ IG_TEST(vulkan_engine_incremental) {
  * KiB next to each small op, at most 1 MiB ahead): they change no result. */
 IG_TEST(vulkan_engine_incremental_prefetch) {
     if (!have_device()) return;
-    setenv("IGNIS_VK_PREFETCH", "8,1,8", 1);
+    REQUIRE_OK(ig_vk_tuning_set_process("prefetch_stage=8192,prefetch_ahead=1048576,prefetch_max_tokens=8"));
     incremental();
-    unsetenv("IGNIS_VK_PREFETCH");
+    REQUIRE_OK(ig_vk_tuning_set_process(NULL));
 }
 
 /* Two sequences in interleaved chunks of different sizes through one context
@@ -232,10 +233,10 @@ static void mixed(const char *head_cap) {
     ref_data r;
     REQUIRE(load_ref("tiny-27b-like", &r) == 0);
     REQUIRE(r.n_seq >= 2);
-    if (head_cap) setenv("IGNIS_VK_HEAD_CAP", head_cap, 1);
+    if (head_cap) REQUIRE_OK(ig_vk_tuning_set_process(head_cap));
     ig_model *m = load_fixture("tiny-27b-like", "f32");
     ig_context *ctx = m ? make_ctx(m, 64, 3, 5, IG_KV_F32) : NULL;
-    unsetenv("IGNIS_VK_HEAD_CAP");
+    REQUIRE_OK(ig_vk_tuning_set_process(NULL));
     REQUIRE(ctx);
     int done[2] = {0, 0};
     const int chunk[2] = {3, 1};
@@ -274,7 +275,7 @@ IG_TEST(vulkan_engine_mixed_batches) {
     if (have_device()) mixed(NULL);
 }
 IG_TEST(vulkan_engine_output_chunks) {
-    if (have_device()) mixed("2");
+    if (have_device()) mixed("head_cap=2");
 }
 
 /* Two contexts of one model share its device weights; a context too large
@@ -404,21 +405,21 @@ IG_TEST(vulkan_engine_real_270m) {
                    output (the last step's logits, fed the same tokens) */
                 float *lx = malloc((size_t)V * 4);
                 REQUIRE(lx);
-                setenv("IGNIS_VK_X8_FUSE", "0", 1);
+                REQUIRE_OK(ig_vk_tuning_set_process("x8_producers=0"));
                 ig_model *mx = load(path, IG_BACKEND_VULKAN);
                 REQUIRE(mx);
                 int32_t gx[16];
                 run_real(mx, prompt, np, steps, lx, gx, gc, NULL);
-                unsetenv("IGNIS_VK_X8_FUSE");
+                REQUIRE_OK(ig_vk_tuning_set_process(NULL));
                 CHECK(memcmp(lx, lv, (size_t)V * 4) == 0);
                 ig_model_free(mx);
                 free(lx);
-                setenv("IGNIS_VK_INT8", "0", 1);
+                REQUIRE_OK(ig_vk_tuning_set_process("int8=0"));
                 ig_model *mf = load(path, IG_BACKEND_VULKAN);
                 REQUIRE(mf);
                 int32_t gf[16];
                 run_real(mf, prompt, np, steps, lv, gf, NULL, NULL); /* its device is made here */
-                unsetenv("IGNIS_VK_INT8");
+                REQUIRE_OK(ig_vk_tuning_set_process(NULL));
                 CHECK(!ig_vk_device_int8(ig_vk_engine_device(mf)));
                 /* the same sums: the same greedy text */
                 for (int s = 0; s < steps; s++) CHECK_EQ_INT(gf[s], gd[s]);

@@ -1100,12 +1100,11 @@ static void attn_merge_run(ig_vk_device *d, merge_case c, float *att, float *mv,
 IG_TEST(vulkan_attention_int8_copy) {
     ig_vk_device *d = device_int8();
     if (!d) return;
-    setenv("IGNIS_VK_X8_FUSE", "0", 1);
     ig_vk_device_params p = ig_vk_device_default_params();
     p.index = ig_vk_device_get_info(d)->index;
+    p.tuning = "x8_producers=0";
     ig_vk_device *dq;
     REQUIRE_OK(ig_vk_device_create(&p, &dq));
-    unsetenv("IGNIS_VK_X8_FUSE");
     const int rows = 24;
     float a[24 * 3], b[24 * 3], *att = malloc((size_t)4 * 256 * 3 * 4);
     REQUIRE(att);
@@ -1140,12 +1139,10 @@ IG_TEST(vulkan_attention_merge) {
     p.attn_merge_max = 1u << 20;
     ig_vk_device *dm, *ds, *dq;
     REQUIRE_OK(ig_vk_device_create(&p, &dm));
-    setenv("IGNIS_VK_X8_FUSE", "0", 1);
+    p.tuning = "x8_producers=0";
     REQUIRE_OK(ig_vk_device_create(&p, &dq));
-    unsetenv("IGNIS_VK_X8_FUSE");
-    setenv("IGNIS_VK_ATTN_MERGE", "0", 1);
+    p.tuning = "attn_merge_max=0";
     REQUIRE_OK(ig_vk_device_create(&p, &ds));
-    unsetenv("IGNIS_VK_ATTN_MERGE");
     const bool i8 = ig_vk_device_int8(d);
     const merge_case cases[] = {
         {32, 16, 128, 1, 100, IG_TYPE_Q4_K, IG_KV_F16}, /* 27B: G 2, two heads a block of 256 */
@@ -1532,16 +1529,16 @@ IG_TEST(vulkan_matmul_int8) {
        of 32; 32 here on CPU devices) with two rows on matrices of any size,
        the older one (two items per pass), and a group of two subgroups'
        width */
-    const char *shapes[] = {"128,1,2,64,1,32,1", "128,1,1,64,2", "128,2,2,128"};
+    const char *shapes[] = {
+        "mv_wg=128,mv_nr1=1,mv_nrn=2,mv_tpr=64,mv_unroll=1,mv_tprn=32,mv_unrolln=1,mv_nrn_min=0",
+        "mv_wg=128,mv_nr1=1,mv_nrn=1,mv_tpr=64,mv_unroll=2,mv_tprn=64,mv_unrolln=2,mv_nrn_min=0",
+        "mv_wg=128,mv_nr1=2,mv_nrn=2,mv_tpr=128,mv_unroll=2,mv_tprn=128,mv_unrolln=2,mv_nrn_min=0"};
     for (size_t k = 0; k < IG_ARRAY_LEN(shapes); k++) {
-        setenv("IGNIS_VK_MV", shapes[k], 1);
-        setenv("IGNIS_VK_MV_NRN_MIN", "0", 1);
         ig_vk_device_params p = ig_vk_device_default_params();
         p.index = ig_vk_device_get_info(d)->index;
+        p.tuning = shapes[k];
         ig_vk_device *dm;
         REQUIRE_OK(ig_vk_device_create(&p, &dm));
-        unsetenv("IGNIS_VK_MV");
-        unsetenv("IGNIS_VK_MV_NRN_MIN");
         run_matmul(dm, IG_TYPE_Q4_K, 256 * 5, 37, 1, IG_VK_MATMUL_INT8, true, IG_VK_ROWS_TOKENS);
         run_matmul(dm, IG_TYPE_Q6_K, 256 * 3, 37, 3, IG_VK_MATMUL_INT8, false, IG_VK_ROWS_TOKENS);
         run_matmul(dm, IG_TYPE_Q8_0, 32 * 9, 37, 8, IG_VK_MATMUL_INT8, true, IG_VK_ROWS_TOKENS);
@@ -1556,14 +1553,14 @@ IG_TEST(vulkan_matmul_int8) {
     /* one-token mat-vecs of long rows in workgroups of one row (the GPU's
        FFN down projections; here from 8 rows), with several items per lane
        per pass and rows of part of a pass */
-    const char *longs[] = {"128,200,4,8", "64,200,1,8"};
+    const char *longs[] = {"mv_long_tpr=128,mv_long_pct=200,mv_long_unroll=4,mv_long_rows=8",
+                           "mv_long_tpr=64,mv_long_pct=200,mv_long_unroll=1,mv_long_rows=8"};
     for (size_t k = 0; k < IG_ARRAY_LEN(longs); k++) {
-        setenv("IGNIS_VK_MV_LONG", longs[k], 1);
         ig_vk_device_params p = ig_vk_device_default_params();
         p.index = ig_vk_device_get_info(d)->index;
+        p.tuning = longs[k];
         ig_vk_device *dm;
         REQUIRE_OK(ig_vk_device_create(&p, &dm));
-        unsetenv("IGNIS_VK_MV_LONG");
         run_matmul(dm, IG_TYPE_Q6_K, 256 * 7, 9, 1, IG_VK_MATMUL_INT8, false, IG_VK_ROWS_TOKENS);
         run_matmul(dm, IG_TYPE_Q4_K, 256 * 9, 37, 1, IG_VK_MATMUL_INT8, false, IG_VK_ROWS_TOKENS);
         run_matmul(dm, IG_TYPE_Q8_0, 32 * 21, 10, 1, IG_VK_MATMUL_INT8, true, IG_VK_ROWS_OUTPUTS);
@@ -2332,12 +2329,12 @@ IG_TEST(vulkan_qkv_tail) {
     for (size_t i = 0; i < IG_ARRAY_LEN(cases); i++) run_qkv_tail(d, cases[i]);
     /* row groups of two rows in the q and k mat-vecs (half the workgroups
        counting in per head) */
-    setenv("IGNIS_VK_QKV_TAIL", "2", 1);
     ig_vk_device_params dp = ig_vk_device_default_params();
     dp.index = ig_vk_device_get_info(d)->index;
+    dp.tuning = "head_tail_nr=2";
     ig_vk_device *d2;
     REQUIRE_OK(ig_vk_device_create(&dp, &d2));
-    unsetenv("IGNIS_VK_QKV_TAIL");
+    dp.tuning = NULL;
     run_qkv_tail(d2, cases[1]);
     ig_vk_device_free(d2);
 

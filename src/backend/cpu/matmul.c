@@ -1,6 +1,9 @@
 /* Matmul dispatch, activation quantization driver, and the scalar kernels:
  * the same integer arithmetic as the references of quant.h (bit-exact with
- * them for the quantized types), for any CPU. */
+ * them for the quantized types), for any CPU.
+ *
+ * Environment: $IGNIS_CPU (scalar, avx2, avx512, neon) picks the kernels
+ * when this CPU can run them (ig_mm_isa_select). */
 #include "backend/cpu/matmul_impl.h"
 
 #include <limits.h>

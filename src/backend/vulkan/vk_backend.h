@@ -77,7 +77,6 @@ typedef struct ig_vk_device_info {
     bool int_dot, int_dot_accel; /* integer dot product; 4x8 packed signed accelerated */
     bool int_dot_ext;         /* it needs VK_KHR_shader_integer_dot_product (before 1.3) */
     bool coopmat_khr, coopmat_nv;  /* device extensions */
-    bool exec_props;               /* VK_KHR_pipeline_executable_properties */
     char coopmat_shapes[256];      /* e.g. "f16 16x16x16->f32, ..." (KHR, else NV) */
     bool coopmat_nv_16x8x16;       /* NV: f16 16x8x16 -> f32 in subgroup scope */
     bool coopmat_nv_s8_16x8x32;    /* NV: s8 16x8x32 -> s32 in subgroup scope */
@@ -107,48 +106,44 @@ typedef enum ig_vk_coopmat_ext {
 } ig_vk_coopmat_ext;
 
 typedef struct ig_vk_device_params {
-    int index;                  /* device index; -1 = automatic (IGNIS_VK_DEVICE
+    int index;                  /* device index; -1 = automatic ($IGNIS_VK_DEVICE
                                    in the environment, else the first usable
                                    discrete, integrated, virtual, cpu device) */
     uint64_t weight_part_bytes; /* 0 = the binding limit; smaller splits
                                    weights into more parts (tests) */
     bool force_staging;         /* treat device memory as not host-visible,
                                    as on a discrete GPU (tests) */
-    bool no_coopmat;            /* never use cooperative matrices
-                                   ($IGNIS_VK_COOPMAT=0 does the same) */
     ig_vk_coopmat_ext coopmat_ext; /* which cooperative-matrix extensions to
                                       use: both where there (AUTO), or one
-                                      ($IGNIS_VK_COOPMAT=nv|khr; tests) */
-    bool no_int8;               /* never quantize activations to int8 for the
-                                   mat-vec ($IGNIS_VK_INT8=0 does the same) */
-    bool no_coopmat_int8;       /* never use int8 cooperative matrices
-                                   ($IGNIS_VK_CM_INT8=0 does the same) */
-    bool no_attn_coopmat;       /* prefill attention without cooperative
-                                   matrices ($IGNIS_VK_ATTN_CM=0 does the same) */
+                                      (tests) */
+    /* Explicit overrides of the device's tuning (vk_tuning.h), applied
+       after its table (and the process-wide overrides): */
+    bool no_coopmat;            /* never use cooperative matrices */
+    bool no_int8;               /* never quantize activations to int8 for the mat-vec */
+    bool no_coopmat_int8;       /* never use int8 cooperative matrices */
+    bool no_attn_coopmat;       /* prefill attention without cooperative matrices */
     uint32_t coopmat_wide_groups; /* workgroups from which the tensor-core
-                                     matmul takes 128-token tiles; 0 = 128,
-                                     or $IGNIS_VK_CM_WIDE_GROUPS (tests use 1) */
+                                     matmul takes 128-token tiles; 0 = the
+                                     table's (tests use 1) */
     uint32_t coopmat_split_groups; /* the tensor-core matmul splits K until it
-                                      has this many workgroups; 0 = 1024, or
-                                      $IGNIS_VK_CM_SPLIT_GROUPS; 1 = never */
+                                      has this many workgroups; 0 = the
+                                      table's; 1 = never */
     uint32_t attn_tile_min; /* tokens from which a graph's attention also
                                holds the tiled prefill kernel (f16 caches);
-                               0 = 32, or $IGNIS_VK_ATTN_TILE_MIN (tests: 1) */
+                               0 = the table's (tests: 1) */
     uint32_t attn_tile_run; /* steps whose rows come in runs of one sequence
-                               this long on average run it; 0 = 16, or
-                               $IGNIS_VK_ATTN_TILE_RUN (tests: 1, always) */
+                               this long on average run it; 0 = the table's
+                               (tests: 1, always) */
     uint32_t attn_merge_max; /* the split attention's chunks are merged by
                                 the last workgroup of each unit of heads
                                 when the unit has at most this many outputs,
                                 else by a dispatch of their own
-                                (attn_reduce.comp); 0 = 512, or
-                                $IGNIS_VK_ATTN_MERGE (0 there: never) */
-    bool no_attn_split_heads; /* a kv head's query heads in one workgroup even
-                                 where their unit is too large to merge in it
-                                 ($IGNIS_VK_ATTN_SPLIT_HEADS=0 does the same) */
+                                (attn_reduce.comp); 0 = the table's */
     bool no_head_tails;      /* one-token q/k/v without the norm, RoPE and
                                 cache store in their tails (ig_vk_qkv_tail_ok
-                                says no; $IGNIS_VK_QKV_TAIL=0 does the same) */
+                                says no) */
+    const char *tuning;      /* "name=value,..." (vk_tuning.h), applied last;
+                                NULL = none */
 } ig_vk_device_params;
 
 ig_vk_device_params ig_vk_device_default_params(void);
@@ -189,7 +184,7 @@ bool ig_vk_device_attn_coopmat(const ig_vk_device *dev);
 /* Whether the device runs the int8 mat-vec (IG_VK_MATMUL_INT8). */
 bool ig_vk_device_int8(const ig_vk_device *dev);
 /* Whether decode graphs prefetch the weights ahead into L2 on this device
- * by default (before $IGNIS_VK_PREFETCH; see vk_engine.c). */
+ * by default (its tuning table entries; see vk_engine.c). */
 bool ig_vk_prefetch_default(const ig_vk_device_info *info);
 /* The device holding a model's weights, once a Vulkan context of the model
  * exists (vk_engine.c); else NULL. */

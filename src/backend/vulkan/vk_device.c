@@ -1,4 +1,8 @@
-/* Physical-device queries, device selection and logical-device creation. */
+/* Physical-device queries, device selection and logical-device creation.
+ *
+ * Environment: $IGNIS_VK_DEVICE (an index of `ignis devices`) picks the
+ * device when the params leave the choice automatic. Everything else a
+ * device runs with comes from its tuning (vk_tuning.h). */
 #include "backend/vulkan/vk_internal.h"
 
 #include <stdio.h>
@@ -183,7 +187,6 @@ void ig_vk_query_device(VkPhysicalDevice pd, int index, uint32_t instance_api, i
     bool has_vkmm = v12 || has_ext(ext, n_ext, "VK_KHR_vulkan_memory_model");
     info->coopmat_khr = has_ext(ext, n_ext, "VK_KHR_cooperative_matrix");
     info->coopmat_nv = has_ext(ext, n_ext, "VK_NV_cooperative_matrix");
-    info->exec_props = has_ext(ext, n_ext, "VK_KHR_pipeline_executable_properties");
 
     /* properties */
     VkPhysicalDeviceSubgroupProperties sg = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
@@ -380,21 +383,9 @@ bool ig_vk_device_coopmat_int8(const ig_vk_device *dev) { return dev->cm.i8; }
 bool ig_vk_device_attn_coopmat(const ig_vk_device *dev) { return dev->cm.attn; }
 bool ig_vk_device_int8(const ig_vk_device *dev) { return dev->int8_mv; }
 
-/* Vulkan does not report cache sizes. NVIDIA's GPUs of 64 GiB and more
- * (A100 80GB, H100, H200) have 40 MiB of L2 or more, which holds what the
- * prefetch reads ahead (32 MiB); a GPU with a few MiB of L2 would read it
- * twice, so elsewhere it is off unless $IGNIS_VK_PREFETCH asks for it. */
 bool ig_vk_prefetch_default(const ig_vk_device_info *info) {
-    uint64_t local = 0;
-    for (int h = 0; h < info->n_heaps; h++)
-        if (info->heaps[h].device_local && info->heaps[h].size > local) local = info->heaps[h].size;
-    return info->vendor_id == 0x10DE && strcmp(info->type, "discrete") == 0 && local >= (64ull << 30) - (1ull << 30);
-}
-
-/* A positive integer from the environment variable `name`, else fallback. */
-static uint32_t env_positive(const char *name, uint32_t fallback) {
-    const char *v = getenv(name);
-    return v && atoi(v) > 0 ? (uint32_t)atoi(v) : fallback;
+    ig_vk_tuning t;
+    return ig_vk_tuning_for(info, &t) == IG_OK && t.prefetch_stage > 0;
 }
 
 static int type_rank(const char *t) {
@@ -507,18 +498,10 @@ static ig_status create_logical(ig_vk_device *d) {
     VkPhysicalDeviceShaderIntegerDotProductFeatures idf = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES,
         .shaderIntegerDotProduct = VK_TRUE};
-    /* $IGNIS_VK_PIPE_STATS: registers and the like of each pipeline */
-    VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pef = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
-        .pipelineExecutableInfo = VK_TRUE};
-    const char *exts[7];
+    const char *exts[6];
     uint32_t n_exts = 0;
     /* each enabled feature structure goes at the head of s16's chain */
 #define CHAIN(st) ((st).pNext = s16.pNext, s16.pNext = &(st))
-    if (d->pipe_stats) {
-        CHAIN(pef);
-        exts[n_exts++] = "VK_KHR_pipeline_executable_properties";
-    }
     if (d->cm.f16) {
         CHAIN(f16);
         if (d->cm.khr) {
@@ -571,6 +554,39 @@ static ig_status create_logical(ig_vk_device *d) {
     return IG_OK;
 }
 
+/* The device's tuning: its table entries, then the process-wide and the
+ * params' overrides; what the device can do limits the result. */
+static ig_status tune_device(ig_vk_device *d, const ig_vk_device_params *p) {
+    ig_vk_tuning *t = &d->tune;
+    IG_TRY(ig_vk_tuning_for(&d->info, t));
+    IG_TRY(ig_vk_tuning_apply_process(t));
+    if (p->no_coopmat) t->coopmat = false;
+    if (p->no_int8) t->int8 = false;
+    if (p->no_coopmat_int8) t->coopmat_int8 = false;
+    if (p->no_attn_coopmat) t->attn_coopmat = false;
+    if (p->coopmat_wide_groups) t->cm_wide_groups = p->coopmat_wide_groups;
+    if (p->coopmat_split_groups) t->cm_split_groups = p->coopmat_split_groups;
+    if (p->attn_tile_min) t->attn_tile_min = p->attn_tile_min;
+    if (p->attn_tile_run) t->attn_tile_run = p->attn_tile_run;
+    if (p->attn_merge_max) t->attn_merge_max = p->attn_merge_max;
+    if (p->no_head_tails) t->head_tail_nr = 0;
+    IG_TRY(ig_vk_tuning_parse(t, p->tuning));
+    IG_TRY(ig_vk_tuning_check(t, &d->info));
+    /* mv.comp's reduction scratch when subgroups are narrower than 32 */
+    if (d->info.subgroup_size < 32 && t->mv_wg > 128) t->mv_wg = 128;
+    if (d->info.subgroup_size > 32 && t->mv_wg > 256) t->mv_wg = 256;
+    d->int8_mv = IG_VK_GLSL_INT_DOT && t->int8 && d->info.int_dot;
+    d->x8_shuffle = d->info.subgroup_shuffle && d->info.subgroup_size >= 8;
+    d->cm = ig_vk_coopmat_choose(&d->info, IG_VK_GLSL_COOPMAT_NV, IG_VK_GLSL_COOPMAT_KHR,
+                                 (ig_vk_coopmat_wants){.any = t->coopmat,
+                                                       .ext = p->coopmat_ext,
+                                                       .int8 = d->int8_mv && t->coopmat_int8,
+                                                       .attn = t->attn_coopmat});
+    d->cm_min_tokens = d->int8_mv ? t->cm_min_tokens_int8 : t->cm_min_tokens_f32;
+    d->cm_min_tokens_f16 = d->cm.khr && d->int8_mv ? t->cm_min_tokens_f16 : d->cm_min_tokens;
+    return IG_OK;
+}
+
 ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **out) {
     *out = NULL;
     ig_vk_device_params p = params ? *params : ig_vk_device_default_params();
@@ -589,21 +605,6 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
             d->force_staging = true;
             d->info.uma = false;
         }
-        /* H100, 27B Q4_K_M pp512: 512 (only gate/up wide) 1367, 128 (q, o and
-           down too) 1385, 32 1391 tokens/s */
-        d->cm_wide_groups =
-            p.coopmat_wide_groups ? p.coopmat_wide_groups : env_positive("IGNIS_VK_CM_WIDE_GROUPS", 128);
-        /* H100, 27B, split K off / 256 / 512 / 1024 workgroups: Q4_K_M 32
-           streams 377 / 479 / 504 / 502 tokens/s, pp512 1,330 / 1,369 /
-           1,351 / 1,369; Q8_0 (off / 512) 32 streams 368 / 509, pp512
-           1,415 / 1,516. With 32-token tiles: 256 / 512 / 1024 gave 32
-           streams 712 / 791 / 804, pp512 1,383 either way */
-        d->cm_split_groups =
-            p.coopmat_split_groups ? p.coopmat_split_groups : env_positive("IGNIS_VK_CM_SPLIT_GROUPS", 1024);
-        /* H100, 27B Q4_K_M, 32-token tiles off / on: 20 streams 323 / 506,
-           32 streams 507 / 791 */
-        const char *cn = getenv("IGNIS_VK_CM_NARROW");
-        d->cm_narrow = !(cn && strcmp(cn, "0") == 0);
         uint64_t mb = d->info.max_storage_buffer_range;
         if (d->info.max_memory_allocation_size && d->info.max_memory_allocation_size < mb)
             mb = d->info.max_memory_allocation_size;
@@ -618,211 +619,8 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
         ig_vk.vkGetPhysicalDeviceProperties(d->phys, &props);
         d->timestamp_period = props.limits.timestampPeriod;
         d->wg_size = 64;
-        /* mat-vec shape: 4 row groups of 32 on GPUs; one on CPU devices
-         * (lavapipe runs a workgroup's subgroups one after the other) */
-        const bool cpu = strcmp(d->info.type, "cpu") == 0;
-        /* measured on the H100 (27B Q4_K_M int8 decode, tokens/s): 128,2,1,32
-           79.9; 128,2,1,64 80.5; 128,1,1,64 81.1; 128,2,1,128 73.3; 8 streams
-           219.5 (tpr 32) against 227.4 (tpr 64). Items per lane per pass
-           (unroll), 128,1,1,64: 2 83.9, 3 74.3, 4 79.9; 128,1,1,32,4 80.3;
-           64,1,1,32,4 80.6 (in profiles, where every dispatch runs alone,
-           unroll 4 was faster: 13.6 against 16.0 ms per token). Since the
-           last pass is predicated (a 5376-long row was a pass of 2 and a
-           one-item tail before): 128,1,1,64,2 83.7 and b8 262 (was 233);
-           max unroll 3 84.1 / 218; 4 84.2 / 218; 128,1,1,32,6 76.5 / 151;
-           128,2,1,64,3 83.0 / 215; 128,1,1,128,2 80.1 / 229.
-           Eleventh session, one item per lane per pass and a shape of its
-           own for several tokens (same lease, old 128,1,1,64,2 against
-           new; tg / 8 streams): 27B 89.0 / 264 -> 91.7 / 298, 12B 171.1 /
-           527 -> 172.8 / 614, 4B 315 / 1057 -> 326 / 1261, 1B 539 / 2287
-           -> 544 / 2273 (32 streams 6814 -> 7124), 270M 844 / 4196 -> 849
-           / 4478 (10731 -> 11911). Several tokens, 8 streams: 32
-           invocations per group beat 64 everywhere (27B 268 against 263
-           with one row, 303 against 288 with two); two rows per group pay
-           on 12B and 27B (27B 303, 12B 629 against 270 and 586 with one
-           row), not on 4B and 1B (1197 / 2049 against 1261 / 2302; even
-           their down projections alone, long rows but fewer than 3072 of
-           them, lose 3 %); three or four rows lose (27B 258 / 222); 16 or
-           32 tokens per workgroup halve 16 streams (27B 203-276 against
-           509 on the tensor cores). */
-        d->mv_wg = cpu ? 32 : 128;
-        d->mv_nr1 = cpu ? 4 : 1;
-        d->mv_nrn = cpu ? 1 : 2;
-        d->mv_tpr = cpu ? 32 : 64;
-        d->mv_unroll = cpu ? 2 : 1;
-        /* no narrower than a subgroup: measured only where subgroups are 32
-           wide; wider ones (AMD's wave64) keep a row group per subgroup */
-        const uint32_t sgs = d->info.subgroup_size;
-        d->mv_tprn = sgs == 64 || sgs == 128 ? sgs : 32;
-        d->mv_unrolln = cpu ? 2 : 1;
-        d->mv_nrn_min = 3072;
-        const char *nm = getenv("IGNIS_VK_MV_NRN_MIN");
-        if (nm && *nm && strspn(nm, "0123456789") == strlen(nm) && strlen(nm) < 12)
-            d->mv_nrn_min = strtoull(nm, NULL, 10);
-        const char *mv = getenv("IGNIS_VK_MV");
-        if (mv && *mv) {
-            unsigned a = 0, b = 0, c = 0, t = 32, u = 2, tn = 0, un = 0;
-            int n = sscanf(mv, "%u,%u,%u,%u,%u,%u,%u", &a, &b, &c, &t, &u, &tn, &un);
-            if (n < 6) tn = t;
-            if (n < 7) un = u;
-            if (n >= 3 && a >= 32 && a <= 256 && a % 32 == 0 && b >= 1 && b <= 8 && c >= 1 && c <= 8 &&
-                (t == 32 || t == 64 || t == 128) && t <= a && u >= 1 && u <= 8 &&
-                (tn == 32 || tn == 64 || tn == 128) && tn <= a && un >= 1 && un <= 8) {
-                d->mv_wg = a;
-                d->mv_nr1 = b;
-                d->mv_nrn = c;
-                d->mv_tpr = t;
-                d->mv_unroll = u;
-                d->mv_tprn = tn;
-                d->mv_unrolln = un;
-            }
-        }
-        /* long rows: H100, tg128 tokens/s, usual shape against a row per
-           workgroup of 128 with up to 4 items per lane per pass (two
-           leases): 27B Q4_K_M 90.24 / 90.20 -> 92.00 / 91.85 (down, Q6_K:
-           49.4 -> 44.9 us with one item per pass), 12B 169.1 / 168.2 ->
-           172.3 / 173.2, 4B 316.6 / 318.5 -> 312.1 / 313.6, 1B 542.8 /
-           540.6 -> 540.1 / 539.6. The usual shape gives 27B's down 2,688
-           workgroups of two rows, 1.3 waves of the H100's resident
-           workgroups; a row each makes 2.5 waves of shorter workgroups. 8
-           items: 91.8; 256 invocations: 90.0-90.7; 64: 90.0-90.2. */
-        d->mv_long_tpr = cpu ? 0 : 128;
-        d->mv_long_pct = 200;
-        d->mv_long_unroll = 4;
-        d->mv_long_rows = 3072;
-        /* short rows: H100, tg128 tokens/s, one token's mat-vecs all in
-           groups of 32 against 64 (two runs each): 270M 868.7 / 861.5
-           against 837.7 / 836.2 (its rows of 640 and 1024 are 20 and 32
-           items), 1B 518.7 / 522.0 against 544.1 / 543.3 (rows of 1152: 36
-           items, two passes at 32), 4B level. So only rows that fit one
-           pass of 32 take them ($IGNIS_VK_MV_SHORT=0: never). */
-        const char *ms = getenv("IGNIS_VK_MV_SHORT");
-        d->mv_short = !(ms && strcmp(ms, "0") == 0);
-        const char *ml = getenv("IGNIS_VK_MV_LONG");
-        if (ml && *ml) {
-            unsigned t = 0, r = 200, u = 4, mr = 3072;
-            if (sscanf(ml, "%u,%u,%u,%u", &t, &r, &u, &mr) >= 1 &&
-                (t == 0 || t == 32 || t == 64 || t == 128 || t == 256) && t <= d->info.max_wg_invocations &&
-                r >= 1 && r <= 10000 && u >= 1 && u <= 8)
-                d->mv_long_tpr = t, d->mv_long_pct = r, d->mv_long_unroll = u, d->mv_long_rows = mr;
-        }
-        d->attn_wgs = env_positive("IGNIS_VK_ATTN_WGS", 512);
-        /* measured on the H100 (tokens/s, graphs with attn_tile.comp
-           against attn.comp only): 27B Q4_K_M pp512@d8192 1500 / 886,
-           pp512@d4096 1580 / 1055, pp64@d8192 811 / 595, pp32@d8192 535 /
-           512, 32 streams at depth 4096 (attn.comp chosen per step) 535.6 /
-           537.7; 270M pp512@d8192 34463 / 28339 */
-        d->attn_tile_min = p.attn_tile_min ? p.attn_tile_min : env_positive("IGNIS_VK_ATTN_TILE_MIN", 32);
-        d->attn_tile_run = p.attn_tile_run ? p.attn_tile_run : env_positive("IGNIS_VK_ATTN_TILE_RUN", 16);
-        /* measured on the H100 (27B Q4_K_M decode, add_norm2_x8 per call):
-           1024 84.7 t/s (15.3 us in that profile), 512 81.9 (15.6), 256
-           72.0 (33.0) */
-        d->norm_wg = cpu ? 128 : (d->info.max_wg_invocations >= 1024 ? 1024 : 256);
-        const uint32_t nw = env_positive("IGNIS_VK_NORM_WG", d->norm_wg);
-        if (nw % 64 == 0 && nw <= d->info.max_wg_invocations && nw <= 1024) d->norm_wg = nw;
-        /* L2 prefetch: H100, 27B Q4_K_M tg128 84.6 -> 86.5 tokens/s at
-           4096,32,1 (8192,32 84.4; 16384,40 79.5; 8 streams -0.1..-0.8 %;
-           16-64 streams no gain) */
-        if (ig_vk_prefetch_default(&d->info)) {
-            d->prefetch_stage = 4096u << 10;
-            d->prefetch_ahead = 32u << 20;
-            d->prefetch_max_tokens = 1;
-        }
-        const char *pfe = getenv("IGNIS_VK_PREFETCH");
-        if (pfe && strcmp(pfe, "0") == 0) d->prefetch_stage = 0;
-        else if (pfe && *pfe) {
-            unsigned kb = 0, amb = 0, tk = 1;
-            if (sscanf(pfe, "%u,%u,%u", &kb, &amb, &tk) >= 2 && kb <= (1u << 20) && amb <= 4096 && tk >= 1 &&
-                tk <= 256) {
-                d->prefetch_stage = (uint64_t)kb << 10;
-                d->prefetch_ahead = (uint64_t)amb << 20;
-                d->prefetch_max_tokens = tk;
-            }
-        }
-        const char *al = getenv("IGNIS_VK_ATTN");
-        d->attn_legacy = al && strcmp(al, "legacy") == 0;
-        /* H100, tokens/s, merged by the last workgroup against
-           attn_reduce.comp: 27B Q4_K_M (units of 2 x 128 outputs) tg128
-           88.1-88.4 / 86.5-87.1, tg64@d4096 80.8 / 77.4, 8 streams 263 /
-           261; 4B (2 x 256) tg128 300-303 / 301-303, 8 streams 1,051-1,057
-           / 1,042-1,050, 16 streams 1,973-1,984 / 1,946-1,947; 270M (4 x
-           256) tg128 731-736 / 770-775, 8 streams 3,960-3,980 / 4,000-4,030:
-           one workgroup merging 1024 outputs takes longer than the stage
-           it saves */
-        const char *am = getenv("IGNIS_VK_ATTN_MERGE");
-        d->attn_merge_max = p.attn_merge_max ? p.attn_merge_max : 512;
-        if (am && *am) d->attn_merge_max = (uint32_t)strtoul(am, NULL, 10);
-        const char *ash = getenv("IGNIS_VK_ATTN_SPLIT_HEADS");
-        d->attn_split_heads = !p.no_attn_split_heads && !(ash && strcmp(ash, "0") == 0);
-        const char *qt = getenv("IGNIS_VK_QKV_TAIL");
-        /* H100, tg128 tokens/s, q and k with row groups of 1 / 2 / 4 rows
-           against no tails (one lease): 27B Q4_K_M 87.3 / 88.2 / 86.3 /
-           87.7; 12B 167.0 / 167.9 / - / 161.6; 4B 311 / 309 / - / 296; 1B
-           511 / 515 / - / 468; 270M 782 / 800 / - / 730. Each workgroup
-           of a head counts itself in after a memory barrier, so fewer and
-           longer workgroups pay for it less often. */
-        d->head_tail_nr = p.no_head_tails ? 0 : cpu ? d->mv_nr1 : 2;
-        if (qt && *qt && !p.no_head_tails) {
-            const unsigned long nr = strtoul(qt, NULL, 10);
-            if (nr <= 8) d->head_tail_nr = (uint32_t)nr;
-        }
-        /* mv.comp's reduction scratch when subgroups are narrower than 32 */
-        if (d->info.subgroup_size < 32 && d->mv_wg > 128) d->mv_wg = 128;
-        if (d->info.subgroup_size > 32 && d->mv_wg > 256) d->mv_wg = 256;
-        /* $IGNIS_VK_COOPMAT: 0 no tensor cores, nv or khr that extension only */
-        const char *cmv = getenv("IGNIS_VK_COOPMAT");
-        const char *i8 = getenv("IGNIS_VK_INT8");
-        d->int8_mv = IG_VK_GLSL_INT_DOT && !p.no_int8 && !(i8 && strcmp(i8, "0") == 0) && d->info.int_dot;
-        d->pipe_stats = getenv("IGNIS_VK_PIPE_STATS") && d->info.exec_props &&
-                        ig_vk.vkGetPipelineExecutablePropertiesKHR && ig_vk.vkGetPipelineExecutableStatisticsKHR;
-        const char *ci8 = getenv("IGNIS_VK_CM_INT8");
-        const char *acm = getenv("IGNIS_VK_ATTN_CM");
-        ig_vk_coopmat_ext ext = p.coopmat_ext;
-        if (cmv && strcmp(cmv, "nv") == 0) ext = IG_VK_COOPMAT_NV;
-        if (cmv && strcmp(cmv, "khr") == 0) ext = IG_VK_COOPMAT_KHR;
-        d->cm = ig_vk_coopmat_choose(
-            &d->info, IG_VK_GLSL_COOPMAT_NV, IG_VK_GLSL_COOPMAT_KHR,
-            (ig_vk_coopmat_wants){.any = !p.no_coopmat && !(cmv && strcmp(cmv, "0") == 0),
-                                  .ext = ext,
-                                  .int8 = d->int8_mv && !p.no_coopmat_int8 && !(ci8 && strcmp(ci8, "0") == 0),
-                                  .attn = !p.no_attn_coopmat && !(acm && strcmp(acm, "0") == 0)});
-        /* measured on the H100, synthetic Q4_K_M (tokens/s, 8 against 32):
-           270M 16 streams 1814 / 3713, 32 streams 2845 / 3776; 1B 16
-           streams 1227 / 1561, 32 streams 1969 / 2415. 32 against 128 (the
-           f32 tiled kernel beyond): 270M 48 streams 6538 / 12965, 64
-           streams 8158 / 14357, 128 streams 13596 / 16900; 1B 48 streams
-           5750 / 8171, 64 streams 7161 / 9727, 128 streams 11261 / 12714 */
-        const char *mt = getenv("IGNIS_VK_MV_MAX_TOKENS");
-        d->mv_max_tokens = mt && atoi(mt) >= 8 && atoi(mt) <= 256 ? (uint32_t)atoi(mt) : 128;
-        const char *xf = getenv("IGNIS_VK_X8_FUSE");
-        d->x8_producers = !(xf && strcmp(xf, "0") == 0);
-        /* the int8 copies quantized with subgroup shuffles (quant_x8s,
-           add_norm2_x8s): measured on the H100, 27B Q4_K_M tg128 (see
-           docs/vulkan-backend.md, fourteenth session) */
-        const char *xs = getenv("IGNIS_VK_X8_SHUFFLE");
-        d->x8_shuffle = d->info.subgroup_shuffle && d->info.subgroup_size >= 8 && !(xs && strcmp(xs, "0") == 0);
-        /* measured on the H100 (27B Q4_K_M): the f32 mat-vec loses to the
-           tensor cores from 5 streams (b8 62 against 107 tokens/s). The
-           int8 one, against the tensor cores with split K and 32-token
-           tiles: b6 215 / 164, b8 236 / 222, b12 249 / 318, b16 272 / 423
-           (before those, it won up to 16) */
-        d->cm_min_tokens = env_positive("IGNIS_VK_CM_MIN_TOKENS", d->int8_mv ? 9 : 5);
-        /* the f16 tensor cores on KHR's fragments (narrow tiles) against
-           the int8 mat-vec, H100, 27B Q8_0 (tokens/s, two runs each): 6
-           streams 230.8 / 217.8, 7 streams 251 / 252, 8 streams 269.4 /
-           286.0 */
-        d->cm_min_tokens_f16 = env_positive("IGNIS_VK_CM_MIN_TOKENS_F16",
-                                            d->cm.khr && d->int8_mv && !getenv("IGNIS_VK_CM_MIN_TOKENS")
-                                                ? 8
-                                                : d->cm_min_tokens);
-        /* what mmcm.comp prefetches into registers a step ahead: bit 0 the
-           activations, bit 1 the weights. Measured on the H100, 27B Q4_K_M
-           pp512 / 32 streams (tokens/s): both 1379 / 807, weights only 1675
-           / 822, activations only 1233 / 768, neither 1587 / 766 (the
-           activations' registers cost workgroups per compute unit) */
-        const char *pf = getenv("IGNIS_VK_CM_PF");
-        d->cm_pf = pf && *pf >= '0' && *pf <= '3' && !pf[1] ? (uint32_t)(*pf - '0') : 2;
-        st = create_logical(d);
+        st = tune_device(d, &p);
+        if (st == IG_OK) st = create_logical(d);
     }
     if (st == IG_OK) st = ig_vk_pipelines_init(d);
     if (st == IG_OK) st = ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, 256, &d->dummy);

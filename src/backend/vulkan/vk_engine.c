@@ -14,13 +14,13 @@
  *   ops writing the logits form a separate "head" graph, chosen by the
  *   step's output count (mat-vec for up to 8 rows, tiled above) and
  *   submitted with the body in the same vkQueueSubmit.
- * - Fusions, where the op list allows them (IGNIS_VK_FUSE=0 turns them off):
+ * - Fusions, where the op list allows them (tuning `fuse=0` turns them off):
  *   post-norm + residual + next pre-norm (add_rmsnorm_norm), QK-norm + RoPE
  *   of Q (rmsnorm_rope), QK-norm + RoPE of K + the cache store
  *   (rmsnorm_rope_kv_store, else rope_kv_store), gate + up + GeGLU
  *   (matmul_geglu); in one-token graphs on the int8 mat-vec, the q/k/v
  *   projections with all of those in their tails (qkv_tail).
- * - L2 prefetch ($IGNIS_VK_PREFETCH, off by default): in graphs of few
+ * - L2 prefetch (tuning `prefetch_*`, on where the table says): in graphs of few
  *   tokens, the weights ahead are read into the GPU's cache next to the
  *   ops that leave the memory bus idle (see `prefetch` below).
  * - Logits: the output rows go through at most `head_cap` rows of a device
@@ -400,8 +400,8 @@ static ig_status record(vk_backend *vb, const ig_context *ctx, int T, bool head,
     ig_status st = done ? IG_OK : IG_ERR_NO_MEMORY;
     for (int i = 0; i < G->n_ops && st == IG_OK; i++) done[i] = (G->ops[i].dst == IG_BUF_LOGITS) != head;
     prefetch pf = {0};
-    if (st == IG_OK && !head && vb->dev->prefetch_stage && T <= (int)vb->dev->prefetch_max_tokens) {
-        pf = (prefetch){vb->dev->prefetch_stage, vb->dev->prefetch_ahead, 0,
+    if (st == IG_OK && !head && vb->dev->tune.prefetch_stage && T <= (int)vb->dev->tune.prefetch_max_tokens) {
+        pf = (prefetch){vb->dev->tune.prefetch_stage, vb->dev->tune.prefetch_ahead, 0,
                         ig_calloc_array((size_t)G->n_ops + 1, sizeof *pf.done)};
         if (!pf.done) st = IG_ERR_NO_MEMORY;
     }
@@ -570,8 +570,7 @@ static ig_status setup(vk_backend *vb, ig_context *ctx) {
     const ig_hparams *hp = &ctx->model->hp;
     const ig_graph *G = &ctx->graph;
     const int nb = p->n_batch, V = hp->n_vocab;
-    const char *fz = getenv("IGNIS_VK_FUSE");
-    vb->fuse = !(fz && strcmp(fz, "0") == 0);
+    vb->fuse = vb->dev->tune.fuse;
     if (hp->head_dim != hp->head_dim_v)
         return ig_fail(IG_ERR_UNSUPPORTED, "vulkan: K and V head sizes differ (%d, %d)", hp->head_dim,
                        hp->head_dim_v);
@@ -581,8 +580,7 @@ static ig_status setup(vk_backend *vb, ig_context *ctx) {
     uint64_t cap = vb->dev->max_binding / row;
     if (cap > LOGITS_BUDGET / row) cap = LOGITS_BUDGET / row;
     if (cap < 1) cap = 1;
-    const char *hc = getenv("IGNIS_VK_HEAD_CAP"); /* tests: force output chunks */
-    if (hc && atoi(hc) > 0 && (uint64_t)atoi(hc) < cap) cap = (uint64_t)atoi(hc);
+    if (vb->dev->tune.head_cap && vb->dev->tune.head_cap < cap) cap = vb->dev->tune.head_cap;
     vb->head_cap = cap < (uint64_t)nb ? (int)cap : nb;
     IG_TRY(ig_vk_step_set_head_cap(vb->step, vb->head_cap));
     const int out_rows = (nb + vb->head_cap - 1) / vb->head_cap * vb->head_cap;

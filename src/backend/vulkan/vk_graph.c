@@ -2,7 +2,11 @@
  * with one submit per step. Each dispatch gets its own descriptor set
  * (written at record time: buffers never move). Barriers are emitted only
  * when an op reads or writes a byte range an op since the last barrier wrote,
- * or writes a range one of them read. */
+ * or writes a range one of them read.
+ *
+ * Environment: $IGNIS_VK_PROFILE set (any value) times every dispatch and
+ * prints the time per shader when a graph is freed; 2 also lists the
+ * dispatches of the second layer in order. */
 #include "backend/vulkan/vk_internal.h"
 
 #include <stdio.h>
@@ -52,6 +56,15 @@ struct ig_vk_graph {
 
 #define PROFILE_QUERIES 8192
 
+/* $IGNIS_VK_PROFILE: unset 0 (off); set, at least 1 (per-shader times when
+ * a graph is freed); 2 also lists the dispatches of the second layer. */
+static int profile_level(void) {
+    const char *e = getenv("IGNIS_VK_PROFILE");
+    if (!e) return 0;
+    const int v = atoi(e);
+    return v > 1 ? v : 1;
+}
+
 static void profile_collect(ig_vk_graph *g) {
     if (!g->qpool || g->n_q < 2) return;
     uint64_t *ts = ig_calloc_array((size_t)g->n_q, sizeof *ts);
@@ -92,8 +105,7 @@ static void profile_print(ig_vk_graph *g) {
         cnt[best] = -1;
     }
     /* IGNIS_VK_PROFILE=2: also the dispatches of the second layer's span, in order */
-    const char *e = getenv("IGNIS_VK_PROFILE");
-    if (e && atoi(e) >= 2)
+    if (profile_level() >= 2)
         for (int i = 14; i < 44 && i + 1 < g->n_q; i++)
             fprintf(stderr, "    #%-3d %-24s %8.1f us\n", i, ig_vk_pipeline_name(g->dev, g->q_pipe[i]),
                     g->q_ns[i] / g->n_runs / 1e3);
@@ -154,7 +166,7 @@ ig_status ig_vk_graph_begin(ig_vk_device *d, ig_vk_step *step, int max_tokens, i
         ig_vk_graph_free(g);
         return st;
     }
-    if (getenv("IGNIS_VK_PROFILE")) {
+    if (profile_level()) {
         VkQueryPoolCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
                                      .queryType = VK_QUERY_TYPE_TIMESTAMP,
                                      .queryCount = PROFILE_QUERIES};

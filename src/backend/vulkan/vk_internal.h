@@ -6,6 +6,7 @@
 #include <vulkan/vulkan.h>
 
 #include "backend/vulkan/vk_backend.h"
+#include "backend/vulkan/vk_tuning.h"
 #include "core/util.h"
 
 #include <pthread.h>
@@ -84,8 +85,6 @@ typedef struct ig_vk_fns {
     PFN_vkEnumerateInstanceVersion vkEnumerateInstanceVersion;
     PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV vkGetPhysicalDeviceCooperativeMatrixPropertiesNV;
     PFN_vkVoidFunction vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR;
-    PFN_vkGetPipelineExecutablePropertiesKHR vkGetPipelineExecutablePropertiesKHR; /* optional */
-    PFN_vkGetPipelineExecutableStatisticsKHR vkGetPipelineExecutableStatisticsKHR;
 } ig_vk_fns;
 
 extern ig_vk_fns ig_vk;
@@ -171,66 +170,20 @@ struct ig_vk_device {
     ig_vk_pipe *pipes;
     int n_pipes, cap_pipes;
     uint32_t wg_size; /* default local size for spec-constant shaders */
-    /* mat-vec tuning (mv.comp): workgroup size, rows per group for one token
-     * and for several, invocations per group, most items per lane per loop
-     * pass (each matrix takes as few passes as this allows), the last two
-     * also for several tokens;
-     * $IGNIS_VK_MV="wg,nr1,nrn,tpr,unroll[,tprn,unrolln]") */
-    uint32_t mv_wg, mv_nr1, mv_nrn, mv_tpr, mv_unroll, mv_tprn, mv_unrolln;
-    /* several tokens: mv_nrn rows per group only on matrices of at least
-     * this many rows and elements per row, else one ($IGNIS_VK_MV_NRN_MIN) */
-    uint64_t mv_nrn_min;
-    /* batches up to which the int8 mat-vec runs (else the tiled kernel;
-       matrices large enough for the tensor cores leave it at cm_min_tokens;
-       $IGNIS_VK_MV_MAX_TOKENS) */
-    uint32_t mv_max_tokens;
-    /* attention: workgroups to aim for when splitting keys into chunks
-     * ($IGNIS_VK_ATTN_WGS); attn_legacy selects attention.comp
-     * ($IGNIS_VK_ATTN=legacy) */
-    uint32_t attn_wgs;
-    /* tokens from which a graph's attention is attn_tile.comp (prefill)
-       rather than attn.comp ($IGNIS_VK_ATTN_TILE_MIN) */
-    uint32_t attn_tile_min;
-    /* ... and which steps run it: rows of one sequence in runs of this many
-       on average ($IGNIS_VK_ATTN_TILE_RUN) */
-    uint32_t attn_tile_run;
-    uint32_t norm_wg; /* workgroup of the row norms: wide on GPUs (few rows, latency-bound) */
-    /* L2 prefetch of the weights ahead next to small ops (vk_engine.c), in
-       graphs of up to prefetch_max_tokens: bytes per op and bytes ahead
-       (prefetch_stage 0: off; $IGNIS_VK_PREFETCH="stage_kb,ahead_mb,tokens") */
-    uint64_t prefetch_stage, prefetch_ahead;
-    uint32_t prefetch_max_tokens;
-    bool attn_legacy;
-    uint32_t attn_merge_max; /* outputs of a unit of heads that the split attention's last workgroup merges */
-    bool attn_split_heads;   /* a kv head's query heads split over workgroups where one unit is too large to merge */
-    /* one-token mat-vecs of long rows (100 n_in >= mv_long_pct n_out) and at
-       least mv_long_rows rows, e.g. the FFN down projection of 12B and 27B,
-       take a row per workgroup of mv_long_tpr invocations, at most
-       mv_long_unroll items per lane per pass (vk_device.c says why);
-       mv_long_tpr 0: the usual shape */
-    uint32_t mv_long_tpr, mv_long_pct, mv_long_unroll, mv_long_rows;
-    bool mv_short; /* one token's rows of at most 32 items in groups of 32 (vk_ops.c) */
-    uint32_t head_tail_nr;   /* one-token q/k/v mat-vecs do the QK-norm, RoPE and cache store
-                                (ig_vk_op_qkv_tail), q and k with row groups of this many rows; 0: off */
+    ig_vk_tuning tune; /* shapes and thresholds (vk_tuning.h) */
     bool force_staging; /* device memory is never mapped (tests) */
-    uint32_t cm_wide_groups; /* ig_vk_device_params.coopmat_wide_groups, 0 replaced */
-    uint32_t cm_split_groups; /* split K until a matmul has this many workgroups (1: never) */
-    uint32_t cm_pf; /* mmcm.comp register prefetch: bit 0 activations (XPF), bit 1 weights (WPF) */
-    bool cm_narrow;           /* 32-token tiles for batches of up to 32 */
-    uint32_t cm_min_tokens;  /* batches from which large quantized matrices take
-                                the tensor cores instead of the mat-vec: the
-                                mat-vec's cost grows with every column */
-    uint32_t cm_min_tokens_f16; /* ... the f16 ones (types the int8 ones do not take) */
+    /* batches from which large quantized matrices take the tensor cores
+       instead of the mat-vec (the mat-vec's cost grows with every column):
+       tune's value for this device's mat-vec; ... the f16 ones (types the
+       int8 ones do not take) */
+    uint32_t cm_min_tokens, cm_min_tokens_f16;
     /* tensor cores (ig_vk_coopmat_choose): the f16 matmul (mmcm_* on NV's
        extension, mmcmk_* on KHR's), the int8 one (mmq_*, mmqk_*), the
        prefill attention (attn_cm_*, attn_cmk_*); the extensions, f16 and
        shaderInt8 enabled accordingly */
     ig_vk_coopmat_choice cm;
-    bool pipe_stats;    /* $IGNIS_VK_PIPE_STATS: the driver's statistics of each new pipeline (stderr) */
     bool int8_mv;       /* shaderIntegerDotProduct enabled: quant_x8.comp + mv8_* */
-    bool x8_producers;  /* norms and attention write the int8 copy of their output
-                           themselves ($IGNIS_VK_X8_FUSE=0: quant_x8 does it) */
-    bool x8_shuffle;    /* ... quantized with subgroup shuffles (x8_quant_vecs; $IGNIS_VK_X8_SHUFFLE=0: shared memory) */
+    bool x8_shuffle;    /* the int8 copies quantized with subgroup shuffles (x8_quant_vecs) */
     ig_vk_buffer *dummy; /* bound to unused descriptor slots */
     float timestamp_period; /* ns per timestamp tick (profiling) */
 };
@@ -289,9 +242,6 @@ ig_status ig_vk_rec_dispatch(ig_vk_graph *g, VkPipeline pipe, const ig_vk_part *
                              int n, const void *pc, uint32_t pc_size, uint32_t gx, uint32_t gy,
                              uint32_t gz);
 ig_vk_device *ig_vk_graph_device(ig_vk_graph *g);
-/* Best wall time in seconds of `runs` replays of an ended graph, after one
- * untimed replay (vk_probe.c; the probes and bench/vk_stage_probe.c). */
-ig_status ig_vk_graph_best_time(ig_vk_graph *g, int runs, double *best);
 int ig_vk_graph_max_tokens(const ig_vk_graph *g);
 /* Rows an op with this selector may touch: max_tokens, or the head cap. */
 int ig_vk_graph_max_rows(const ig_vk_graph *g, ig_vk_rows rows);

@@ -123,10 +123,6 @@ ig_status ig_vk_instance_acquire(VkInstance *out, uint32_t *api_version) {
                 inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
         ig_vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR =
             gipa(inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR");
-        ig_vk.vkGetPipelineExecutablePropertiesKHR =
-            (PFN_vkGetPipelineExecutablePropertiesKHR)gipa(inst, "vkGetPipelineExecutablePropertiesKHR");
-        ig_vk.vkGetPipelineExecutableStatisticsKHR =
-            (PFN_vkGetPipelineExecutableStatisticsKHR)gipa(inst, "vkGetPipelineExecutableStatisticsKHR");
         if (missing) {
             PFN_vkDestroyInstance destroy = (PFN_vkDestroyInstance)gipa(inst, "vkDestroyInstance");
             if (destroy) destroy(inst, NULL);

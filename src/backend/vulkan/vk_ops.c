@@ -144,8 +144,8 @@ static bool x8_wanted(ig_vk_graph *g, uint64_t n_in, uint32_t off, uint32_t stri
     bool seen = false;
     for (int i = 0; i < 4; i++)
         if (c->seen_n_in[i] == n_in) *kind = c->seen_kind[i], seen = true;
-    return seen && d->int8_mv && d->x8_producers && ig_vk_graph_matmul_path(g) == IG_VK_MATMUL_AUTO &&
-           T <= d->mv_max_tokens && (T < d->cm_min_tokens || !d->cm.f16 || d->cm.i8) &&
+    return seen && d->int8_mv && d->tune.x8_producers && ig_vk_graph_matmul_path(g) == IG_VK_MATMUL_AUTO &&
+           T <= d->tune.mv_max_tokens && (T < d->cm_min_tokens || !d->cm.f16 || d->cm.i8) &&
            n_in % x8_unit(*kind) == 0 &&
            off % 4 == 0 && stride % 4 == 0;
 }
@@ -238,7 +238,7 @@ static ig_status norm_common(ig_vk_graph *g, const char *shader, ig_vk_rows rows
     IG_TRY(ig_vk_rec_hazards(g, b, 3));
     VkPipeline pipe;
     ig_vk_device *dv = ig_vk_graph_device(g);
-    const uint32_t wg = d >= 1024 ? dv->norm_wg : (dv->norm_wg < 256 ? dv->norm_wg : 256);
+    const uint32_t wg = d >= 1024 ? dv->tune.norm_wg : (dv->tune.norm_wg < 256 ? dv->tune.norm_wg : 256);
     IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline(dv, shader, wg, 0, &pipe)));
     struct {
         uint32_t rows_sel, d, x_off, x_stride, y_off, y_stride, w_off;
@@ -277,7 +277,7 @@ ig_status ig_vk_op_add_rmsnorm_norm(ig_vk_graph *g, ig_vk_rows rows, ig_vk_view 
     ig_vk_device *d = ig_vk_graph_device(g);
     /* add_norm2.comp holds a row in registers: whole vec4s, at most 16 per
        invocation; else rmsnorm.comp */
-    const uint32_t rv = ceil_div(w / 4, d->norm_wg);
+    const uint32_t rv = ceil_div(w / 4, d->tune.norm_wg);
     const bool regs = w % 4 == 0 && soff % 4 == 0 && ss % 4 == 0 && xoff % 4 == 0 && xs % 4 == 0 && woff % 4 == 0 &&
                       w2off % 4 == 0 && zoff % 4 == 0 && zs % 4 == 0 && rv <= 16;
     /* the next matmuls' int8 input, written here rather than by quant_x8 */
@@ -293,7 +293,7 @@ ig_status ig_vk_op_add_rmsnorm_norm(ig_vk_graph *g, ig_vk_rows rows, ig_vk_view 
        row in rv vec4s each; idle ones would still run every barrier and
        quantization step (H100, tg128: 270M 902-910 -> 917-923 tokens/s at
        192 rather than 1024, 1B 549-555 -> 557-560, 27B level) */
-    const uint32_t nt = regs ? (uint32_t)ceil_div(ceil_div(w / 4, rv), 64) * 64 : d->norm_wg;
+    const uint32_t nt = regs ? (uint32_t)ceil_div(ceil_div(w / 4, rv), 64) * 64 : d->tune.norm_wg;
     IG_TRY(ig_vk_graph_set_error(
         g, ig_vk_pipeline(d, x8 ? (d->x8_shuffle ? "add_norm2_x8s" : "add_norm2_x8") : regs ? "add_norm2" : "add_rmsnorm_norm",
                           nt, regs ? rv : 0,
@@ -340,8 +340,8 @@ static ig_status cm_prepare(ig_vk_graph *g, const ig_vk_buffer *wa, bool geglu, 
        GPU several workgroups: small matrices (270M's) are short of
        workgroups, not of tensor-core work */
     p->wide = wa->type != IG_TYPE_Q6_K && T >= 128 &&
-              (uint64_t)ceil_div(n_out, p->rows_per_group) * ceil_div(T, 128) >= d->cm_wide_groups;
-    p->narrow = !p->wide && T <= 32 && d->cm_narrow && !(geglu && wa->type == IG_TYPE_Q6_K && !int8);
+              (uint64_t)ceil_div(n_out, p->rows_per_group) * ceil_div(T, 128) >= d->tune.cm_wide_groups;
+    p->narrow = !p->wide && T <= 32 && !(geglu && wa->type == IG_TYPE_Q6_K && !int8);
     p->gy = ceil_div(T, p->wide ? 128 : p->narrow ? 32 : 64);
     const uint32_t n_steps = ceil_div((uint64_t)wa->ne0, kspan);
     p->n_split = 1;
@@ -352,8 +352,8 @@ static ig_status cm_prepare(ig_vk_graph *g, const ig_vk_buffer *wa, bool geglu, 
     /* the target counts workgroups of 64-token work: a 32-token tile does
        half (H100, 27B Q4_K_M with 1024 against 2048 32-token workgroups:
        16 streams 428 -> 450 tokens/s, 32 streams 817 -> 852) */
-    const uint64_t target = p->narrow && d->cm_split_groups > 1 ? 2 * (uint64_t)d->cm_split_groups
-                                                                : d->cm_split_groups;
+    const uint64_t target = p->narrow && d->tune.cm_split_groups > 1 ? 2 * (uint64_t)d->tune.cm_split_groups
+                                                                : d->tune.cm_split_groups;
     uint64_t want = groups < target ? ceil_div(target, groups) : 1;
     /* each split keeps at least 4 steps: its loads and stores stay small
        against its products */
@@ -404,7 +404,7 @@ static ig_vk_matmul_path auto_path(const ig_vk_device *d, const ig_vk_buffer *w,
     /* the int8 mat-vec also takes larger batches (in workgroups of 8
        columns): of matrices too small for the tensor cores up to
        mv_max_tokens, of larger ones below cm_min_tokens */
-    const uint64_t mv_cols = c.int8 ? d->mv_max_tokens : MATVEC_MAX_COLS;
+    const uint64_t mv_cols = c.int8 ? d->tune.mv_max_tokens : MATVEC_MAX_COLS;
     const uint32_t cm_from = c.cmq ? d->cm_min_tokens : d->cm_min_tokens_f16;
     if (T <= mv_cols && !(cm_auto && T >= cm_from))
         return !c.fast ? IG_VK_MATMUL_VEC : c.int8 ? IG_VK_MATMUL_INT8 : IG_VK_MATMUL_FAST;
@@ -419,32 +419,32 @@ static ig_vk_matmul_path auto_path(const ig_vk_device *d, const ig_vk_buffer *w,
 
 /* mv.comp's invocations per row group and most items per lane per pass for
  * column tiles of nc tokens: one shape for one token, another for several
- * (vk_device.c says why). One token's rows of at most 32 items take groups
- * of 32 where subgroups are no wider (d->mv_short: 270M's rows of 640 are
- * 20 items, and a group of 64 left 44 lanes idle). */
+ * (vk_tuning.c says why). One token's rows of at most 32 items take groups
+ * of 32 where subgroups are no wider (270M's rows of 640 are 20 items,
+ * and a group of 64 left 44 lanes idle). */
 static uint32_t mv_group_tpr(const ig_vk_device *d, uint32_t nc, uint64_t items) {
-    if (nc != 1) return d->mv_tprn;
-    return d->mv_short && items <= 32 && d->mv_tpr > 32 && d->info.subgroup_size <= 32 ? 32 : d->mv_tpr;
+    if (nc != 1) return d->tune.mv_tprn;
+    return items <= 32 && d->tune.mv_tpr > 32 && d->info.subgroup_size <= 32 ? 32 : d->tune.mv_tpr;
 }
-static uint32_t mv_group_unroll(const ig_vk_device *d, uint32_t nc) { return nc == 1 ? d->mv_unroll : d->mv_unrolln; }
+static uint32_t mv_group_unroll(const ig_vk_device *d, uint32_t nc) { return nc == 1 ? d->tune.mv_unroll : d->tune.mv_unrolln; }
 
 /* mv.comp's rows per workgroup for column tiles of nc tokens of an n_out x
  * n_in matrix of rows of that many items, and its row group (spec constant 2). */
 static uint32_t mv_rows_per_group(const ig_vk_device *d, uint32_t nc, uint64_t n_in, uint64_t n_out, uint64_t items,
                                   uint32_t *nr) {
-    uint32_t n = nc == 1 ? d->mv_nr1 : n_in >= d->mv_nrn_min && n_out >= d->mv_nrn_min ? d->mv_nrn : 1;
+    uint32_t n = nc == 1 ? d->tune.mv_nr1 : n_in >= d->tune.mv_nrn_min && n_out >= d->tune.mv_nrn_min ? d->tune.mv_nrn : 1;
     if (d->info.subgroup_size < 32)
         while (n > 1 && n * nc > 32) n--; /* mv.comp's scratch */
     *nr = n;
-    return d->mv_wg / mv_group_tpr(d, nc, items) * n;
+    return d->tune.mv_wg / mv_group_tpr(d, nc, items) * n;
 }
 
 /* The rows per workgroup of the q and k mat-vecs with a tail (and their
  * row group) for rows of that many items: fewer workgroups count in per
  * head when it is larger. */
 static uint32_t tail_rows_per_group(const ig_vk_device *d, uint64_t items, uint32_t *nr) {
-    *nr = d->head_tail_nr;
-    return d->mv_wg / mv_group_tpr(d, 1, items) * d->head_tail_nr;
+    *nr = d->tune.head_tail_nr;
+    return d->tune.mv_wg / mv_group_tpr(d, 1, items) * d->tune.head_tail_nr;
 }
 
 /* What follows a one-token q, k or v projection, done by the mat-vec
@@ -474,7 +474,7 @@ static ig_status tail_prepare(ig_vk_graph *g, const mv_tail *t, const ig_vk_buff
     const uint64_t hd = t->head_dim, n_out = (uint64_t)w->ne1;
     uint32_t nr;
     if (path != IG_VK_MATMUL_INT8 || T != 1 || w->n_parts != 1 || hd == 0 || hd % 2 || hd > 1024 ||
-        n_out % hd || d->head_tail_nr == 0 ||
+        n_out % hd || d->tune.head_tail_nr == 0 ||
         (t->kind != TAIL_V && hd % tail_rows_per_group(d, mv_items(w->type, w->ne0), &nr)))
         return bad(g, "vulkan: %s: needs one token on the int8 mat-vec, one weight part and whole heads per "
                       "workgroup", "matmul tail");
@@ -562,12 +562,12 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
     char name[40];
     uint32_t spec0 = 0, spec1 = 0, spec2 = 0, gy, rows_per_group = MATMUL_TILE;
     const uint64_t items = mv_items(wa->type, n_in); /* of a row, in mv.comp */
-    bool long_rows = false; /* mv.comp: a row per workgroup of d->mv_long_tpr */
+    bool long_rows = false; /* mv.comp: a row per workgroup of d->tune.mv_long_tpr */
     if (path == IG_VK_MATMUL_VEC || path == IG_VK_MATMUL_FAST || path == IG_VK_MATMUL_INT8) {
         uint32_t nc = 1;
         while (nc < T && nc < MATVEC_MAX_COLS) nc *= 2;
-        long_rows = path != IG_VK_MATMUL_VEC && nc == 1 && !has_tail && d->mv_long_tpr &&
-                    n_in * 100 >= (uint64_t)d->mv_long_pct * n_out && n_out >= d->mv_long_rows;
+        long_rows = path != IG_VK_MATMUL_VEC && nc == 1 && !has_tail && d->tune.mv_long_tpr &&
+                    n_in * 100 >= (uint64_t)d->tune.mv_long_pct * n_out && n_out >= d->tune.mv_long_rows;
         spec1 = nc;
         gy = ceil_div(T, nc);
         if (path == IG_VK_MATMUL_VEC) {
@@ -575,7 +575,7 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
             rows_per_group = MATVEC_ROWS;
             snprintf(name, sizeof name, "matvec%s_%s", wb ? "_geglu" : "", type_suffix(wa->type));
         } else {
-            spec0 = long_rows ? d->mv_long_tpr : d->mv_wg;
+            spec0 = long_rows ? d->tune.mv_long_tpr : d->tune.mv_wg;
             if (long_rows) spec2 = rows_per_group = 1;
             else
                 rows_per_group = has_tail && tail->kind != TAIL_V
@@ -594,8 +594,8 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
         }
     } else if (path == IG_VK_MATMUL_COOPMAT || path == IG_VK_MATMUL_COOPMAT_INT8) {
         const bool f16 = path == IG_VK_MATMUL_COOPMAT; /* mmcm.comp; else mmq.comp */
-        spec1 = f16 ? d->cm_pf & 1 : 0;
-        spec2 = f16 ? d->cm_pf >> 1 : 0;
+        spec1 = f16 ? d->tune.cm_pf & 1 : 0;
+        spec2 = f16 ? d->tune.cm_pf >> 1 : 0;
         rows_per_group = cp.rows_per_group;
         gy = cp.gy * cp.n_split;
         /* where the device has both: KHR's 16-token fragments for batches
@@ -615,8 +615,8 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
     VkPipeline pipe;
     const bool mv = path == IG_VK_MATMUL_FAST || path == IG_VK_MATMUL_INT8;
     /* spec1: the mat-vec's column tile */
-    const uint32_t tpr = !mv ? 0 : long_rows ? d->mv_long_tpr : mv_group_tpr(d, spec1, items);
-    const uint32_t max_unroll = long_rows ? d->mv_long_unroll : mv ? mv_group_unroll(d, spec1) : 0;
+    const uint32_t tpr = !mv ? 0 : long_rows ? d->tune.mv_long_tpr : mv_group_tpr(d, spec1, items);
+    const uint32_t max_unroll = long_rows ? d->tune.mv_long_unroll : mv ? mv_group_unroll(d, spec1) : 0;
     const uint32_t spec[5] = {spec0, spec1, spec2, tpr, mv ? mv_unroll(items, tpr, max_unroll) : 0};
     IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline_spec(d, name, spec, 5, &pipe)));
     for (int i = 0; i < wa->n_parts; i++) {
@@ -711,7 +711,7 @@ ig_status ig_vk_op_matmul_geglu(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buf
 bool ig_vk_qkv_tail_ok(ig_vk_graph *g, const ig_vk_qkv *p, const ig_vk_kv *kv, ig_vk_view src) {
     if (!g || !p || !kv || ig_vk_graph_error(g) != IG_OK) return false;
     const ig_vk_device *d = ig_vk_graph_device(g);
-    if (!d->head_tail_nr || ig_vk_graph_matmul_path(g) != IG_VK_MATMUL_AUTO || ig_vk_graph_max_tokens(g) != 1 ||
+    if (!d->tune.head_tail_nr || ig_vk_graph_matmul_path(g) != IG_VK_MATMUL_AUTO || ig_vk_graph_max_tokens(g) != 1 ||
         !p->qnorm || !p->knorm || (kv->type != IG_KV_F16 && kv->type != IG_KV_F32))
         return false;
     const int64_t hd = kv->head_dim;
@@ -924,12 +924,12 @@ ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, i
         uint32_t tiled, tile_run; /* common.glsl's attn_tiled_step */
     } pc = {(uint32_t)n_head, (uint32_t)kv->n_head_kv, (uint32_t)kv->head_dim, qoff, qs, ooff, os, kcoff, vcoff,
             (uint32_t)kv->cap, (uint32_t)kv->n_seq, (uint32_t)kv->n_head_kv * (uint32_t)kv->head_dim,
-            (uint32_t)kv->window, scale, softcap, 0, 1, 0, 0, 1, 0, d->attn_tile_run};
+            (uint32_t)kv->window, scale, softcap, 0, 1, 0, 0, 1, 0, d->tune.attn_tile_run};
     /* attn.comp: a subgroup per key, G query heads per workgroup, split
      * over chunks of keys when tokens x kv heads leave the GPU idle */
     const uint32_t SG = d->info.subgroup_size, G = (uint32_t)(n_head / kv->n_head_kv), NSG = 4;
     const uint64_t shared = attn_shared(NSG, G);
-    const bool flash = !d->attn_legacy && SG >= 4 && SG <= 64 && kv->head_dim % (int)SG == 0 && G <= 8 &&
+    const bool flash = SG >= 4 && SG <= 64 && kv->head_dim % (int)SG == 0 && G <= 8 &&
                        shared <= d->info.max_shared_memory && NSG * SG <= d->info.max_wg_invocations;
     /* attn_tile.comp for graphs of many tokens: K and V rows read once per
      * block of query rows rather than once per token. It suits prefill, not
@@ -948,7 +948,7 @@ ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, i
     const bool cm = d->cm.attn && (hd == 64 || hd == 128 || hd == 256) && attn_cm_rows(hd) % G == 0 &&
                     attn_cm_shared(hd, khr ? 16 : 8) <= d->info.max_shared_memory;
     const uint32_t rows = cm ? attn_cm_rows(hd) : attn_tile_rows(hd);
-    if (kv->type == IG_KV_F16 && T >= d->attn_tile_min && (hd == 64 || hd == 128 || hd == 256) && G <= rows &&
+    if (kv->type == IG_KV_F16 && T >= d->tune.attn_tile_min && (hd == 64 || hd == 128 || hd == 256) && G <= rows &&
         rows % G == 0 && kcoff % 8 == 0 && vcoff % 8 == 0 && qoff % 4 == 0 && qs % 4 == 0 && ooff % 4 == 0 &&
         os % 4 == 0 && (cm || attn_tile_shared(hd) <= d->info.max_shared_memory)) {
         pc.tiled = flash ? 1 : 2;
@@ -973,7 +973,7 @@ ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, i
         return ig_vk_rec_dispatch(g, pipe, parts, 4, &pc, sizeof pc, (uint32_t)n_head, (uint32_t)T, 1);
     }
     const uint64_t n_keys = kv->window > 0 && kv->window < kv->cap ? (uint64_t)kv->window : (uint64_t)kv->cap;
-    uint64_t chunks = (d->attn_wgs + T * kv->n_head_kv - 1) / (T * (uint64_t)kv->n_head_kv);
+    uint64_t chunks = (d->tune.attn_wgs + T * kv->n_head_kv - 1) / (T * (uint64_t)kv->n_head_kv);
     if (chunks > 32) chunks = 32;
     if (chunks < 1) chunks = 1;
     /* chunks of at least min_keys keys (4 per subgroup); how many keys each
@@ -1015,10 +1015,10 @@ ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, i
         const uint64_t merge_shared =
             attn_shared(NSG, Gw) + 2 * 8 * 32 * 4 + 8 * 4 + 16 + (x8 ? (uint64_t)Gw * (64 * 12 + 8 * 12) : 0);
         R = x8 && pc.hpw > Gw ? pc.hpw : Gw;
-        fused = chunks > 1 && chunks <= 32 && R <= 8 && R * hd <= d->attn_merge_max &&
+        fused = chunks > 1 && chunks <= 32 && R <= 8 && R * hd <= d->tune.attn_merge_max &&
                 merge_shared <= d->info.max_shared_memory && n_head % (int)R == 0 &&
                 (!x8 || (pc.hpw > 0 && (pc.hpw % Gw == 0 || Gw % pc.hpw == 0)));
-        if (fused || !d->attn_split_heads || Gw % 2 || chunks <= 1 || R * hd <= d->attn_merge_max) break;
+        if (fused || Gw % 2 || chunks <= 1 || R * hd <= d->tune.attn_merge_max) break;
         Gw /= 2;
     }
     if (!fused) Gw = G;

@@ -52,35 +52,6 @@ const char *ig_vk_pipeline_name(const ig_vk_device *d, VkPipeline pipe) {
     return "?";
 }
 
-/* $IGNIS_VK_PIPE_STATS: what the driver says of a new pipeline (on NVIDIA:
- * registers, shared memory, spills), one line on stderr. */
-static void print_stats(const ig_vk_device *d, VkPipeline pipe, const char *name, const uint32_t *spec) {
-    VkPipelineInfoKHR pi = {.sType = VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR, .pipeline = pipe};
-    VkPipelineExecutablePropertiesKHR props = {.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR};
-    uint32_t n = 1;
-    if (ig_vk.vkGetPipelineExecutablePropertiesKHR(d->dev, &pi, &n, &props) < 0 || n == 0) return;
-    VkPipelineExecutableInfoKHR ei = {.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR, .pipeline = pipe};
-    VkPipelineExecutableStatisticKHR st[16];
-    uint32_t ns = 16;
-    for (uint32_t i = 0; i < ns; i++) st[i] = (VkPipelineExecutableStatisticKHR){
-                                         .sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR};
-    if (ig_vk.vkGetPipelineExecutableStatisticsKHR(d->dev, &ei, &ns, st) < 0) return;
-    fprintf(stderr, "vulkan pipeline %s [%u %u %u %u %u]:", name, spec[0], spec[1], spec[2], spec[3], spec[4]);
-    for (uint32_t i = 0; i < ns; i++) {
-        fprintf(stderr, " %s=", st[i].name);
-        switch (st[i].format) {
-        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: fprintf(stderr, "%u", st[i].value.b32); break;
-        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: fprintf(stderr, "%lld", (long long)st[i].value.i64); break;
-        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
-            fprintf(stderr, "%llu", (unsigned long long)st[i].value.u64);
-            break;
-        default: fprintf(stderr, "%g", st[i].value.f64); break;
-        }
-        fprintf(stderr, ";");
-    }
-    fprintf(stderr, "\n");
-}
-
 static int find_shader(const char *name) {
     for (int i = 0; i < ig_vk_shader_count; i++)
         if (strcmp(ig_vk_shader_table[i].name, name) == 0) return i;
@@ -138,13 +109,11 @@ ig_status ig_vk_pipeline_spec(ig_vk_device *d, const char *name, const uint32_t 
                   .module = mod,
                   .pName = "main",
                   .pSpecializationInfo = &si},
-        .flags = d->pipe_stats ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR : 0,
         .layout = d->layout};
     VkPipeline pipe;
     r = ig_vk.vkCreateComputePipelines(d->dev, VK_NULL_HANDLE, 1, &ci, NULL, &pipe);
     ig_vk.vkDestroyShaderModule(d->dev, mod, NULL);
     if (r != VK_SUCCESS) return ig_vk_fail(r, name);
-    if (d->pipe_stats) print_stats(d, pipe, name, spec);
     ig_vk_pipe *np = &d->pipes[d->n_pipes++];
     *np = (ig_vk_pipe){.shader = sh, .pipe = pipe};
     memcpy(np->spec, spec, sizeof spec);

@@ -34,7 +34,9 @@ static ig_status probe_graph(ig_vk_device *d, ig_vk_step *s, const char *shader,
     return IG_OK;
 }
 
-ig_status ig_vk_graph_best_time(ig_vk_graph *g, int runs, double *best) {
+/* Best wall time in seconds of `runs` replays of an ended graph, after one
+ * untimed replay. */
+static ig_status best_time(ig_vk_graph *g, int runs, double *best) {
     IG_TRY(ig_vk_graph_run(g));
     *best = 0;
     for (int i = 0; i < runs; i++) {
@@ -71,7 +73,7 @@ ig_status ig_vk_probe(ig_vk_device *d, ig_vk_probe_result *out) {
     if (st == IG_OK)
         st = probe_graph(d, s, "probe_read", src->parts, dst->parts, (uint32_t)(bytes / 16), read_groups,
                          PROBE_READ_REPS, &g);
-    if (st == IG_OK) st = ig_vk_graph_best_time(g, PROBE_RUNS, &t);
+    if (st == IG_OK) st = best_time(g, PROBE_RUNS, &t);
     if (st == IG_OK && t > 0) {
         out->read_bytes = bytes;
         out->runs = PROBE_RUNS;
@@ -83,7 +85,7 @@ ig_status ig_vk_probe(ig_vk_device *d, ig_vk_probe_result *out) {
     if (st == IG_OK && ig_vk_device_coopmat(d) && info->subgroup_size > 0) {
         st = probe_graph(d, s, khr ? "probe_mmak" : "probe_mma", NULL, dst->parts, PROBE_MMA_ITERS, mma_groups,
                          PROBE_MMA_REPS, &g);
-        if (st == IG_OK) st = ig_vk_graph_best_time(g, PROBE_RUNS, &t);
+        if (st == IG_OK) st = best_time(g, PROBE_RUNS, &t);
         if (st == IG_OK && t > 0) {
             /* KHR pipelines run in subgroups of 32 (required where not the default) */
             const double subgroups = (double)mma_groups * (PROBE_WG / (khr ? 32 : info->subgroup_size));
