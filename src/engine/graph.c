@@ -24,6 +24,44 @@ const char *ig_op_name(ig_op_kind k) {
     return "?";
 }
 
+ig_op_rw ig_op_io(const ig_op *op) {
+    ig_op_rw io = {.kv_read = -1, .kv_write = -1};
+    const uint32_t src = ig_buf_bit(op->src), dst = ig_buf_bit(op->dst);
+    switch (op->kind) {
+    case IG_OP_EMBED: io.writes = dst; break;
+    case IG_OP_KV_STORE:
+        io.reads = ig_buf_bit(IG_BUF_K) | ig_buf_bit(IG_BUF_V);
+        io.kv_write = op->layer;
+        break;
+    case IG_OP_ROPE:
+    case IG_OP_SOFTCAP: io.reads = io.writes = dst; break;
+    case IG_OP_GEGLU:
+    case IG_OP_ADD_RMSNORM:
+        io.reads = src | dst;
+        io.writes = dst;
+        break;
+    case IG_OP_ATTENTION:
+        io.reads = src;
+        io.writes = dst;
+        io.kv_read = op->layer;
+        break;
+    case IG_OP_RMSNORM:
+    case IG_OP_MATMUL:
+    case IG_OP_GATHER:
+        io.reads = src;
+        io.writes = dst;
+        break;
+    }
+    return io;
+}
+
+bool ig_ops_conflict(const ig_op *a, const ig_op *b) {
+    const ig_op_rw x = ig_op_io(a), y = ig_op_io(b);
+    if ((x.writes & (y.reads | y.writes)) || (x.reads & y.writes)) return true;
+    if (x.kv_write >= 0 && (x.kv_write == y.kv_read || x.kv_write == y.kv_write)) return true;
+    return y.kv_write >= 0 && y.kv_write == x.kv_read;
+}
+
 typedef struct builder {
     ig_graph *g;
     int cap;

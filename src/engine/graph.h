@@ -61,6 +61,23 @@ ig_status ig_graph_build(const ig_model *m, ig_graph *g);
 void ig_graph_free(ig_graph *g);
 const char *ig_op_name(ig_op_kind k);
 
+/* What an op reads and writes, as every backend executes it: masks of
+ * activation buffers (bit 1 << ig_buf_id) and the KV cache layer read or
+ * written (-1: none). Weights are constant and not listed. Planners and
+ * fusers reason about dataflow through this alone. */
+typedef struct ig_op_rw {
+    uint32_t reads, writes;
+    int kv_read, kv_write;
+} ig_op_rw;
+
+ig_op_rw ig_op_io(const ig_op *op);
+
+static inline uint32_t ig_buf_bit(ig_buf_id b) { return 1u << (unsigned)b; }
+
+/* Whether b must run after a: one writes what the other reads or writes
+ * (buffers or a KV layer). */
+bool ig_ops_conflict(const ig_op *a, const ig_op *b);
+
 /* The per-step values every backend reads. */
 typedef struct ig_step {
     int n_tokens;

@@ -91,7 +91,7 @@ static bool joins(const ig_op *prev, const ig_op *op) {
            op->on_outputs == prev->on_outputs && op->w->ne[0] == prev->w->ne[0] &&
            ig_mm_act_kind(op->w->type) == ig_mm_act_kind(prev->w->type) &&
            (ig_mm_act_kind(op->w->type) != IG_ACT_F32 || op->w->type == prev->w->type) &&
-           prev->dst != op->src;
+           !(ig_op_io(prev).writes & ig_op_io(op).reads);
 }
 
 /* Groups the ops into steps and sizes the matmul buffers. */
@@ -119,8 +119,13 @@ static ig_status plan(cpu_backend *cb, const ig_context *ctx, size_t *act_bytes,
         const ig_op *op = &g->ops[i];
         cpu_step st = {.op = i, .n = 1};
         if (ig_cpu_op_row_local(op)) {
+            /* A gather reads other rows than it writes: it cannot join a
+             * run that produces its input. */
+            uint32_t written = ig_op_io(op).writes;
             int j = i + 1;
-            while (j < g->n_ops && ig_cpu_op_row_local(&g->ops[j]) && g->ops[j].on_outputs == op->on_outputs) j++;
+            while (j < g->n_ops && ig_cpu_op_row_local(&g->ops[j]) && g->ops[j].on_outputs == op->on_outputs &&
+                   !(g->ops[j].kind == IG_OP_GATHER && (ig_op_io(&g->ops[j]).reads & written)))
+                written |= ig_op_io(&g->ops[j++]).writes;
             if (j < g->n_ops && g->ops[j].kind == IG_OP_MATMUL && g->ops[j].on_outputs == op->on_outputs) {
                 st = (cpu_step){.pre = i, .n_pre = j - i, .op = j, .n = 1, .matmul = true};
             } else {

@@ -177,21 +177,8 @@ static ig_vk_view view(const vk_backend *vb, ig_buf_id id) {
     return (ig_vk_view){vb->act[id], 0, vb->stride[id]};
 }
 
-/* What an op reads and writes, as the CPU backend executes it. */
-static bool op_reads(const ig_op *op, ig_buf_id b) {
-    switch (op->kind) {
-    case IG_OP_EMBED: return false;
-    case IG_OP_KV_STORE: return b == IG_BUF_K || b == IG_BUF_V;
-    case IG_OP_ROPE:
-    case IG_OP_SOFTCAP: return op->dst == b;
-    case IG_OP_GEGLU:
-    case IG_OP_ADD_RMSNORM: return op->src == b || op->dst == b;
-    default: return op->src == b;
-    }
-}
-
-static bool op_writes(const ig_op *op, ig_buf_id b) { return op->kind != IG_OP_KV_STORE && op->dst == b; }
-
+static bool op_reads(const ig_op *op, ig_buf_id b) { return ig_op_io(op).reads & ig_buf_bit(b); }
+static bool op_writes(const ig_op *op, ig_buf_id b) { return ig_op_io(op).writes & ig_buf_bit(b); }
 static bool op_touches(const ig_op *op, ig_buf_id b) { return op_reads(op, b) || op_writes(op, b); }
 
 /* Whether an op after `from` (not yet emitted) reads b before b is rewritten. */
