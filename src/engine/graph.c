@@ -150,6 +150,7 @@ ig_status ig_graph_build(const ig_model *m, ig_graph *g) {
         op->src = IG_BUF_Q;
         op->dst = IG_BUF_ATTN;
         op->layer = l;
+        op->n_heads = hp->n_head;
         op->width = hp->n_head * hdv;
         op->f0 = hp->attn_scale;
         op->f1 = hp->attn_logit_softcap;

@@ -43,7 +43,7 @@ typedef struct ig_op {
     ig_op_kind kind;
     ig_buf_id src, dst;
     int width;          /* row width of dst (of src for GATHER) in elements */
-    int n_heads;        /* RMSNORM/ROPE: rows are split into this many heads */
+    int n_heads;        /* RMSNORM/ROPE/ATTENTION: rows are split into this many heads */
     int layer;          /* KV_STORE / ATTENTION */
     const ig_tensor *w; /* EMBED / MATMUL weight */
     const float *norm;  /* RMSNORM / ADD_RMSNORM weight (f32, +1 folded) */

@@ -32,6 +32,7 @@
  *   further chunks, copied into the context's own logits. */
 #include "backend/vulkan/vk_internal.h"
 #include "engine/context.h"
+#include "engine/fuse.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -177,27 +178,6 @@ static ig_vk_view view(const vk_backend *vb, ig_buf_id id) {
     return (ig_vk_view){vb->act[id], 0, vb->stride[id]};
 }
 
-static bool op_reads(const ig_op *op, ig_buf_id b) { return ig_op_io(op).reads & ig_buf_bit(b); }
-static bool op_writes(const ig_op *op, ig_buf_id b) { return ig_op_io(op).writes & ig_buf_bit(b); }
-static bool op_touches(const ig_op *op, ig_buf_id b) { return op_reads(op, b) || op_writes(op, b); }
-
-/* Whether an op after `from` (not yet emitted) reads b before b is rewritten. */
-static bool read_later(const ig_graph *G, const bool *done, int from, ig_buf_id b) {
-    for (int j = from; j < G->n_ops; j++) {
-        if (done[j]) continue;
-        if (op_reads(&G->ops[j], b)) return true;
-        if (op_writes(&G->ops[j], b)) return false;
-    }
-    return false;
-}
-
-/* Whether ops (i, j) that are not yet emitted leave b alone. */
-static bool untouched_between(const ig_graph *G, const bool *done, int i, int j, ig_buf_id b) {
-    for (int k = i + 1; k < j; k++)
-        if (!done[k] && op_touches(&G->ops[k], b)) return false;
-    return true;
-}
-
 static ig_vk_rows rows_of(const ig_op *op) {
     if (op->dst == IG_BUF_LOGITS) return IG_VK_ROWS_HEAD;
     return op->on_outputs ? IG_VK_ROWS_OUTPUTS : IG_VK_ROWS_TOKENS;
@@ -205,122 +185,88 @@ static ig_vk_rows rows_of(const ig_op *op) {
 
 static ig_vk_buffer *wbuf(const vk_backend *vb, const void *key) { return vm_find(vb->vm, key); }
 
-/* Whether ops i .. i + 7 are attention's start as engine/graph.c lays it
- * out, none emitted yet but op i (being emitted): the q, k and v projections of one source, the
- * QK-norm of q and of k, their RoPE, the cache store; and nothing later
- * reads k or v (the fused form leaves k raw and writes no v). */
-static bool qkv_start(const ig_graph *G, const bool *done, int i) {
-    if (i + 8 > G->n_ops) return false;
-    for (int k = i + 1; k < i + 8; k++)
-        if (done[k]) return false;
-    const ig_op *q = &G->ops[i], *k = q + 1, *v = q + 2, *nq = q + 3, *nk = q + 4, *rq = q + 5, *rk = q + 6,
-                *st = q + 7;
-    const ig_buf_id x = q->src;
-    bool ok = q->kind == IG_OP_MATMUL && k->kind == IG_OP_MATMUL && v->kind == IG_OP_MATMUL &&
-              q->dst == IG_BUF_Q && k->dst == IG_BUF_K && v->dst == IG_BUF_V && k->src == x && v->src == x &&
-              x != IG_BUF_Q && x != IG_BUF_K && x != IG_BUF_V && !q->on_outputs && !k->on_outputs &&
-              !v->on_outputs;
-    ok = ok && nq->kind == IG_OP_RMSNORM && nq->src == IG_BUF_Q && nq->dst == IG_BUF_Q && nq->n_heads > 0 &&
-         nk->kind == IG_OP_RMSNORM && nk->src == IG_BUF_K && nk->dst == IG_BUF_K && nk->n_heads > 0 &&
-         !nq->on_outputs && !nk->on_outputs && nq->f0 == nk->f0 &&
-         nq->width / nq->n_heads == nk->width / nk->n_heads;
-    ok = ok && rq->kind == IG_OP_ROPE && rq->dst == IG_BUF_Q && rq->n_heads == nq->n_heads &&
-         rq->width == nq->width && rk->kind == IG_OP_ROPE && rk->dst == IG_BUF_K && rk->n_heads == nk->n_heads &&
-         rk->width == nk->width && rq->f0 == rk->f0 && rq->f1 == rk->f1 && st->kind == IG_OP_KV_STORE;
-    return ok && !read_later(G, done, i + 8, IG_BUF_K) && !read_later(G, done, i + 8, IG_BUF_V);
+/* Emits the fused form of f if this backend has it for these shapes
+ * (*emitted false otherwise: nothing recorded). */
+static ig_status emit_fusion(vk_backend *vb, ig_vk_graph *g, const ig_graph *G, const ig_fusion *f, bool *emitted) {
+    const ig_op *o[IG_FUSE_MAX_OPS];
+    for (int m = 0; m < f->n; m++) o[m] = &G->ops[f->op[m]];
+    *emitted = true;
+    switch (f->kind) {
+    case IG_FUSE_QKV: {
+        /* one-token graphs: QK-norm, RoPE and the cache store in the
+           projections' own dispatches */
+        const ig_op *q = o[0], *k = o[1], *v = o[2], *nq = o[3], *nk = o[4], *rq = o[5], *st = o[7];
+        const ig_vk_kv *kv = &vb->kv[st->layer];
+        const ig_vk_qkv p = {wbuf(vb, q->w),     wbuf(vb, k->w), wbuf(vb, v->w), wbuf(vb, nq->norm),
+                             wbuf(vb, nk->norm), nq->n_heads,    nq->f0,         rq->f0,
+                             rq->f1};
+        if (!ig_vk_qkv_tail_ok(g, &p, kv, view(vb, q->src))) break; /* (it checks the heads against the cache) */
+        return ig_vk_op_qkv_tail(g, &p, kv, view(vb, q->src), view(vb, q->dst), view(vb, k->dst), view(vb, v->dst));
+    }
+    case IG_FUSE_NORM_ROPE_STORE: {
+        const ig_op *n = o[0], *r = o[1], *s = o[2];
+        if (n->width / n->n_heads != vb->kv[s->layer].head_dim) break;
+        return ig_vk_op_rmsnorm_rope_kv_store(g, &vb->kv[s->layer], view(vb, IG_BUF_K), wbuf(vb, n->norm),
+                                              view(vb, IG_BUF_V), n->f0, r->f0, r->f1);
+    }
+    case IG_FUSE_NORM_ROPE: {
+        const ig_op *n = o[0], *r = o[1];
+        return ig_vk_op_rmsnorm_rope(g, view(vb, n->dst), wbuf(vb, n->norm), n->n_heads, n->width / n->n_heads, n->f0,
+                                     r->f0, r->f1);
+    }
+    case IG_FUSE_ROPE_STORE: {
+        const ig_op *r = o[0], *s = o[1];
+        if (r->width / r->n_heads != vb->kv[s->layer].head_dim) break;
+        return ig_vk_op_rope_kv_store(g, &vb->kv[s->layer], view(vb, IG_BUF_K), view(vb, IG_BUF_V), r->f0, r->f1);
+    }
+    case IG_FUSE_ADD_NORM_NORM: {
+        const ig_op *a = o[0], *n = o[1];
+        return ig_vk_op_add_rmsnorm_norm(g, rows_of(a), view(vb, a->src), view(vb, a->dst), wbuf(vb, a->norm),
+                                         view(vb, n->dst), wbuf(vb, n->norm), a->width, a->f0);
+    }
+    case IG_FUSE_MATMUL_GEGLU: {
+        const ig_op *gate = o[0], *up = o[1];
+        return ig_vk_op_matmul_geglu(g, rows_of(gate), wbuf(vb, gate->w), wbuf(vb, up->w), view(vb, gate->src),
+                                     view(vb, gate->dst));
+    }
+    case IG_FUSE_COUNT: break;
+    }
+    *emitted = false;
+    return IG_OK;
 }
 
-/* Emits op i (fused with later ops where possible), marking what it used. */
-static ig_status emit(vk_backend *vb, const ig_context *ctx, ig_vk_graph *g, int i, bool *done) {
-    const ig_graph *G = &ctx->graph;
-    const ig_hparams *hp = &ctx->model->hp;
+/* The fusions tried at an op, most ops first. */
+static const ig_fusion_kind fusions[] = {IG_FUSE_QKV,        IG_FUSE_MATMUL_GEGLU, IG_FUSE_NORM_ROPE_STORE,
+                                         IG_FUSE_NORM_ROPE,  IG_FUSE_ROPE_STORE,   IG_FUSE_ADD_NORM_NORM};
+
+/* Emits op i, fused with later ops where a pattern matches (engine/fuse.h);
+ * *used: the ops emitted, all marked done. */
+static ig_status emit(vk_backend *vb, const ig_graph *G, ig_vk_graph *g, int i, bool *done, ig_fusion *used) {
     const ig_op *op = &G->ops[i];
-    const ig_op *nx = i + 1 < G->n_ops && !done[i + 1] ? &G->ops[i + 1] : NULL;
     const ig_vk_rows rows = rows_of(op);
+    for (size_t k = 0; vb->fuse && k < sizeof fusions / sizeof fusions[0]; k++) {
+        bool emitted;
+        if (!ig_fuse_match(G, done, i, fusions[k], used)) continue;
+        IG_TRY(emit_fusion(vb, g, G, used, &emitted));
+        if (!emitted) continue;
+        for (int m = 0; m < used->n; m++) done[used->op[m]] = true;
+        return IG_OK;
+    }
+    *used = (ig_fusion){.kind = IG_FUSE_COUNT, .n = 1, .op = {i}};
     done[i] = true;
     switch (op->kind) {
     case IG_OP_EMBED: return ig_vk_op_embed(g, wbuf(vb, op->w), op->f0, view(vb, op->dst));
-    case IG_OP_RMSNORM: {
-        if (vb->fuse && op->src == op->dst && op->n_heads > 0 &&
-            (op->dst == IG_BUF_Q || op->dst == IG_BUF_K) && !op->on_outputs) {
-            /* QK-norm, then the RoPE of the same rows (and the cache store) */
-            for (int j = i + 1; j < G->n_ops; j++) {
-                const ig_op *r = &G->ops[j];
-                if (done[j]) continue;
-                if (r->kind == IG_OP_ROPE && r->dst == op->dst && r->n_heads == op->n_heads &&
-                    r->width == op->width && untouched_between(G, done, i, j, op->dst)) {
-                    const int hd = op->width / op->n_heads;
-                    if (op->dst == IG_BUF_Q) {
-                        done[j] = true;
-                        return ig_vk_op_rmsnorm_rope(g, view(vb, op->dst), wbuf(vb, op->norm), op->n_heads, hd,
-                                                     op->f0, r->f0, r->f1);
-                    }
-                    const ig_op *s = j + 1 < G->n_ops && !done[j + 1] ? &G->ops[j + 1] : NULL;
-                    if (s && s->kind == IG_OP_KV_STORE && untouched_between(G, done, i, j + 1, IG_BUF_V) &&
-                        !read_later(G, done, j + 2, IG_BUF_K) && hd == vb->kv[s->layer].head_dim) {
-                        done[j] = done[j + 1] = true;
-                        return ig_vk_op_rmsnorm_rope_kv_store(g, &vb->kv[s->layer], view(vb, IG_BUF_K),
-                                                              wbuf(vb, op->norm), view(vb, IG_BUF_V), op->f0,
-                                                              r->f0, r->f1);
-                    }
-                    break;
-                }
-                if (op_touches(r, op->dst)) break;
-            }
-        }
+    case IG_OP_RMSNORM:
         return ig_vk_op_rmsnorm(g, rows, view(vb, op->src), view(vb, op->dst), wbuf(vb, op->norm), op->width,
                                 op->n_heads > 0 ? op->n_heads : 1, op->f0);
-    }
     case IG_OP_ADD_RMSNORM:
-        if (vb->fuse && nx && nx->kind == IG_OP_RMSNORM && nx->src == op->dst && nx->n_heads <= 1 &&
-            nx->width == op->width && nx->on_outputs == op->on_outputs && nx->f0 == op->f0 &&
-            nx->dst != op->dst && nx->dst != op->src) {
-            done[i + 1] = true;
-            return ig_vk_op_add_rmsnorm_norm(g, rows, view(vb, op->src), view(vb, op->dst), wbuf(vb, op->norm),
-                                             view(vb, nx->dst), wbuf(vb, nx->norm), op->width, op->f0);
-        }
         return ig_vk_op_add_rmsnorm(g, rows, view(vb, op->src), view(vb, op->dst), wbuf(vb, op->norm), op->width,
                                     op->f0);
-    case IG_OP_MATMUL: {
-        if (vb->fuse && qkv_start(G, done, i)) {
-            /* one-token graphs: QK-norm, RoPE and the cache store in the
-               projections' own dispatches (ig_vk_op_qkv_tail) */
-            const ig_op *nq = op + 3, *nk = op + 4, *rq = op + 5, *st = op + 7;
-            const ig_vk_kv *kv = &vb->kv[st->layer];
-            const ig_vk_qkv p = {wbuf(vb, op->w),      wbuf(vb, op[1].w), wbuf(vb, op[2].w),
-                                 wbuf(vb, nq->norm),   wbuf(vb, nk->norm), nq->n_heads,
-                                 nq->f0,               rq->f0,            rq->f1};
-            if (ig_vk_qkv_tail_ok(g, &p, kv, view(vb, op->src))) { /* (it checks the heads against the cache) */
-                for (int k = i; k < i + 8; k++) done[k] = true;
-                return ig_vk_op_qkv_tail(g, &p, kv, view(vb, op->src), view(vb, IG_BUF_Q), view(vb, IG_BUF_K),
-                                         view(vb, IG_BUF_V));
-            }
-        }
-        const ig_op *gl = i + 2 < G->n_ops && !done[i + 2] ? &G->ops[i + 2] : NULL;
-        if (vb->fuse && nx && gl && nx->kind == IG_OP_MATMUL && gl->kind == IG_OP_GEGLU && nx->src == op->src &&
-            nx->on_outputs == op->on_outputs && gl->dst == op->dst && gl->src == nx->dst && gl->width == op->width &&
-            nx->w->type == op->w->type && nx->w->ne[0] == op->w->ne[0] && nx->w->ne[1] == op->w->ne[1] &&
-            op->dst != op->src && nx->dst != op->src && !read_later(G, done, i + 3, nx->dst) &&
-            op->dst != IG_BUF_LOGITS) {
-            done[i + 1] = done[i + 2] = true;
-            return ig_vk_op_matmul_geglu(g, rows, wbuf(vb, op->w), wbuf(vb, nx->w), view(vb, op->src),
-                                         view(vb, op->dst));
-        }
-        return ig_vk_op_matmul(g, rows, wbuf(vb, op->w), view(vb, op->src), view(vb, op->dst));
-    }
-    case IG_OP_ROPE: {
-        const int hd = op->width / op->n_heads;
-        if (vb->fuse && op->dst == IG_BUF_K && nx && nx->kind == IG_OP_KV_STORE &&
-            !read_later(G, done, i + 2, IG_BUF_K) && hd == vb->kv[nx->layer].head_dim) {
-            done[i + 1] = true;
-            return ig_vk_op_rope_kv_store(g, &vb->kv[nx->layer], view(vb, IG_BUF_K), view(vb, IG_BUF_V), op->f0,
-                                          op->f1);
-        }
-        return ig_vk_op_rope(g, view(vb, op->dst), op->n_heads, hd, op->f0, op->f1);
-    }
+    case IG_OP_MATMUL: return ig_vk_op_matmul(g, rows, wbuf(vb, op->w), view(vb, op->src), view(vb, op->dst));
+    case IG_OP_ROPE: return ig_vk_op_rope(g, view(vb, op->dst), op->n_heads, op->width / op->n_heads, op->f0, op->f1);
     case IG_OP_KV_STORE: return ig_vk_op_kv_store(g, &vb->kv[op->layer], view(vb, IG_BUF_K), view(vb, IG_BUF_V));
     case IG_OP_ATTENTION:
-        return ig_vk_op_attention(g, &vb->kv[op->layer], view(vb, op->src), view(vb, op->dst), hp->n_head, op->f0,
+        return ig_vk_op_attention(g, &vb->kv[op->layer], view(vb, op->src), view(vb, op->dst), op->n_heads, op->f0,
                                   op->f1);
     case IG_OP_GEGLU:
         return ig_vk_op_geglu(g, rows, view(vb, op->dst), view(vb, op->src), view(vb, op->dst), op->width);
@@ -395,18 +341,21 @@ static ig_status record(vk_backend *vb, const ig_context *ctx, int T, bool head,
     for (int i = 0; i < G->n_ops && st == IG_OK; i++) {
         if (done[i]) continue;
         const bool mm = G->ops[i].kind == IG_OP_MATMUL;
-        st = emit(vb, ctx, g, i, done);
+        ig_fusion used;
+        st = emit(vb, G, g, i, done, &used);
         if (st != IG_OK || !pf.done) continue;
         if (!mm) {
             st = pf_after(vb, G, g, &pf, i, done);
             continue;
         }
         /* what the matmuls just recorded read from L2 is no longer ahead */
-        for (int k = i; k < G->n_ops && k < i + 3; k++)
-            if (done[k] && G->ops[k].kind == IG_OP_MATMUL && pf.done[k] != UINT64_MAX) {
+        for (int m = 0; m < used.n; m++) {
+            const int k = used.op[m];
+            if (G->ops[k].kind == IG_OP_MATMUL && pf.done[k] != UINT64_MAX) {
                 pf.pending -= pf.done[k] < pf.pending ? pf.done[k] : pf.pending;
                 pf.done[k] = UINT64_MAX;
             }
+        }
     }
     free(pf.done);
     if (st == IG_OK && head && vb->logits_rb)
