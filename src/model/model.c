@@ -3,6 +3,7 @@
  * type, and builds the tokenizer the file carries. */
 #include "model/model.h"
 
+#include "engine/backend.h"
 #include "model/hparams.h"
 #include "tokenizer/tokenizer.h"
 
@@ -206,7 +207,7 @@ fail:
 
 void ig_model_free(ig_model *m) {
     if (!m) return;
-    if (m->backend_weights && m->backend_weights_free) m->backend_weights_free(m->backend_weights);
+    ig_device_free(m->device);
     ig_tokenizer_free(m->tokenizer);
     free(m->chat_template);
     free(m->norm_storage);

@@ -44,8 +44,9 @@ struct ig_model {
     char *chat_template;       /* may be NULL */
     size_t weight_bytes;
     char *path;
-    void *backend_weights; /* backend-owned device copies (Vulkan), or NULL */
-    void (*backend_weights_free)(void *);
+    /* where the model's graphs run, with what its contexts share there (a
+     * GPU's copies of the weights); made by the first context */
+    struct ig_device *device;
 };
 
 /* Table of tensors of the model's source file. */

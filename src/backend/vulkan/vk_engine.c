@@ -2,9 +2,9 @@
  * recorded into one command buffer per batch-size bucket and replayed with
  * one submit per step.
  *
- * - Weights (and the f32 norm vectors) are uploaded once per model and kept
- *   in model->backend_weights, so every context of the model shares them,
- *   together with the device.
+ * - The model's ig_device (engine/backend.h) holds the Vulkan device and
+ *   the weights (and the f32 norm vectors), uploaded once, so every context
+ *   of the model shares them.
  * - Per context: the activation buffers, the KV cache (K and V of each layer
  *   in a buffer of its own, which must fit one binding), a step buffer for
  *   the per-step values and a logits buffer read back after the step.
@@ -14,7 +14,8 @@
  *   ops writing the logits form a separate "head" graph, chosen by the
  *   step's output count (mat-vec for up to 8 rows, tiled above) and
  *   submitted with the body in the same vkQueueSubmit.
- * - Fusions, where the op list allows them (IGNIS_VK_FUSE=0 turns them off):
+ * - Fusions, where the op list allows them (matched by dataflow,
+ *   engine/fuse.h; IGNIS_VK_FUSE=0 turns them off):
  *   post-norm + residual + next pre-norm (add_rmsnorm_norm), QK-norm + RoPE
  *   of Q (rmsnorm_rope), QK-norm + RoPE of K + the cache store
  *   (rmsnorm_rope_kv_store, else rope_kv_store), gate + up + GeGLU
@@ -31,21 +32,19 @@
  *   A step wanting more outputs than head_cap runs the output projection in
  *   further chunks, copied into the context's own logits. */
 #include "backend/vulkan/vk_internal.h"
-#include "engine/context.h"
+#include "engine/backend.h"
 #include "engine/fuse.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct ig_backend ig_backend;
-ig_status ig_backend_vulkan_create(ig_context *ctx, ig_backend **out);
 
 #define MAX_BUCKETS 24
 #define LOGITS_BUDGET (256ull << 20) /* bytes of device logits per context */
 #define HEAD_VEC_ROWS 8              /* output rows the mat-vec head takes */
 
-/* ---- weights shared by the contexts of a model ---- */
+/* ---- the device: weights shared by the contexts of a model ---- */
 
 typedef struct wentry {
     const void *key; /* an ig_tensor, or a norm vector */
@@ -114,47 +113,31 @@ static ig_status upload_norm(vk_model *vm, const float *p, int n) {
     return st;
 }
 
-/* The model's device copies, created by its first context. */
-static ig_status model_weights(ig_context *ctx, vk_model **out) {
-    ig_model *m = ctx->model;
-    const int device = m->params.device;
-    if (m->backend_weights) {
-        if (m->backend_weights_free != vk_model_free)
-            return ig_fail(IG_ERR_INTERNAL, "vulkan: the model holds another backend's weights");
-        *out = m->backend_weights;
-        return IG_OK;
-    }
-    vk_model *vm = ig_calloc_array(1, sizeof *vm);
-    if (!vm) return IG_ERR_NO_MEMORY;
-    vm->device = device;
-    ig_vk_device_params dp = ig_vk_device_default_params();
-    dp.index = device;
-    ig_status st = ig_vk_device_create(&dp, &vm->dev);
-    const ig_graph *G = &ctx->graph;
+/* Uploads the weights and norm vectors the graph reads that the device
+ * does not hold yet (the contexts of a model share them). */
+static ig_status upload_weights(vk_model *vm, const ig_graph *G) {
+    ig_status st = IG_OK;
     for (int i = 0; i < G->n_ops && st == IG_OK; i++) {
         const ig_op *op = &G->ops[i];
         if (op->w) st = upload_tensor(vm, op->w);
         if (st == IG_OK && op->norm) st = upload_norm(vm, op->norm, op->width / (op->n_heads > 0 ? op->n_heads : 1));
     }
-    if (st != IG_OK) {
-        vk_model_free(vm);
-        return st;
-    }
-    m->backend_weights = vm;
-    m->backend_weights_free = vk_model_free;
-    *out = vm;
-    return IG_OK;
+    return st;
 }
 
+static const ig_device_ops vk_device_ops;
+
 const ig_vk_device *ig_vk_engine_device(const ig_model *m) {
-    if (!m || m->backend_weights_free != vk_model_free) return NULL;
-    return ((const vk_model *)m->backend_weights)->dev;
+    if (!m || !m->device || m->device->ops != &vk_device_ops) return NULL;
+    return ((const vk_model *)m->device->impl)->dev;
 }
 
 /* ---- a context's backend ---- */
 
 typedef struct vk_backend {
     vk_model *vm;
+    const ig_graph *G;
+    int n_vocab;
     ig_vk_device *dev;
     ig_vk_step *step;
     ig_vk_buffer *act[IG_BUF_COUNT];
@@ -325,8 +308,8 @@ static ig_status pf_after(vk_backend *vb, const ig_graph *G, ig_vk_graph *g, pre
 /* The body (every op but those writing the logits) for buckets of T tokens,
  * or the head (the ops writing the logits, then the copy to host memory) for
  * up to T output rows. */
-static ig_status record(vk_backend *vb, const ig_context *ctx, int T, bool head, ig_vk_graph **out) {
-    const ig_graph *G = &ctx->graph;
+static ig_status record(vk_backend *vb, int T, bool head, ig_vk_graph **out) {
+    const ig_graph *G = vb->G;
     ig_vk_graph *g;
     IG_TRY(ig_vk_graph_begin(vb->dev, vb->step, T, &g));
     bool *done = ig_calloc_array((size_t)G->n_ops + 1, sizeof *done);
@@ -360,7 +343,7 @@ static ig_status record(vk_backend *vb, const ig_context *ctx, int T, bool head,
     free(pf.done);
     if (st == IG_OK && head && vb->logits_rb)
         st = ig_vk_op_copy(g, IG_VK_ROWS_HEAD, (ig_vk_view){vb->logits, 0, 0}, (ig_vk_view){vb->logits_rb, 0, 0},
-                           ctx->model->hp.n_vocab);
+                           vb->n_vocab);
     if (st == IG_OK) st = ig_vk_graph_end(g);
     free(done);
     if (st != IG_OK) {
@@ -373,9 +356,9 @@ static ig_status record(vk_backend *vb, const ig_context *ctx, int T, bool head,
 
 /* The graph of chunk c (c >= 1) of the output rows: the output projection
  * (and softcap) of rows c * head_cap .. of OUT_H. */
-static ig_status record_head(vk_backend *vb, const ig_context *ctx, int c, ig_vk_graph **out) {
-    const ig_graph *G = &ctx->graph;
-    const int V = ctx->model->hp.n_vocab;
+static ig_status record_head(vk_backend *vb, int c, ig_vk_graph **out) {
+    const ig_graph *G = vb->G;
+    const int V = vb->n_vocab;
     ig_vk_graph *g;
     IG_TRY(ig_vk_graph_begin(vb->dev, vb->hstep, vb->head_cap, &g));
     ig_status st = IG_OK;
@@ -422,12 +405,13 @@ static ig_status read_logits(vk_backend *vb, float *dst, int n, int V) {
     return ig_vk_buffer_read(src, 0, dst, bytes);
 }
 
-static ig_status vk_compute(ig_backend *be, ig_context *ctx, const ig_step *st) {
+static ig_status vk_compute(ig_backend *be, const ig_step *st, float *logits, const float **rows_out) {
     vk_backend *vb = be->impl;
-    const int V = ctx->model->hp.n_vocab;
+    const int V = vb->n_vocab;
+    *rows_out = logits;
     int bi = 0;
     while (bi < vb->n_buckets - 1 && vb->bucket[bi] < st->n_tokens) bi++;
-    if (!vb->graph[bi]) IG_TRY(record(vb, ctx, vb->bucket[bi], false, &vb->graph[bi]));
+    if (!vb->graph[bi]) IG_TRY(record(vb, vb->bucket[bi], false, &vb->graph[bi]));
     const int first = st->n_out < vb->head_cap ? st->n_out : vb->head_cap;
     ig_vk_graph *run[2] = {vb->graph[bi], NULL};
     if (first > 0) {
@@ -437,16 +421,16 @@ static ig_status vk_compute(ig_backend *be, ig_context *ctx, const ig_step *st) 
         while (T < first && T < HEAD_VEC_ROWS) T *= 2, hi++;
         if (T < first) T = vb->head_cap, hi = 4;
         if (T > vb->head_cap) T = vb->head_cap;
-        if (!vb->head[hi]) IG_TRY(record(vb, ctx, T, true, &vb->head[hi]));
+        if (!vb->head[hi]) IG_TRY(record(vb, T, true, &vb->head[hi]));
         run[1] = vb->head[hi];
     }
     IG_TRY(ig_vk_step_set(vb->step, st->n_tokens, st->tokens, st->pos, st->seq, st->n_out, st->out_idx));
     IG_TRY(ig_vk_graphs_run(run, run[1] ? 2 : 1));
     const ig_vk_buffer *out_rows = host_logits(vb);
     if (first > 0 && st->n_out == first && ig_vk_buffer_host_cached(out_rows))
-        ctx->logits_out = ig_vk_buffer_host_ptr(out_rows); /* one chunk: read in place */
+        *rows_out = ig_vk_buffer_host_ptr(out_rows); /* one chunk: read in place */
     else if (first > 0)
-        IG_TRY(read_logits(vb, ctx->logits, first, V));
+        IG_TRY(read_logits(vb, logits, first, V));
     for (int c = 1; c * vb->head_cap < st->n_out; c++) {
         if (c > vb->n_hgraph) {
             ig_vk_graph **ng = ig_realloc_array(vb->hgraph, (size_t)c, sizeof *ng);
@@ -455,11 +439,11 @@ static ig_status vk_compute(ig_backend *be, ig_context *ctx, const ig_step *st) 
             for (int k = vb->n_hgraph; k < c; k++) vb->hgraph[k] = NULL;
             vb->n_hgraph = c;
         }
-        if (!vb->hgraph[c - 1]) IG_TRY(record_head(vb, ctx, c, &vb->hgraph[c - 1]));
+        if (!vb->hgraph[c - 1]) IG_TRY(record_head(vb, c, &vb->hgraph[c - 1]));
         const int rows = st->n_out - c * vb->head_cap < vb->head_cap ? st->n_out - c * vb->head_cap : vb->head_cap;
         IG_TRY(ig_vk_step_set(vb->hstep, rows, NULL, NULL, NULL, 0, NULL));
         IG_TRY(ig_vk_graph_run(vb->hgraph[c - 1]));
-        IG_TRY(read_logits(vb, ctx->logits + (size_t)c * (size_t)vb->head_cap * (size_t)V, rows, V));
+        IG_TRY(read_logits(vb, logits + (size_t)c * (size_t)vb->head_cap * (size_t)V, rows, V));
     }
     return IG_OK;
 }
@@ -501,16 +485,15 @@ static ig_status make_buffer(vk_backend *vb, uint64_t bytes, const char *what, i
     return st;
 }
 
-static ig_status setup(vk_backend *vb, ig_context *ctx) {
-    const ig_context_params *p = &ctx->params;
-    const ig_hparams *hp = &ctx->model->hp;
-    const ig_graph *G = &ctx->graph;
-    const int nb = p->n_batch, V = hp->n_vocab;
+static ig_status setup(vk_backend *vb, const ig_backend_desc *desc) {
+    const ig_graph *G = desc->graph;
+    const ig_kv_cache *kv = desc->kv;
+    const int nb = desc->n_batch, V = G->buf_width[IG_BUF_LOGITS];
     const char *fz = getenv("IGNIS_VK_FUSE");
     vb->fuse = !(fz && strcmp(fz, "0") == 0);
-    if (hp->head_dim != hp->head_dim_v)
-        return ig_fail(IG_ERR_UNSUPPORTED, "vulkan: K and V head sizes differ (%d, %d)", hp->head_dim,
-                       hp->head_dim_v);
+    if (kv->head_dim != kv->head_dim_v)
+        return ig_fail(IG_ERR_UNSUPPORTED, "vulkan: K and V head sizes differ (%d, %d)", kv->head_dim,
+                       kv->head_dim_v);
     IG_TRY(ig_vk_step_create(vb->dev, nb, &vb->step));
     /* logits rows held on the device at once */
     const uint64_t row = (uint64_t)V * 4;
@@ -533,7 +516,6 @@ static ig_status setup(vk_backend *vb, ig_context *ctx) {
         IG_TRY(make_buffer(vb, (uint64_t)vb->head_cap * row, "logits buffer", IG_VK_MEM_READBACK, &vb->logits_rb));
     if (vb->head_cap < nb) IG_TRY(ig_vk_step_create(vb->dev, vb->head_cap, &vb->hstep));
     /* KV cache: the engine's ring layout, one buffer per layer and K / V */
-    const ig_kv_cache *kv = &ctx->kv;
     const uint64_t es = ig_kv_elem_size(kv->type);
     for (int l = 0; l < kv->n_layer; l++) {
         const ig_kv_layer *L = &kv->layers[l];
@@ -549,8 +531,8 @@ static ig_status setup(vk_backend *vb, ig_context *ctx) {
         k->type = kv->type;
         k->n_seq = kv->n_seq;
         k->cap = L->cap;
-        k->n_head_kv = hp->n_head_kv;
-        k->head_dim = hp->head_dim;
+        k->n_head_kv = kv->n_head_kv;
+        k->head_dim = kv->head_dim;
         k->window = L->window;
     }
     /* buckets: powers of two below n_batch, then n_batch */
@@ -559,10 +541,12 @@ static ig_status setup(vk_backend *vb, ig_context *ctx) {
     return IG_OK;
 }
 
-ig_status ig_backend_vulkan_create(ig_context *ctx, ig_backend **out) {
+static ig_status vk_backend_create(ig_device *dev, const ig_backend_desc *desc, ig_backend **out) {
     *out = NULL;
-    vk_model *vm = NULL;
-    IG_TRY(model_weights(ctx, &vm));
+    vk_model *vm = dev->impl;
+    if (!desc->kv || !desc->graph || desc->n_batch < 1)
+        return ig_fail(IG_ERR_INVALID_ARG, "vulkan backend: incomplete descriptor");
+    IG_TRY(upload_weights(vm, desc->graph));
     ig_backend *be = ig_calloc_array(1, sizeof *be);
     vk_backend *vb = ig_calloc_array(1, sizeof *vb);
     if (!be || !vb) {
@@ -574,11 +558,50 @@ ig_status ig_backend_vulkan_create(ig_context *ctx, ig_backend **out) {
     be->impl = vb;
     vb->vm = vm;
     vb->dev = vm->dev;
-    ig_status st = setup(vb, ctx);
+    vb->G = desc->graph;
+    vb->n_vocab = desc->graph->buf_width[IG_BUF_LOGITS];
+    ig_status st = setup(vb, desc);
     if (st != IG_OK) {
         vk_destroy(be);
         return st;
     }
     *out = be;
+    return IG_OK;
+}
+
+static void vk_device_free(ig_device *dev) {
+    if (!dev) return;
+    vk_model_free(dev->impl);
+    free(dev);
+}
+
+static const ig_device_ops vk_device_ops = {
+    .name = "vulkan",
+    .host_kv = false,
+    .backend_create = vk_backend_create,
+    .free = vk_device_free,
+};
+
+ig_status ig_device_vulkan_create(int index, ig_device **out) {
+    *out = NULL;
+    ig_device *d = ig_calloc_array(1, sizeof *d);
+    vk_model *vm = ig_calloc_array(1, sizeof *vm);
+    if (!d || !vm) {
+        free(d);
+        free(vm);
+        return IG_ERR_NO_MEMORY;
+    }
+    vm->device = index;
+    ig_vk_device_params dp = ig_vk_device_default_params();
+    dp.index = index;
+    ig_status st = ig_vk_device_create(&dp, &vm->dev);
+    if (st != IG_OK) {
+        vk_model_free(vm);
+        free(d);
+        return st;
+    }
+    d->ops = &vk_device_ops;
+    d->impl = vm;
+    *out = d;
     return IG_OK;
 }
