@@ -432,3 +432,25 @@ IG_TEST(engine_fusions_respect_dataflow) {
     ig_graph_free(&g);
     ig_model_free(m);
 }
+
+/* The family table: names and config.json model types find the builder. */
+IG_TEST(engine_arch_table) {
+    const ig_arch *a = ig_arch_find("gemma3", 6);
+    REQUIRE(a);
+    CHECK(strcmp(a->name, "gemma3") == 0 && a->build_graph == ig_gemma3_build_graph);
+    CHECK(ig_arch_find("gemma3x", 6) == a); /* the first len bytes only */
+    CHECK(ig_arch_find("gemma", 5) == NULL);
+    CHECK(ig_arch_find("llama", 5) == NULL);
+    CHECK(ig_arch_find(NULL, 0) == NULL);
+    CHECK(ig_arch_find_hf("gemma3_text") == a);
+    CHECK(ig_arch_find_hf("gemma3") == a);
+    CHECK(ig_arch_find_hf("gemma2") == NULL);
+    ig_model *m = load_fixture("tiny-1b-like", "f32", 1);
+    REQUIRE(m);
+    CHECK(m->arch == a);
+    ig_graph g;
+    REQUIRE(ig_graph_build(m, &g) == IG_OK);
+    CHECK_EQ_INT(g.n_ops, 18 * ig_model_hparams(m)->n_layer + 4); /* embed; gather, final norm, output */
+    ig_graph_free(&g);
+    ig_model_free(m);
+}
