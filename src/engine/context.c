@@ -15,6 +15,22 @@ ig_context_params ig_context_default_params(void) {
     return p;
 }
 
+/* The model's device, made by its first context (contexts of one model are
+ * created one at a time). */
+static ig_status model_device(ig_model *model) {
+    if (model->device) return IG_OK;
+    switch (model->params.backend) {
+    case IG_BACKEND_CPU: return ig_device_cpu_create(&model->device);
+    case IG_BACKEND_VULKAN:
+#ifdef IGNIS_HAVE_VULKAN
+        return ig_device_vulkan_create(model->params.device, &model->device);
+#else
+        return ig_fail(IG_ERR_UNSUPPORTED, "this ignis was built without the Vulkan backend");
+#endif
+    }
+    return ig_fail(IG_ERR_INVALID_ARG, "unknown backend %d", (int)model->params.backend);
+}
+
 ig_status ig_context_create(ig_model *model, const ig_context_params *params, ig_context **out) {
     if (!out) return ig_fail(IG_ERR_INVALID_ARG, "ig_context_create: out is NULL");
     *out = NULL;
@@ -41,22 +57,8 @@ ig_status ig_context_create(ig_model *model, const ig_context_params *params, ig
     ctx->params = p;
     ig_status st = ig_graph_build(model, &ctx->graph);
     if (st != IG_OK) goto fail;
-    /* The Vulkan backend keeps the KV cache in device memory: only the
-     * layout and the bookkeeping are kept on the host then. */
-    if (!model->device) { /* the first context makes the model's device */
-        switch (model->params.backend) {
-        case IG_BACKEND_CPU: st = ig_device_cpu_create(&model->device); break;
-        case IG_BACKEND_VULKAN:
-#ifdef IGNIS_HAVE_VULKAN
-            st = ig_device_vulkan_create(model->params.device, &model->device);
-#else
-            st = ig_fail(IG_ERR_UNSUPPORTED, "this ignis was built without the Vulkan backend");
-#endif
-            break;
-        default: st = ig_fail(IG_ERR_INVALID_ARG, "unknown backend %d", (int)model->params.backend);
-        }
-        if (st != IG_OK) goto fail;
-    }
+    st = model_device(model);
+    if (st != IG_OK) goto fail;
     /* A device backend keeps the KV cache in its memory: only the layout
      * and the bookkeeping are kept on the host then. */
     st = ig_kv_cache_init_ex(&ctx->kv, hp, p.kv_type, p.n_seq, p.n_ctx, p.n_batch, model->device->ops->host_kv);

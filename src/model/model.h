@@ -1,7 +1,7 @@
-/* A loaded model (Gemma 3 layout): hyper-parameters plus per-layer views of the
- * weights inside the mapped file(s). Norm weights are the only copies: they
- * are tiny, and converting them to f32 with the HF "+1" folded in gives every
- * backend one convention. */
+/* A loaded model: its family, hyper-parameters and per-layer views of the
+ * weights inside the mapped file(s) (the Gemma 3 layout). Norm weights are
+ * the only copies: they are tiny, and converting them to f32 with the HF
+ * "+1" folded in gives every backend one convention. */
 #ifndef IG_MODEL_H
 #define IG_MODEL_H
 
