@@ -190,10 +190,14 @@ static ig_status cpu_backend_create(ig_device *dev, const ig_backend_desc *desc,
         cpu_destroy(be);
         return IG_ERR_NO_MEMORY;
     }
-    /* Scratch: a row of attention scores, or of any op's temporaries. */
-    size_t widest = (size_t)IG_MAX(g->buf_width[IG_BUF_X], g->buf_width[IG_BUF_GATE]);
-    widest = IG_MAX(widest, (size_t)g->buf_width[IG_BUF_ATTN]);
-    widest = IG_MAX(widest, (size_t)kv->n_ctx);
+    /* Scratch: a row of attention scores, or of any op's temporaries (a
+     * row of a buffer; RoPE: three half-heads). */
+    size_t widest = (size_t)kv->n_ctx;
+    for (int i = 0; i < IG_BUF_COUNT; i++)
+        if (i != IG_BUF_LOGITS) widest = IG_MAX(widest, (size_t)g->buf_width[i]);
+    for (int i = 0; i < g->n_ops; i++)
+        if (g->ops[i].kind == IG_OP_ROPE && g->ops[i].n_heads > 0)
+            widest = IG_MAX(widest, (size_t)(3 * (g->ops[i].width / g->ops[i].n_heads) / 2 + 1));
     widest = IG_MAX(widest, (size_t)kv->head_dim * 2);
     widest = IG_MAX(widest, ig_attn_scratch_floats(kv->head_dim, kv->head_dim_v));
     cb->n_threads = ig_threadpool_size(desc->pool);
