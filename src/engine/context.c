@@ -15,6 +15,22 @@ ig_context_params ig_context_default_params(void) {
     return p;
 }
 
+/* The model's device, made by its first context (contexts of one model are
+ * created one at a time). */
+static ig_status model_device(ig_model *model) {
+    if (model->device) return IG_OK;
+    switch (model->params.backend) {
+    case IG_BACKEND_CPU: return ig_device_cpu_create(&model->device);
+    case IG_BACKEND_VULKAN:
+#ifdef IGNIS_HAVE_VULKAN
+        return ig_device_vulkan_create(model->params.device, &model->device);
+#else
+        return ig_fail(IG_ERR_UNSUPPORTED, "this ignis was built without the Vulkan backend");
+#endif
+    }
+    return ig_fail(IG_ERR_INVALID_ARG, "unknown backend %d", (int)model->params.backend);
+}
+
 ig_status ig_context_create(ig_model *model, const ig_context_params *params, ig_context **out) {
     if (!out) return ig_fail(IG_ERR_INVALID_ARG, "ig_context_create: out is NULL");
     *out = NULL;
@@ -41,10 +57,11 @@ ig_status ig_context_create(ig_model *model, const ig_context_params *params, ig
     ctx->params = p;
     ig_status st = ig_graph_build(model, &ctx->graph);
     if (st != IG_OK) goto fail;
-    /* The Vulkan backend keeps the KV cache in device memory: only the
-     * layout and the bookkeeping are kept on the host then. */
-    st = ig_kv_cache_init_ex(&ctx->kv, hp, p.kv_type, p.n_seq, p.n_ctx, p.n_batch,
-                             model->params.backend != IG_BACKEND_VULKAN);
+    st = model_device(model);
+    if (st != IG_OK) goto fail;
+    /* A device backend keeps the KV cache in its memory: only the layout
+     * and the bookkeeping are kept on the host then. */
+    st = ig_kv_cache_init_ex(&ctx->kv, hp, p.kv_type, p.n_seq, p.n_ctx, p.n_batch, model->device->ops->host_kv);
     if (st != IG_OK) goto fail;
     ctx->out_idx = ig_calloc_array((size_t)p.n_batch, sizeof(int32_t));
     ctx->seq_next = ig_calloc_array((size_t)p.n_seq, sizeof(int32_t));
@@ -54,17 +71,8 @@ ig_status ig_context_create(ig_model *model, const ig_context_params *params, ig
     }
     st = ig_threadpool_create(p.n_threads, &ctx->pool);
     if (st != IG_OK) goto fail;
-    switch (model->params.backend) {
-    case IG_BACKEND_CPU: st = ig_backend_cpu_create(ctx, &ctx->backend); break;
-    case IG_BACKEND_VULKAN:
-#ifdef IGNIS_HAVE_VULKAN
-        st = ig_backend_vulkan_create(ctx, &ctx->backend);
-#else
-        st = ig_fail(IG_ERR_UNSUPPORTED, "this ignis was built without the Vulkan backend");
-#endif
-        break;
-    default: st = ig_fail(IG_ERR_INVALID_ARG, "unknown backend %d", (int)model->params.backend);
-    }
+    const ig_backend_desc desc = {.graph = &ctx->graph, .kv = &ctx->kv, .n_batch = p.n_batch, .pool = ctx->pool};
+    st = model->device->ops->backend_create(model->device, &desc, &ctx->backend);
     if (st != IG_OK) goto fail;
     st = ig_context_reserve_logits(ctx, 1);
     if (st != IG_OK) goto fail;
@@ -141,7 +149,7 @@ ig_status ig_decode(ig_context *ctx, const ig_batch *b) {
     };
     ctx->n_outputs = 0;
     ctx->logits_out = ctx->logits;
-    IG_TRY(ctx->backend->ops->compute(ctx->backend, ctx, &step));
+    IG_TRY(ctx->backend->ops->compute(ctx->backend, &step, ctx->logits, &ctx->logits_out));
     for (int s = 0; s < p->n_seq; s++) {
         ctx->kv.seq_len[s] = ctx->seq_next[s];
         if (ctx->kv.seq_written[s] < ctx->seq_next[s]) ctx->kv.seq_written[s] = ctx->seq_next[s];

@@ -9,6 +9,7 @@
 #ifndef IG_GRAPH_H
 #define IG_GRAPH_H
 
+#include "model/arch.h"
 #include "model/model.h"
 
 typedef enum ig_buf_id {
@@ -43,7 +44,7 @@ typedef struct ig_op {
     ig_op_kind kind;
     ig_buf_id src, dst;
     int width;          /* row width of dst (of src for GATHER) in elements */
-    int n_heads;        /* RMSNORM/ROPE: rows are split into this many heads */
+    int n_heads;        /* RMSNORM/ROPE/ATTENTION: rows are split into this many heads */
     int layer;          /* KV_STORE / ATTENTION */
     const ig_tensor *w; /* EMBED / MATMUL weight */
     const float *norm;  /* RMSNORM / ADD_RMSNORM weight (f32, +1 folded) */
@@ -57,9 +58,44 @@ typedef struct ig_graph {
     int buf_width[IG_BUF_COUNT]; /* elements per row of each buffer */
 } ig_graph;
 
+/* The model's forward pass, by its family's builder (model/arch.h). */
 ig_status ig_graph_build(const ig_model *m, ig_graph *g);
 void ig_graph_free(ig_graph *g);
 const char *ig_op_name(ig_op_kind k);
+
+/* What an op reads and writes, as every backend executes it: masks of
+ * activation buffers (bit 1 << ig_buf_id) and the KV cache layer read or
+ * written (-1: none). Weights are constant and not listed. Planners and
+ * fusers reason about dataflow through this alone. */
+typedef struct ig_op_rw {
+    uint32_t reads, writes;
+    int kv_read, kv_write;
+} ig_op_rw;
+
+ig_op_rw ig_op_io(const ig_op *op);
+
+static inline uint32_t ig_buf_bit(ig_buf_id b) { return 1u << (unsigned)b; }
+
+/* Whether b must run after a: one writes what the other reads or writes
+ * (buffers or a KV layer). */
+bool ig_ops_conflict(const ig_op *a, const ig_op *b);
+
+/* Appending ops, for the family builders: ig_gb_begin sizes the list for
+ * up to cap ops; past it, ops are written to a scratch op and ig_gb_end
+ * fails (and frees the list). */
+typedef struct ig_graph_builder {
+    ig_graph *g;
+    int cap;
+    bool overflow;
+    ig_op scratch;
+} ig_graph_builder;
+
+ig_status ig_gb_begin(ig_graph_builder *b, ig_graph *g, int cap);
+ig_op *ig_gb_op(ig_graph_builder *b, ig_op_kind kind); /* zeroed but for kind; never NULL */
+ig_op *ig_gb_matmul(ig_graph_builder *b, ig_buf_id src, ig_buf_id dst, const ig_tensor *w);
+ig_op *ig_gb_rmsnorm(ig_graph_builder *b, ig_buf_id src, ig_buf_id dst, const float *w, int width, int heads,
+                     float eps);
+ig_status ig_gb_end(ig_graph_builder *b);
 
 /* The per-step values every backend reads. */
 typedef struct ig_step {

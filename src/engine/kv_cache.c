@@ -30,6 +30,9 @@ ig_status ig_kv_cache_init_ex(ig_kv_cache *kv, const ig_hparams *hp, ig_kv_type 
     kv->n_seq = n_seq;
     kv->n_ctx = n_ctx;
     kv->n_layer = hp->n_layer;
+    kv->n_head_kv = hp->n_head_kv;
+    kv->head_dim = hp->head_dim;
+    kv->head_dim_v = hp->head_dim_v;
     kv->k_dim = hp->n_head_kv * hp->head_dim;
     kv->v_dim = hp->n_head_kv * hp->head_dim_v;
     kv->seq_len = ig_calloc_array((size_t)n_seq, sizeof(int));

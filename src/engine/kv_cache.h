@@ -19,6 +19,7 @@ typedef struct ig_kv_layer {
 typedef struct ig_kv_cache {
     ig_kv_type type;
     int n_seq, n_ctx, n_layer;
+    int n_head_kv, head_dim, head_dim_v;
     int k_dim, v_dim; /* n_head_kv * head_dim (_v) */
     ig_kv_layer layers[IG_MAX_LAYERS];
     int *seq_len;     /* positions held per sequence */

@@ -2,6 +2,7 @@
  * conventions) or from a Hugging Face config.json (Gemma3TextConfig with its
  * defaults). See shared/docs/gemma3.md §2–§4. */
 #include "model/hparams.h"
+#include "model/arch.h"
 
 #include <jansson.h>
 #include <limits.h>
@@ -154,9 +155,11 @@ ig_status hparams_from_gguf(const gguf_file *f, ig_hparams *hp) {
     if (!kv) return ig_fail(IG_ERR_FORMAT, "gguf: general.architecture is missing");
     if (!gguf_get_str(f, "general.architecture", &s))
         return ig_fail(IG_ERR_FORMAT, "gguf: general.architecture is not a string");
-    if (!gstr_eq(s, "gemma3"))
-        return ig_fail(IG_ERR_UNSUPPORTED, "gguf: architecture '%.*s' is not gemma3",
+    const ig_arch *arch = ig_arch_find(s.ptr, s.len);
+    if (!arch)
+        return ig_fail(IG_ERR_UNSUPPORTED, "gguf: architecture '%.*s' is not supported",
                        (int)IG_MIN(s.len, 64), s.ptr);
+    snprintf(hp->arch, sizeof hp->arch, "%s", arch->name);
     if (gguf_get_str(f, "general.name", &s)) {
         size_t n = IG_MIN(s.len, sizeof hp->name - 1);
         memcpy(hp->name, s.ptr, n);
@@ -348,27 +351,28 @@ static ig_status js_rope(const json_t *obj, const char *ctx, float *base, float 
     return IG_OK;
 }
 
-static ig_status check_model_type(const json_t *obj, const char *ctx) {
+static ig_status check_model_type(const json_t *obj, const char *ctx, ig_hparams *hp) {
     json_t *mt = json_object_get(obj, "model_type");
     if (!mt || json_is_null(mt)) return IG_OK;
     if (!json_is_string(mt))
         return ig_fail(IG_ERR_FORMAT, "config.json: \"%smodel_type\" must be a string", ctx);
     const char *s = json_string_value(mt);
-    if (strcmp(s, "gemma3") && strcmp(s, "gemma3_text"))
-        return ig_fail(IG_ERR_UNSUPPORTED, "config.json: model_type \"%s\" is not Gemma 3", s);
+    const ig_arch *arch = ig_arch_find_hf(s);
+    if (!arch) return ig_fail(IG_ERR_UNSUPPORTED, "config.json: model_type \"%s\" is not supported", s);
+    snprintf(hp->arch, sizeof hp->arch, "%s", arch->name);
     return IG_OK;
 }
 
 static ig_status from_config(const json_t *root, ig_hparams *hp) {
     if (!json_is_object(root))
         return ig_fail(IG_ERR_FORMAT, "config.json: top level is not an object");
-    IG_TRY(check_model_type(root, ""));
+    IG_TRY(check_model_type(root, "", hp));
     const json_t *cfg = root;
     json_t *tc = json_object_get(root, "text_config");
     if (tc && !json_is_null(tc)) {
         if (!json_is_object(tc))
             return ig_fail(IG_ERR_FORMAT, "config.json: \"text_config\" must be an object");
-        IG_TRY(check_model_type(tc, "text_config."));
+        IG_TRY(check_model_type(tc, "text_config.", hp));
         cfg = tc;
     }
     json_t *np = json_object_get(root, "_name_or_path");

@@ -3,6 +3,7 @@
  * type, and builds the tokenizer the file carries. */
 #include "model/model.h"
 
+#include "engine/backend.h"
 #include "model/hparams.h"
 #include "tokenizer/tokenizer.h"
 
@@ -136,13 +137,7 @@ static ig_status bind_tensors(ig_model *m) {
 
 static ig_status load_gguf(ig_model *m, const char *path) {
     IG_TRY(gguf_open(path, &m->gguf));
-    gguf_str arch;
-    if (!gguf_get_str(m->gguf, "general.architecture", &arch))
-        return ig_fail(IG_ERR_FORMAT, "missing general.architecture");
-    if (arch.len != 6 || memcmp(arch.ptr, "gemma3", 6) != 0)
-        return ig_fail(IG_ERR_UNSUPPORTED, "architecture '%.*s' is not gemma3",
-                       (int)IG_MIN(arch.len, 64), arch.ptr);
-    IG_TRY(hparams_from_gguf(m->gguf, &m->hp));
+    IG_TRY(hparams_from_gguf(m->gguf, &m->hp)); /* (checks the architecture) */
     if (gguf_find(m->gguf, "tokenizer.ggml.tokens")) {
         IG_TRY(ig_tokenizer_from_gguf(m->gguf, &m->tokenizer));
         gguf_str tmpl;
@@ -186,6 +181,11 @@ ig_status ig_model_load(const char *path, const ig_model_params *params, ig_mode
     if (st != IG_OK) goto fail;
     st = hparams_validate(&m->hp);
     if (st != IG_OK) goto fail;
+    m->arch = ig_arch_find(m->hp.arch, strlen(m->hp.arch));
+    if (!m->arch) {
+        st = ig_fail(IG_ERR_UNSUPPORTED, "architecture '%s' is not supported", m->hp.arch);
+        goto fail;
+    }
     st = bind_tensors(m);
     if (st != IG_OK) goto fail;
     if (m->tokenizer) {
@@ -206,7 +206,7 @@ fail:
 
 void ig_model_free(ig_model *m) {
     if (!m) return;
-    if (m->backend_weights && m->backend_weights_free) m->backend_weights_free(m->backend_weights);
+    ig_device_free(m->device);
     ig_tokenizer_free(m->tokenizer);
     free(m->chat_template);
     free(m->norm_storage);

@@ -1,10 +1,11 @@
-/* A loaded Gemma 3 model: hyper-parameters plus per-layer views of the
- * weights inside the mapped file(s). Norm weights are the only copies: they
- * are tiny, and converting them to f32 with the HF "+1" folded in gives every
- * backend one convention. */
+/* A loaded model: its family, hyper-parameters and per-layer views of the
+ * weights inside the mapped file(s) (the Gemma 3 layout). Norm weights are
+ * the only copies: they are tiny, and converting them to f32 with the HF
+ * "+1" folded in gives every backend one convention. */
 #ifndef IG_MODEL_H
 #define IG_MODEL_H
 
+#include "model/arch.h"
 #include "model/gguf.h"
 #include "model/hf.h"
 #include "model/tensor.h"
@@ -31,6 +32,7 @@ typedef struct ig_layer {
 } ig_layer;
 
 struct ig_model {
+    const ig_arch *arch; /* the family: its graph builder */
     ig_hparams hp;
     ig_model_params params;
     gguf_file *gguf; /* exactly one of gguf / hf is set */
@@ -44,8 +46,9 @@ struct ig_model {
     char *chat_template;       /* may be NULL */
     size_t weight_bytes;
     char *path;
-    void *backend_weights; /* backend-owned device copies (Vulkan), or NULL */
-    void (*backend_weights_free)(void *);
+    /* where the model's graphs run, with what its contexts share there (a
+     * GPU's copies of the weights); made by the first context */
+    struct ig_device *device;
 };
 
 /* Table of tensors of the model's source file. */

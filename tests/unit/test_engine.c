@@ -4,7 +4,9 @@
 #include "test.h"
 
 #include "core/util.h"
+#include "engine/fuse.h"
 #include "engine/threadpool.h"
+#include "graph_permute.h"
 #include "ignis.h"
 
 #include <jansson.h>
@@ -280,4 +282,175 @@ IG_TEST(threadpool_barriers_order_phases) {
     }
     ig_threadpool *tp = NULL;
     CHECK_STATUS(ig_threadpool_create(0, &tp), IG_ERR_INVALID_ARG);
+}
+
+/* ---- fusion patterns (engine/fuse.h) ---- */
+
+typedef struct found_fusion {
+    ig_fusion_kind kind;
+    int n;
+    int op[IG_FUSE_MAX_OPS]; /* members in role order, as indices of the unpermuted graph */
+} found_fusion;
+
+/* Walks the ops as a backend does: at each op not yet done, the first of
+ * kinds that matches there. perm maps indices to the unpermuted graph. */
+static int walk_fusions(const ig_graph *g, const int *perm, const ig_fusion_kind *kinds, int n_kinds,
+                        found_fusion *out, int cap) {
+    bool *done = calloc((size_t)g->n_ops, sizeof *done);
+    int n = 0;
+    for (int i = 0; done && i < g->n_ops; i++) {
+        if (done[i]) continue;
+        for (int k = 0; k < n_kinds && n < cap; k++) {
+            ig_fusion f;
+            if (!ig_fuse_match(g, done, i, kinds[k], &f)) continue;
+            out[n] = (found_fusion){.kind = f.kind, .n = f.n};
+            for (int m = 0; m < f.n; m++) {
+                out[n].op[m] = perm ? perm[f.op[m]] : f.op[m];
+                done[f.op[m]] = true;
+            }
+            n++;
+            break;
+        }
+        done[i] = true;
+    }
+    free(done);
+    return n;
+}
+
+static bool same_fusion(const found_fusion *a, const found_fusion *b) {
+    if (a->kind != b->kind || a->n != b->n) return false;
+    for (int m = 0; m < a->n; m++)
+        if (a->op[m] != b->op[m]) return false;
+    return true;
+}
+
+static const ig_fusion_kind all_fusions[] = {IG_FUSE_QKV,       IG_FUSE_MATMUL_GEGLU, IG_FUSE_NORM_ROPE_STORE,
+                                             IG_FUSE_NORM_ROPE, IG_FUSE_ROPE_STORE,   IG_FUSE_ADD_NORM_NORM};
+
+/* The fusions found, with and without the q/k/v one, and after reordering
+ * independent ops: the same ops in the same roles. */
+IG_TEST(engine_fusions_match_by_dataflow) {
+    ig_model *m = load_fixture("tiny-27b-like", "f32", 1);
+    REQUIRE(m);
+    const int L = ig_model_hparams(m)->n_layer;
+    ig_graph g, p;
+    REQUIRE(ig_graph_build(m, &g) == IG_OK);
+    REQUIRE(ig_graph_build(m, &p) == IG_OK);
+    int *perm = calloc((size_t)p.n_ops, sizeof *perm);
+    found_fusion *a = calloc(8 * (size_t)L, sizeof *a), *b = calloc(8 * (size_t)L, sizeof *b);
+    REQUIRE(perm && a && b);
+    CHECK_EQ_INT(permute_graph(&p, perm), 4 * L);
+    for (int variant = 0; variant < 2; variant++) {
+        const ig_fusion_kind *kinds = all_fusions + variant; /* variant 1: without IG_FUSE_QKV */
+        const int nk = 6 - variant;
+        const int na = walk_fusions(&g, NULL, kinds, nk, a, 8 * L);
+        const int nb = walk_fusions(&p, perm, kinds, nk, b, 8 * L);
+        /* per layer: qkv (or norm_rope + norm_rope_store), matmul_geglu and
+         * two add_norm_norm but after the last layer */
+        CHECK_EQ_INT(na, (variant ? 5 : 4) * L - 1);
+        CHECK_EQ_INT(nb, na);
+        for (int i = 0; i < na; i++) {
+            bool seen = false;
+            for (int j = 0; j < nb && !seen; j++) seen = same_fusion(&a[i], &b[j]);
+            if (!seen) ig_test_fail_at(__FILE__, __LINE__, "%s at op %d lost by the reordering",
+                                       ig_fusion_name(a[i].kind), a[i].op[0]);
+        }
+        for (int i = 0; i < na; i++) {
+            const ig_op *o = g.ops;
+            if (a[i].kind == IG_FUSE_QKV) {
+                CHECK(o[a[i].op[0]].dst == IG_BUF_Q && o[a[i].op[1]].dst == IG_BUF_K &&
+                      o[a[i].op[2]].dst == IG_BUF_V && o[a[i].op[7]].kind == IG_OP_KV_STORE);
+            } else if (a[i].kind == IG_FUSE_MATMUL_GEGLU) {
+                CHECK(o[a[i].op[0]].dst == IG_BUF_GATE && o[a[i].op[1]].dst == IG_BUF_UP &&
+                      o[a[i].op[2]].kind == IG_OP_GEGLU);
+            }
+        }
+    }
+    free(perm);
+    free(a);
+    free(b);
+    ig_graph_free(&p);
+    ig_graph_free(&g);
+    ig_model_free(m);
+}
+
+static int find_op(const ig_graph *g, int from, ig_op_kind kind, ig_buf_id dst) {
+    for (int i = from; i < g->n_ops; i++)
+        if (g->ops[i].kind == kind && g->ops[i].dst == dst) return i;
+    return -1;
+}
+
+/* What breaks a fusion: a later reader of a buffer the fused form leaves
+ * unwritten, an op in between that the members cannot move past, a member
+ * already emitted, an anchor that is not the first member. */
+IG_TEST(engine_fusions_respect_dataflow) {
+    ig_model *m = load_fixture("tiny-27b-like", "f32", 1);
+    REQUIRE(m);
+    ig_graph g;
+    REQUIRE(ig_graph_build(m, &g) == IG_OK);
+    ig_fusion f;
+    const int gate = find_op(&g, 0, IG_OP_MATMUL, IG_BUF_GATE), down = find_op(&g, gate, IG_OP_MATMUL, IG_BUF_PROJ);
+    const int q = find_op(&g, 0, IG_OP_MATMUL, IG_BUF_Q), att = find_op(&g, q, IG_OP_ATTENTION, IG_BUF_ATTN);
+    const int rk = find_op(&g, q, IG_OP_ROPE, IG_BUF_K), nk = find_op(&g, q, IG_OP_RMSNORM, IG_BUF_K);
+    const int nq = find_op(&g, q, IG_OP_RMSNORM, IG_BUF_Q);
+    REQUIRE(gate > 0 && down > gate && q > 0 && att > q && rk > q && nk > q && nq > q);
+    REQUIRE(ig_fuse_match(&g, NULL, gate, IG_FUSE_MATMUL_GEGLU, &f));
+    CHECK(f.op[0] == gate && f.op[1] == gate + 1 && f.op[2] == gate + 2);
+    CHECK(ig_fuse_match(&g, NULL, q, IG_FUSE_QKV, &f));
+    CHECK(ig_fuse_match(&g, NULL, nk, IG_FUSE_NORM_ROPE_STORE, &f));
+    /* the K projection does not start the q/k/v pattern: q comes before it */
+    CHECK(!ig_fuse_match(&g, NULL, q + 1, IG_FUSE_QKV, &f));
+    /* a member already emitted */
+    bool *done = calloc((size_t)g.n_ops, sizeof *done);
+    REQUIRE(done);
+    done[gate + 1] = true;
+    CHECK(!ig_fuse_match(&g, done, gate, IG_FUSE_MATMUL_GEGLU, &f));
+    free(done);
+    /* the down projection reading `up`, which the fused form does not write */
+    g.ops[down].src = IG_BUF_UP;
+    CHECK(!ig_fuse_match(&g, NULL, gate, IG_FUSE_MATMUL_GEGLU, &f));
+    g.ops[down].src = IG_BUF_GATE;
+    /* attention reading K after the store: K must be written back */
+    g.ops[att].src = IG_BUF_K;
+    CHECK(!ig_fuse_match(&g, NULL, q, IG_FUSE_QKV, &f));
+    CHECK(!ig_fuse_match(&g, NULL, nk, IG_FUSE_NORM_ROPE_STORE, &f));
+    CHECK(!ig_fuse_match(&g, NULL, rk, IG_FUSE_ROPE_STORE, &f));
+    CHECK(ig_fuse_match(&g, NULL, nk, IG_FUSE_NORM_ROPE, &f));
+    g.ops[att].src = IG_BUF_Q;
+    /* an op between gate and up rewriting their source (the FFN pre-norm
+     * moved after gate): up cannot move up to gate */
+    CHECK(g.ops[gate - 1].kind == IG_OP_RMSNORM && g.ops[gate - 1].dst == IG_BUF_XN);
+    ig_op t = g.ops[gate - 1];
+    g.ops[gate - 1] = g.ops[gate];
+    g.ops[gate] = t;
+    CHECK(!ig_fuse_match(&g, NULL, gate - 1, IG_FUSE_MATMUL_GEGLU, &f));
+    g.ops[gate] = g.ops[gate - 1];
+    g.ops[gate - 1] = t;
+    CHECK(ig_fuse_match(&g, NULL, gate, IG_FUSE_MATMUL_GEGLU, &f));
+    /* the q-norm and RoPE fuse, whatever sits between them that leaves Q alone */
+    CHECK(ig_fuse_match(&g, NULL, nq, IG_FUSE_NORM_ROPE, &f) && f.op[1] == find_op(&g, nq, IG_OP_ROPE, IG_BUF_Q));
+    ig_graph_free(&g);
+    ig_model_free(m);
+}
+
+/* The family table: names and config.json model types find the builder. */
+IG_TEST(engine_arch_table) {
+    const ig_arch *a = ig_arch_find("gemma3", 6);
+    REQUIRE(a);
+    CHECK(strcmp(a->name, "gemma3") == 0 && a->build_graph == ig_gemma3_build_graph);
+    CHECK(ig_arch_find("gemma3x", 6) == a); /* the first len bytes only */
+    CHECK(ig_arch_find("gemma", 5) == NULL);
+    CHECK(ig_arch_find("llama", 5) == NULL);
+    CHECK(ig_arch_find(NULL, 0) == NULL);
+    CHECK(ig_arch_find_hf("gemma3_text") == a);
+    CHECK(ig_arch_find_hf("gemma3") == a);
+    CHECK(ig_arch_find_hf("gemma2") == NULL);
+    ig_model *m = load_fixture("tiny-1b-like", "f32", 1);
+    REQUIRE(m);
+    CHECK(m->arch == a);
+    ig_graph g;
+    REQUIRE(ig_graph_build(m, &g) == IG_OK);
+    CHECK_EQ_INT(g.n_ops, 18 * ig_model_hparams(m)->n_layer + 4); /* embed; gather, final norm, output */
+    ig_graph_free(&g);
+    ig_model_free(m);
 }

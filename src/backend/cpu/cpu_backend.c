@@ -20,6 +20,9 @@ typedef struct cpu_step {
 } cpu_step;
 
 typedef struct cpu_backend {
+    const ig_graph *graph;
+    ig_kv_cache *kv;
+    ig_threadpool *pool;
     float *buf[IG_BUF_COUNT];
     ig_cpu_scratch *scratch;
     int n_threads;
@@ -38,25 +41,26 @@ typedef struct run_arg {
 static void run_graph(void *arg, int ith, int nth) {
     const run_arg *ra = arg;
     const ig_cpu_exec *ex = &ra->ex;
-    const ig_graph *g = &ex->ctx->graph;
+    const ig_graph *g = ra->cb->graph;
     for (int s = 0; s < ra->cb->n_steps; s++) {
         const cpu_step *st = &ra->cb->steps[s];
         if (st->matmul)
             ig_cpu_matmuls(ex, &g->ops[st->pre], st->n_pre, &g->ops[st->op], st->n, &ra->cb->next[s], ith, nth);
         else ig_cpu_ops(ex, &g->ops[st->op], st->n, &ra->cb->next[s], ith, nth);
-        ig_threadpool_barrier(ex->ctx->pool);
+        ig_threadpool_barrier(ex->pool);
     }
 }
 
-static ig_status cpu_compute(ig_backend *be, ig_context *ctx, const ig_step *step) {
+static ig_status cpu_compute(ig_backend *be, const ig_step *step, float *logits, const float **rows) {
     cpu_backend *cb = be->impl;
-    run_arg ra = {.ex = {.ctx = ctx, .step = step, .scratch = cb->scratch, .isa = cb->isa,
+    run_arg ra = {.ex = {.kv = cb->kv, .pool = cb->pool, .step = step, .scratch = cb->scratch, .isa = cb->isa,
                          .act = cb->act},
                   .cb = cb};
     for (int i = 0; i < IG_BUF_COUNT; i++) ra.ex.buf[i] = cb->buf[i];
-    ra.ex.buf[IG_BUF_LOGITS] = ctx->logits;
+    ra.ex.buf[IG_BUF_LOGITS] = logits;
     for (int s = 0; s < cb->n_steps; s++) atomic_store_explicit(&cb->next[s], 0, memory_order_relaxed);
-    ig_threadpool_run(ctx->pool, run_graph, &ra);
+    ig_threadpool_run(cb->pool, run_graph, &ra);
+    *rows = logits;
     return IG_OK;
 }
 
@@ -91,18 +95,16 @@ static bool joins(const ig_op *prev, const ig_op *op) {
            op->on_outputs == prev->on_outputs && op->w->ne[0] == prev->w->ne[0] &&
            ig_mm_act_kind(op->w->type) == ig_mm_act_kind(prev->w->type) &&
            (ig_mm_act_kind(op->w->type) != IG_ACT_F32 || op->w->type == prev->w->type) &&
-           prev->dst != op->src;
+           !(ig_op_io(prev).writes & ig_op_io(op).reads);
 }
 
 /* Groups the ops into steps and sizes the matmul buffers. */
-static ig_status plan(cpu_backend *cb, const ig_context *ctx, size_t *act_bytes, size_t *mm_bytes,
-                      size_t *tmp_bytes) {
-    const ig_graph *g = &ctx->graph;
+static ig_status plan(cpu_backend *cb, int nb, size_t *act_bytes, size_t *mm_bytes, size_t *tmp_bytes) {
+    const ig_graph *g = cb->graph;
     cb->steps = ig_calloc_array((size_t)g->n_ops + 1, sizeof *cb->steps);
     cb->next = ig_calloc_array((size_t)g->n_ops + 1, sizeof *cb->next);
     if (!cb->steps || !cb->next) return IG_ERR_NO_MEMORY;
     *act_bytes = *mm_bytes = *tmp_bytes = 64;
-    const int nb = ctx->params.n_batch;
     for (int i = 0; i < g->n_ops; i++) {
         const ig_op *op = &g->ops[i];
         if (op->kind != IG_OP_MATMUL) continue;
@@ -119,8 +121,13 @@ static ig_status plan(cpu_backend *cb, const ig_context *ctx, size_t *act_bytes,
         const ig_op *op = &g->ops[i];
         cpu_step st = {.op = i, .n = 1};
         if (ig_cpu_op_row_local(op)) {
+            /* A gather reads other rows than it writes: it cannot join a
+             * run that produces its input. */
+            uint32_t written = ig_op_io(op).writes;
             int j = i + 1;
-            while (j < g->n_ops && ig_cpu_op_row_local(&g->ops[j]) && g->ops[j].on_outputs == op->on_outputs) j++;
+            while (j < g->n_ops && ig_cpu_op_row_local(&g->ops[j]) && g->ops[j].on_outputs == op->on_outputs &&
+                   !(g->ops[j].kind == IG_OP_GATHER && (ig_op_io(&g->ops[j]).reads & written)))
+                written |= ig_op_io(&g->ops[j++]).writes;
             if (j < g->n_ops && g->ops[j].kind == IG_OP_MATMUL && g->ops[j].on_outputs == op->on_outputs) {
                 st = (cpu_step){.pre = i, .n_pre = j - i, .op = j, .n = 1, .matmul = true};
             } else {
@@ -138,8 +145,11 @@ static ig_status plan(cpu_backend *cb, const ig_context *ctx, size_t *act_bytes,
     return IG_OK;
 }
 
-ig_status ig_backend_cpu_create(ig_context *ctx, ig_backend **out) {
+static ig_status cpu_backend_create(ig_device *dev, const ig_backend_desc *desc, ig_backend **out) {
+    (void)dev;
     *out = NULL;
+    if (!desc->kv || !desc->graph || !desc->pool || desc->n_batch < 1)
+        return ig_fail(IG_ERR_INVALID_ARG, "cpu backend: incomplete descriptor");
     ig_backend *be = ig_calloc_array(1, sizeof *be);
     cpu_backend *cb = ig_calloc_array(1, sizeof *cb);
     if (!be || !cb) {
@@ -150,12 +160,15 @@ ig_status ig_backend_cpu_create(ig_context *ctx, ig_backend **out) {
     be->ops = &cpu_ops;
     be->impl = cb;
     cb->isa = ig_mm_isa_select();
-    const ig_graph *g = &ctx->graph;
-    const ig_hparams *hp = &ctx->model->hp;
+    cb->graph = desc->graph;
+    cb->kv = desc->kv;
+    cb->pool = desc->pool;
+    const ig_graph *g = desc->graph;
+    const ig_kv_cache *kv = desc->kv;
     for (int i = 0; i < IG_BUF_COUNT; i++) {
         if (i == IG_BUF_LOGITS) continue; /* owned by the context */
         size_t elems;
-        if (!ig_size_mul((size_t)ctx->params.n_batch, (size_t)g->buf_width[i], &elems) ||
+        if (!ig_size_mul((size_t)desc->n_batch, (size_t)g->buf_width[i], &elems) ||
             !ig_size_mul(elems, sizeof(float), &elems)) {
             cpu_destroy(be);
             return ig_fail(IG_ERR_NO_MEMORY, "activation buffer size overflows");
@@ -167,7 +180,7 @@ ig_status ig_backend_cpu_create(ig_context *ctx, ig_backend **out) {
         }
     }
     size_t act_bytes, mm_bytes, tmp_bytes;
-    ig_status st = plan(cb, ctx, &act_bytes, &mm_bytes, &tmp_bytes);
+    ig_status st = plan(cb, desc->n_batch, &act_bytes, &mm_bytes, &tmp_bytes);
     if (st != IG_OK) {
         cpu_destroy(be);
         return st;
@@ -177,13 +190,17 @@ ig_status ig_backend_cpu_create(ig_context *ctx, ig_backend **out) {
         cpu_destroy(be);
         return IG_ERR_NO_MEMORY;
     }
-    /* Scratch: a row of attention scores, or of any op's temporaries. */
-    size_t widest = (size_t)IG_MAX(hp->n_embd, hp->n_ff);
-    widest = IG_MAX(widest, (size_t)hp->n_head * hp->head_dim_v);
-    widest = IG_MAX(widest, (size_t)ctx->params.n_ctx);
-    widest = IG_MAX(widest, (size_t)hp->head_dim * 2);
-    widest = IG_MAX(widest, ig_attn_scratch_floats(hp->head_dim, hp->head_dim_v));
-    cb->n_threads = ig_threadpool_size(ctx->pool);
+    /* Scratch: a row of attention scores, or of any op's temporaries (a
+     * row of a buffer; RoPE: three half-heads). */
+    size_t widest = (size_t)kv->n_ctx;
+    for (int i = 0; i < IG_BUF_COUNT; i++)
+        if (i != IG_BUF_LOGITS) widest = IG_MAX(widest, (size_t)g->buf_width[i]);
+    for (int i = 0; i < g->n_ops; i++)
+        if (g->ops[i].kind == IG_OP_ROPE && g->ops[i].n_heads > 0)
+            widest = IG_MAX(widest, (size_t)(3 * (g->ops[i].width / g->ops[i].n_heads) / 2 + 1));
+    widest = IG_MAX(widest, (size_t)kv->head_dim * 2);
+    widest = IG_MAX(widest, ig_attn_scratch_floats(kv->head_dim, kv->head_dim_v));
+    cb->n_threads = ig_threadpool_size(desc->pool);
     cb->scratch = ig_calloc_array((size_t)cb->n_threads, sizeof *cb->scratch);
     if (!cb->scratch) {
         cpu_destroy(be);
@@ -200,5 +217,22 @@ ig_status ig_backend_cpu_create(ig_context *ctx, ig_backend **out) {
         }
     }
     *out = be;
+    return IG_OK;
+}
+
+static void cpu_device_free(ig_device *dev) { free(dev); }
+
+static const ig_device_ops cpu_device_ops = {
+    .name = "cpu",
+    .host_kv = true,
+    .backend_create = cpu_backend_create,
+    .free = cpu_device_free,
+};
+
+ig_status ig_device_cpu_create(ig_device **out) {
+    ig_device *dev = ig_calloc_array(1, sizeof *dev);
+    if (!dev) return IG_ERR_NO_MEMORY;
+    dev->ops = &cpu_device_ops;
+    *out = dev;
     return IG_OK;
 }

@@ -88,7 +88,7 @@ static void store_row(const ig_cpu_exec *ex, ig_kv_type type, void *base, size_t
 }
 
 static void rows_kv_store(const ig_cpu_exec *ex, const ig_op *op, int64_t t0, int64_t t1) {
-    const ig_kv_cache *kv = &ex->ctx->kv;
+    const ig_kv_cache *kv = ex->kv;
     const ig_kv_layer *L = &kv->layers[op->layer];
     for (int64_t t = t0; t < t1; t++) {
         size_t slot = (size_t)ex->step->seq[t] * (size_t)L->cap + (size_t)(ex->step->pos[t] % L->cap);
@@ -184,7 +184,7 @@ void ig_cpu_matmuls(const ig_cpu_exec *ex, const ig_op *pre, int n_pre, const ig
             ig_mm_quantize(ex->isa, kind, x, k, k, n, (int)b, (int)e, ex->act, stride, grouped,
                            ex->scratch[ith].tmp);
         }
-        ig_threadpool_barrier(ex->ctx->pool);
+        ig_threadpool_barrier(ex->pool);
     }
     int64_t chunks[4], total = 0;
     for (int i = 0; i < n_ops; i++) {
@@ -223,11 +223,10 @@ void ig_cpu_matmuls(const ig_cpu_exec *ex, const ig_op *pre, int n_pre, const ig
 static void op_attention(const ig_cpu_exec *ex, const ig_op *op, atomic_int *next, int ith,
                          int nth) {
     (void)ith;
-    const ig_hparams *hp = &ex->ctx->model->hp;
-    const ig_kv_cache *kv = &ex->ctx->kv;
+    const ig_kv_cache *kv = ex->kv;
     const ig_kv_layer *L = &kv->layers[op->layer];
-    const int hd = hp->head_dim, hdv = hp->head_dim_v, n_head = hp->n_head;
-    const int n_kv = hp->n_head_kv, group = n_head / n_kv;
+    const int hd = kv->head_dim, hdv = kv->head_dim_v, n_head = op->n_heads;
+    const int n_kv = kv->n_head_kv, group = n_head / n_kv;
     const int n = ex->step->n_tokens;
     int hs = IG_MIN(group, IG_ATTN_MAX_ROWS);
     int bt = IG_MAX(1, IG_ATTN_MAX_ROWS / hs);

@@ -4,7 +4,7 @@
 #define IG_CPU_OPS_H
 
 #include "backend/cpu/matmul.h"
-#include "engine/context.h"
+#include "engine/backend.h"
 
 #include <stdatomic.h>
 
@@ -18,7 +18,8 @@ typedef struct ig_cpu_scratch {
 } ig_cpu_scratch;
 
 typedef struct ig_cpu_exec {
-    ig_context *ctx;
+    ig_kv_cache *kv;
+    ig_threadpool *pool;
     const ig_step *step;
     float *buf[IG_BUF_COUNT];
     ig_cpu_scratch *scratch; /* [nth] */

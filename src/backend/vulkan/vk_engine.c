@@ -2,9 +2,9 @@
  * recorded into one command buffer per batch-size bucket and replayed with
  * one submit per step.
  *
- * - Weights (and the f32 norm vectors) are uploaded once per model and kept
- *   in model->backend_weights, so every context of the model shares them,
- *   together with the device.
+ * - The model's ig_device (engine/backend.h) holds the Vulkan device and
+ *   the weights (and the f32 norm vectors), uploaded once, so every context
+ *   of the model shares them.
  * - Per context: the activation buffers, the KV cache (K and V of each layer
  *   in a buffer of its own, which must fit one binding), a step buffer for
  *   the per-step values and a logits buffer read back after the step.
@@ -14,7 +14,8 @@
  *   ops writing the logits form a separate "head" graph, chosen by the
  *   step's output count (mat-vec for up to 8 rows, tiled above) and
  *   submitted with the body in the same vkQueueSubmit.
- * - Fusions, where the op list allows them (tuning `fuse=0` turns them off):
+ * - Fusions, where the op list allows them (matched by dataflow,
+ *   engine/fuse.h; tuning `fuse=0` turns them off):
  *   post-norm + residual + next pre-norm (add_rmsnorm_norm), QK-norm + RoPE
  *   of Q (rmsnorm_rope), QK-norm + RoPE of K + the cache store
  *   (rmsnorm_rope_kv_store, else rope_kv_store), gate + up + GeGLU
@@ -31,20 +32,19 @@
  *   A step wanting more outputs than head_cap runs the output projection in
  *   further chunks, copied into the context's own logits. */
 #include "backend/vulkan/vk_internal.h"
-#include "engine/context.h"
+#include "engine/backend.h"
+#include "engine/fuse.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct ig_backend ig_backend;
-ig_status ig_backend_vulkan_create(ig_context *ctx, ig_backend **out);
 
 #define MAX_BUCKETS 24
 #define LOGITS_BUDGET (256ull << 20) /* bytes of device logits per context */
 #define HEAD_VEC_ROWS 8              /* output rows the mat-vec head takes */
 
-/* ---- weights shared by the contexts of a model ---- */
+/* ---- the device: weights shared by the contexts of a model ---- */
 
 typedef struct wentry {
     const void *key; /* an ig_tensor, or a norm vector */
@@ -113,47 +113,31 @@ static ig_status upload_norm(vk_model *vm, const float *p, int n) {
     return st;
 }
 
-/* The model's device copies, created by its first context. */
-static ig_status model_weights(ig_context *ctx, vk_model **out) {
-    ig_model *m = ctx->model;
-    const int device = m->params.device;
-    if (m->backend_weights) {
-        if (m->backend_weights_free != vk_model_free)
-            return ig_fail(IG_ERR_INTERNAL, "vulkan: the model holds another backend's weights");
-        *out = m->backend_weights;
-        return IG_OK;
-    }
-    vk_model *vm = ig_calloc_array(1, sizeof *vm);
-    if (!vm) return IG_ERR_NO_MEMORY;
-    vm->device = device;
-    ig_vk_device_params dp = ig_vk_device_default_params();
-    dp.index = device;
-    ig_status st = ig_vk_device_create(&dp, &vm->dev);
-    const ig_graph *G = &ctx->graph;
+/* Uploads the weights and norm vectors the graph reads that the device
+ * does not hold yet (the contexts of a model share them). */
+static ig_status upload_weights(vk_model *vm, const ig_graph *G) {
+    ig_status st = IG_OK;
     for (int i = 0; i < G->n_ops && st == IG_OK; i++) {
         const ig_op *op = &G->ops[i];
         if (op->w) st = upload_tensor(vm, op->w);
         if (st == IG_OK && op->norm) st = upload_norm(vm, op->norm, op->width / (op->n_heads > 0 ? op->n_heads : 1));
     }
-    if (st != IG_OK) {
-        vk_model_free(vm);
-        return st;
-    }
-    m->backend_weights = vm;
-    m->backend_weights_free = vk_model_free;
-    *out = vm;
-    return IG_OK;
+    return st;
 }
 
+static const ig_device_ops vk_device_ops;
+
 const ig_vk_device *ig_vk_engine_device(const ig_model *m) {
-    if (!m || m->backend_weights_free != vk_model_free) return NULL;
-    return ((const vk_model *)m->backend_weights)->dev;
+    if (!m || !m->device || m->device->ops != &vk_device_ops) return NULL;
+    return ((const vk_model *)m->device->impl)->dev;
 }
 
 /* ---- a context's backend ---- */
 
 typedef struct vk_backend {
     vk_model *vm;
+    const ig_graph *G;
+    int n_vocab;
     ig_vk_device *dev;
     ig_vk_step *step;
     ig_vk_buffer *act[IG_BUF_COUNT];
@@ -177,40 +161,6 @@ static ig_vk_view view(const vk_backend *vb, ig_buf_id id) {
     return (ig_vk_view){vb->act[id], 0, vb->stride[id]};
 }
 
-/* What an op reads and writes, as the CPU backend executes it. */
-static bool op_reads(const ig_op *op, ig_buf_id b) {
-    switch (op->kind) {
-    case IG_OP_EMBED: return false;
-    case IG_OP_KV_STORE: return b == IG_BUF_K || b == IG_BUF_V;
-    case IG_OP_ROPE:
-    case IG_OP_SOFTCAP: return op->dst == b;
-    case IG_OP_GEGLU:
-    case IG_OP_ADD_RMSNORM: return op->src == b || op->dst == b;
-    default: return op->src == b;
-    }
-}
-
-static bool op_writes(const ig_op *op, ig_buf_id b) { return op->kind != IG_OP_KV_STORE && op->dst == b; }
-
-static bool op_touches(const ig_op *op, ig_buf_id b) { return op_reads(op, b) || op_writes(op, b); }
-
-/* Whether an op after `from` (not yet emitted) reads b before b is rewritten. */
-static bool read_later(const ig_graph *G, const bool *done, int from, ig_buf_id b) {
-    for (int j = from; j < G->n_ops; j++) {
-        if (done[j]) continue;
-        if (op_reads(&G->ops[j], b)) return true;
-        if (op_writes(&G->ops[j], b)) return false;
-    }
-    return false;
-}
-
-/* Whether ops (i, j) that are not yet emitted leave b alone. */
-static bool untouched_between(const ig_graph *G, const bool *done, int i, int j, ig_buf_id b) {
-    for (int k = i + 1; k < j; k++)
-        if (!done[k] && op_touches(&G->ops[k], b)) return false;
-    return true;
-}
-
 static ig_vk_rows rows_of(const ig_op *op) {
     if (op->dst == IG_BUF_LOGITS) return IG_VK_ROWS_HEAD;
     return op->on_outputs ? IG_VK_ROWS_OUTPUTS : IG_VK_ROWS_TOKENS;
@@ -218,122 +168,88 @@ static ig_vk_rows rows_of(const ig_op *op) {
 
 static ig_vk_buffer *wbuf(const vk_backend *vb, const void *key) { return vm_find(vb->vm, key); }
 
-/* Whether ops i .. i + 7 are attention's start as engine/graph.c lays it
- * out, none emitted yet but op i (being emitted): the q, k and v projections of one source, the
- * QK-norm of q and of k, their RoPE, the cache store; and nothing later
- * reads k or v (the fused form leaves k raw and writes no v). */
-static bool qkv_start(const ig_graph *G, const bool *done, int i) {
-    if (i + 8 > G->n_ops) return false;
-    for (int k = i + 1; k < i + 8; k++)
-        if (done[k]) return false;
-    const ig_op *q = &G->ops[i], *k = q + 1, *v = q + 2, *nq = q + 3, *nk = q + 4, *rq = q + 5, *rk = q + 6,
-                *st = q + 7;
-    const ig_buf_id x = q->src;
-    bool ok = q->kind == IG_OP_MATMUL && k->kind == IG_OP_MATMUL && v->kind == IG_OP_MATMUL &&
-              q->dst == IG_BUF_Q && k->dst == IG_BUF_K && v->dst == IG_BUF_V && k->src == x && v->src == x &&
-              x != IG_BUF_Q && x != IG_BUF_K && x != IG_BUF_V && !q->on_outputs && !k->on_outputs &&
-              !v->on_outputs;
-    ok = ok && nq->kind == IG_OP_RMSNORM && nq->src == IG_BUF_Q && nq->dst == IG_BUF_Q && nq->n_heads > 0 &&
-         nk->kind == IG_OP_RMSNORM && nk->src == IG_BUF_K && nk->dst == IG_BUF_K && nk->n_heads > 0 &&
-         !nq->on_outputs && !nk->on_outputs && nq->f0 == nk->f0 &&
-         nq->width / nq->n_heads == nk->width / nk->n_heads;
-    ok = ok && rq->kind == IG_OP_ROPE && rq->dst == IG_BUF_Q && rq->n_heads == nq->n_heads &&
-         rq->width == nq->width && rk->kind == IG_OP_ROPE && rk->dst == IG_BUF_K && rk->n_heads == nk->n_heads &&
-         rk->width == nk->width && rq->f0 == rk->f0 && rq->f1 == rk->f1 && st->kind == IG_OP_KV_STORE;
-    return ok && !read_later(G, done, i + 8, IG_BUF_K) && !read_later(G, done, i + 8, IG_BUF_V);
+/* Emits the fused form of f if this backend has it for these shapes
+ * (*emitted false otherwise: nothing recorded). */
+static ig_status emit_fusion(vk_backend *vb, ig_vk_graph *g, const ig_graph *G, const ig_fusion *f, bool *emitted) {
+    const ig_op *o[IG_FUSE_MAX_OPS];
+    for (int m = 0; m < f->n; m++) o[m] = &G->ops[f->op[m]];
+    *emitted = true;
+    switch (f->kind) {
+    case IG_FUSE_QKV: {
+        /* one-token graphs: QK-norm, RoPE and the cache store in the
+           projections' own dispatches */
+        const ig_op *q = o[0], *k = o[1], *v = o[2], *nq = o[3], *nk = o[4], *rq = o[5], *st = o[7];
+        const ig_vk_kv *kv = &vb->kv[st->layer];
+        const ig_vk_qkv p = {wbuf(vb, q->w),     wbuf(vb, k->w), wbuf(vb, v->w), wbuf(vb, nq->norm),
+                             wbuf(vb, nk->norm), nq->n_heads,    nq->f0,         rq->f0,
+                             rq->f1};
+        if (!ig_vk_qkv_tail_ok(g, &p, kv, view(vb, q->src))) break; /* (it checks the heads against the cache) */
+        return ig_vk_op_qkv_tail(g, &p, kv, view(vb, q->src), view(vb, q->dst), view(vb, k->dst), view(vb, v->dst));
+    }
+    case IG_FUSE_NORM_ROPE_STORE: {
+        const ig_op *n = o[0], *r = o[1], *s = o[2];
+        if (n->width / n->n_heads != vb->kv[s->layer].head_dim) break;
+        return ig_vk_op_rmsnorm_rope_kv_store(g, &vb->kv[s->layer], view(vb, IG_BUF_K), wbuf(vb, n->norm),
+                                              view(vb, IG_BUF_V), n->f0, r->f0, r->f1);
+    }
+    case IG_FUSE_NORM_ROPE: {
+        const ig_op *n = o[0], *r = o[1];
+        return ig_vk_op_rmsnorm_rope(g, view(vb, n->dst), wbuf(vb, n->norm), n->n_heads, n->width / n->n_heads, n->f0,
+                                     r->f0, r->f1);
+    }
+    case IG_FUSE_ROPE_STORE: {
+        const ig_op *r = o[0], *s = o[1];
+        if (r->width / r->n_heads != vb->kv[s->layer].head_dim) break;
+        return ig_vk_op_rope_kv_store(g, &vb->kv[s->layer], view(vb, IG_BUF_K), view(vb, IG_BUF_V), r->f0, r->f1);
+    }
+    case IG_FUSE_ADD_NORM_NORM: {
+        const ig_op *a = o[0], *n = o[1];
+        return ig_vk_op_add_rmsnorm_norm(g, rows_of(a), view(vb, a->src), view(vb, a->dst), wbuf(vb, a->norm),
+                                         view(vb, n->dst), wbuf(vb, n->norm), a->width, a->f0);
+    }
+    case IG_FUSE_MATMUL_GEGLU: {
+        const ig_op *gate = o[0], *up = o[1];
+        return ig_vk_op_matmul_geglu(g, rows_of(gate), wbuf(vb, gate->w), wbuf(vb, up->w), view(vb, gate->src),
+                                     view(vb, gate->dst));
+    }
+    case IG_FUSE_COUNT: break;
+    }
+    *emitted = false;
+    return IG_OK;
 }
 
-/* Emits op i (fused with later ops where possible), marking what it used. */
-static ig_status emit(vk_backend *vb, const ig_context *ctx, ig_vk_graph *g, int i, bool *done) {
-    const ig_graph *G = &ctx->graph;
-    const ig_hparams *hp = &ctx->model->hp;
+/* The fusions tried at an op, most ops first. */
+static const ig_fusion_kind fusions[] = {IG_FUSE_QKV,        IG_FUSE_MATMUL_GEGLU, IG_FUSE_NORM_ROPE_STORE,
+                                         IG_FUSE_NORM_ROPE,  IG_FUSE_ROPE_STORE,   IG_FUSE_ADD_NORM_NORM};
+
+/* Emits op i, fused with later ops where a pattern matches (engine/fuse.h);
+ * *used: the ops emitted, all marked done. */
+static ig_status emit(vk_backend *vb, const ig_graph *G, ig_vk_graph *g, int i, bool *done, ig_fusion *used) {
     const ig_op *op = &G->ops[i];
-    const ig_op *nx = i + 1 < G->n_ops && !done[i + 1] ? &G->ops[i + 1] : NULL;
     const ig_vk_rows rows = rows_of(op);
+    for (size_t k = 0; vb->fuse && k < sizeof fusions / sizeof fusions[0]; k++) {
+        bool emitted;
+        if (!ig_fuse_match(G, done, i, fusions[k], used)) continue;
+        IG_TRY(emit_fusion(vb, g, G, used, &emitted));
+        if (!emitted) continue;
+        for (int m = 0; m < used->n; m++) done[used->op[m]] = true;
+        return IG_OK;
+    }
+    *used = (ig_fusion){.kind = IG_FUSE_COUNT, .n = 1, .op = {i}};
     done[i] = true;
     switch (op->kind) {
     case IG_OP_EMBED: return ig_vk_op_embed(g, wbuf(vb, op->w), op->f0, view(vb, op->dst));
-    case IG_OP_RMSNORM: {
-        if (vb->fuse && op->src == op->dst && op->n_heads > 0 &&
-            (op->dst == IG_BUF_Q || op->dst == IG_BUF_K) && !op->on_outputs) {
-            /* QK-norm, then the RoPE of the same rows (and the cache store) */
-            for (int j = i + 1; j < G->n_ops; j++) {
-                const ig_op *r = &G->ops[j];
-                if (done[j]) continue;
-                if (r->kind == IG_OP_ROPE && r->dst == op->dst && r->n_heads == op->n_heads &&
-                    r->width == op->width && untouched_between(G, done, i, j, op->dst)) {
-                    const int hd = op->width / op->n_heads;
-                    if (op->dst == IG_BUF_Q) {
-                        done[j] = true;
-                        return ig_vk_op_rmsnorm_rope(g, view(vb, op->dst), wbuf(vb, op->norm), op->n_heads, hd,
-                                                     op->f0, r->f0, r->f1);
-                    }
-                    const ig_op *s = j + 1 < G->n_ops && !done[j + 1] ? &G->ops[j + 1] : NULL;
-                    if (s && s->kind == IG_OP_KV_STORE && untouched_between(G, done, i, j + 1, IG_BUF_V) &&
-                        !read_later(G, done, j + 2, IG_BUF_K) && hd == vb->kv[s->layer].head_dim) {
-                        done[j] = done[j + 1] = true;
-                        return ig_vk_op_rmsnorm_rope_kv_store(g, &vb->kv[s->layer], view(vb, IG_BUF_K),
-                                                              wbuf(vb, op->norm), view(vb, IG_BUF_V), op->f0,
-                                                              r->f0, r->f1);
-                    }
-                    break;
-                }
-                if (op_touches(r, op->dst)) break;
-            }
-        }
+    case IG_OP_RMSNORM:
         return ig_vk_op_rmsnorm(g, rows, view(vb, op->src), view(vb, op->dst), wbuf(vb, op->norm), op->width,
                                 op->n_heads > 0 ? op->n_heads : 1, op->f0);
-    }
     case IG_OP_ADD_RMSNORM:
-        if (vb->fuse && nx && nx->kind == IG_OP_RMSNORM && nx->src == op->dst && nx->n_heads <= 1 &&
-            nx->width == op->width && nx->on_outputs == op->on_outputs && nx->f0 == op->f0 &&
-            nx->dst != op->dst && nx->dst != op->src) {
-            done[i + 1] = true;
-            return ig_vk_op_add_rmsnorm_norm(g, rows, view(vb, op->src), view(vb, op->dst), wbuf(vb, op->norm),
-                                             view(vb, nx->dst), wbuf(vb, nx->norm), op->width, op->f0);
-        }
         return ig_vk_op_add_rmsnorm(g, rows, view(vb, op->src), view(vb, op->dst), wbuf(vb, op->norm), op->width,
                                     op->f0);
-    case IG_OP_MATMUL: {
-        if (vb->fuse && qkv_start(G, done, i)) {
-            /* one-token graphs: QK-norm, RoPE and the cache store in the
-               projections' own dispatches (ig_vk_op_qkv_tail) */
-            const ig_op *nq = op + 3, *nk = op + 4, *rq = op + 5, *st = op + 7;
-            const ig_vk_kv *kv = &vb->kv[st->layer];
-            const ig_vk_qkv p = {wbuf(vb, op->w),      wbuf(vb, op[1].w), wbuf(vb, op[2].w),
-                                 wbuf(vb, nq->norm),   wbuf(vb, nk->norm), nq->n_heads,
-                                 nq->f0,               rq->f0,            rq->f1};
-            if (ig_vk_qkv_tail_ok(g, &p, kv, view(vb, op->src))) { /* (it checks the heads against the cache) */
-                for (int k = i; k < i + 8; k++) done[k] = true;
-                return ig_vk_op_qkv_tail(g, &p, kv, view(vb, op->src), view(vb, IG_BUF_Q), view(vb, IG_BUF_K),
-                                         view(vb, IG_BUF_V));
-            }
-        }
-        const ig_op *gl = i + 2 < G->n_ops && !done[i + 2] ? &G->ops[i + 2] : NULL;
-        if (vb->fuse && nx && gl && nx->kind == IG_OP_MATMUL && gl->kind == IG_OP_GEGLU && nx->src == op->src &&
-            nx->on_outputs == op->on_outputs && gl->dst == op->dst && gl->src == nx->dst && gl->width == op->width &&
-            nx->w->type == op->w->type && nx->w->ne[0] == op->w->ne[0] && nx->w->ne[1] == op->w->ne[1] &&
-            op->dst != op->src && nx->dst != op->src && !read_later(G, done, i + 3, nx->dst) &&
-            op->dst != IG_BUF_LOGITS) {
-            done[i + 1] = done[i + 2] = true;
-            return ig_vk_op_matmul_geglu(g, rows, wbuf(vb, op->w), wbuf(vb, nx->w), view(vb, op->src),
-                                         view(vb, op->dst));
-        }
-        return ig_vk_op_matmul(g, rows, wbuf(vb, op->w), view(vb, op->src), view(vb, op->dst));
-    }
-    case IG_OP_ROPE: {
-        const int hd = op->width / op->n_heads;
-        if (vb->fuse && op->dst == IG_BUF_K && nx && nx->kind == IG_OP_KV_STORE &&
-            !read_later(G, done, i + 2, IG_BUF_K) && hd == vb->kv[nx->layer].head_dim) {
-            done[i + 1] = true;
-            return ig_vk_op_rope_kv_store(g, &vb->kv[nx->layer], view(vb, IG_BUF_K), view(vb, IG_BUF_V), op->f0,
-                                          op->f1);
-        }
-        return ig_vk_op_rope(g, view(vb, op->dst), op->n_heads, hd, op->f0, op->f1);
-    }
+    case IG_OP_MATMUL: return ig_vk_op_matmul(g, rows, wbuf(vb, op->w), view(vb, op->src), view(vb, op->dst));
+    case IG_OP_ROPE: return ig_vk_op_rope(g, view(vb, op->dst), op->n_heads, op->width / op->n_heads, op->f0, op->f1);
     case IG_OP_KV_STORE: return ig_vk_op_kv_store(g, &vb->kv[op->layer], view(vb, IG_BUF_K), view(vb, IG_BUF_V));
     case IG_OP_ATTENTION:
-        return ig_vk_op_attention(g, &vb->kv[op->layer], view(vb, op->src), view(vb, op->dst), hp->n_head, op->f0,
+        return ig_vk_op_attention(g, &vb->kv[op->layer], view(vb, op->src), view(vb, op->dst), op->n_heads, op->f0,
                                   op->f1);
     case IG_OP_GEGLU:
         return ig_vk_op_geglu(g, rows, view(vb, op->dst), view(vb, op->src), view(vb, op->dst), op->width);
@@ -392,8 +308,8 @@ static ig_status pf_after(vk_backend *vb, const ig_graph *G, ig_vk_graph *g, pre
 /* The body (every op but those writing the logits) for buckets of T tokens,
  * or the head (the ops writing the logits, then the copy to host memory) for
  * up to T output rows. */
-static ig_status record(vk_backend *vb, const ig_context *ctx, int T, bool head, ig_vk_graph **out) {
-    const ig_graph *G = &ctx->graph;
+static ig_status record(vk_backend *vb, int T, bool head, ig_vk_graph **out) {
+    const ig_graph *G = vb->G;
     ig_vk_graph *g;
     IG_TRY(ig_vk_graph_begin(vb->dev, vb->step, T, &g));
     bool *done = ig_calloc_array((size_t)G->n_ops + 1, sizeof *done);
@@ -408,23 +324,26 @@ static ig_status record(vk_backend *vb, const ig_context *ctx, int T, bool head,
     for (int i = 0; i < G->n_ops && st == IG_OK; i++) {
         if (done[i]) continue;
         const bool mm = G->ops[i].kind == IG_OP_MATMUL;
-        st = emit(vb, ctx, g, i, done);
+        ig_fusion used;
+        st = emit(vb, G, g, i, done, &used);
         if (st != IG_OK || !pf.done) continue;
         if (!mm) {
             st = pf_after(vb, G, g, &pf, i, done);
             continue;
         }
         /* what the matmuls just recorded read from L2 is no longer ahead */
-        for (int k = i; k < G->n_ops && k < i + 3; k++)
-            if (done[k] && G->ops[k].kind == IG_OP_MATMUL && pf.done[k] != UINT64_MAX) {
+        for (int m = 0; m < used.n; m++) {
+            const int k = used.op[m];
+            if (G->ops[k].kind == IG_OP_MATMUL && pf.done[k] != UINT64_MAX) {
                 pf.pending -= pf.done[k] < pf.pending ? pf.done[k] : pf.pending;
                 pf.done[k] = UINT64_MAX;
             }
+        }
     }
     free(pf.done);
     if (st == IG_OK && head && vb->logits_rb)
         st = ig_vk_op_copy(g, IG_VK_ROWS_HEAD, (ig_vk_view){vb->logits, 0, 0}, (ig_vk_view){vb->logits_rb, 0, 0},
-                           ctx->model->hp.n_vocab);
+                           vb->n_vocab);
     if (st == IG_OK) st = ig_vk_graph_end(g);
     free(done);
     if (st != IG_OK) {
@@ -437,9 +356,9 @@ static ig_status record(vk_backend *vb, const ig_context *ctx, int T, bool head,
 
 /* The graph of chunk c (c >= 1) of the output rows: the output projection
  * (and softcap) of rows c * head_cap .. of OUT_H. */
-static ig_status record_head(vk_backend *vb, const ig_context *ctx, int c, ig_vk_graph **out) {
-    const ig_graph *G = &ctx->graph;
-    const int V = ctx->model->hp.n_vocab;
+static ig_status record_head(vk_backend *vb, int c, ig_vk_graph **out) {
+    const ig_graph *G = vb->G;
+    const int V = vb->n_vocab;
     ig_vk_graph *g;
     IG_TRY(ig_vk_graph_begin(vb->dev, vb->hstep, vb->head_cap, &g));
     ig_status st = IG_OK;
@@ -486,12 +405,13 @@ static ig_status read_logits(vk_backend *vb, float *dst, int n, int V) {
     return ig_vk_buffer_read(src, 0, dst, bytes);
 }
 
-static ig_status vk_compute(ig_backend *be, ig_context *ctx, const ig_step *st) {
+static ig_status vk_compute(ig_backend *be, const ig_step *st, float *logits, const float **rows_out) {
     vk_backend *vb = be->impl;
-    const int V = ctx->model->hp.n_vocab;
+    const int V = vb->n_vocab;
+    *rows_out = logits;
     int bi = 0;
     while (bi < vb->n_buckets - 1 && vb->bucket[bi] < st->n_tokens) bi++;
-    if (!vb->graph[bi]) IG_TRY(record(vb, ctx, vb->bucket[bi], false, &vb->graph[bi]));
+    if (!vb->graph[bi]) IG_TRY(record(vb, vb->bucket[bi], false, &vb->graph[bi]));
     const int first = st->n_out < vb->head_cap ? st->n_out : vb->head_cap;
     ig_vk_graph *run[2] = {vb->graph[bi], NULL};
     if (first > 0) {
@@ -501,16 +421,16 @@ static ig_status vk_compute(ig_backend *be, ig_context *ctx, const ig_step *st) 
         while (T < first && T < HEAD_VEC_ROWS) T *= 2, hi++;
         if (T < first) T = vb->head_cap, hi = 4;
         if (T > vb->head_cap) T = vb->head_cap;
-        if (!vb->head[hi]) IG_TRY(record(vb, ctx, T, true, &vb->head[hi]));
+        if (!vb->head[hi]) IG_TRY(record(vb, T, true, &vb->head[hi]));
         run[1] = vb->head[hi];
     }
     IG_TRY(ig_vk_step_set(vb->step, st->n_tokens, st->tokens, st->pos, st->seq, st->n_out, st->out_idx));
     IG_TRY(ig_vk_graphs_run(run, run[1] ? 2 : 1));
     const ig_vk_buffer *out_rows = host_logits(vb);
     if (first > 0 && st->n_out == first && ig_vk_buffer_host_cached(out_rows))
-        ctx->logits_out = ig_vk_buffer_host_ptr(out_rows); /* one chunk: read in place */
+        *rows_out = ig_vk_buffer_host_ptr(out_rows); /* one chunk: read in place */
     else if (first > 0)
-        IG_TRY(read_logits(vb, ctx->logits, first, V));
+        IG_TRY(read_logits(vb, logits, first, V));
     for (int c = 1; c * vb->head_cap < st->n_out; c++) {
         if (c > vb->n_hgraph) {
             ig_vk_graph **ng = ig_realloc_array(vb->hgraph, (size_t)c, sizeof *ng);
@@ -519,11 +439,11 @@ static ig_status vk_compute(ig_backend *be, ig_context *ctx, const ig_step *st) 
             for (int k = vb->n_hgraph; k < c; k++) vb->hgraph[k] = NULL;
             vb->n_hgraph = c;
         }
-        if (!vb->hgraph[c - 1]) IG_TRY(record_head(vb, ctx, c, &vb->hgraph[c - 1]));
+        if (!vb->hgraph[c - 1]) IG_TRY(record_head(vb, c, &vb->hgraph[c - 1]));
         const int rows = st->n_out - c * vb->head_cap < vb->head_cap ? st->n_out - c * vb->head_cap : vb->head_cap;
         IG_TRY(ig_vk_step_set(vb->hstep, rows, NULL, NULL, NULL, 0, NULL));
         IG_TRY(ig_vk_graph_run(vb->hgraph[c - 1]));
-        IG_TRY(read_logits(vb, ctx->logits + (size_t)c * (size_t)vb->head_cap * (size_t)V, rows, V));
+        IG_TRY(read_logits(vb, logits + (size_t)c * (size_t)vb->head_cap * (size_t)V, rows, V));
     }
     return IG_OK;
 }
@@ -565,15 +485,14 @@ static ig_status make_buffer(vk_backend *vb, uint64_t bytes, const char *what, i
     return st;
 }
 
-static ig_status setup(vk_backend *vb, ig_context *ctx) {
-    const ig_context_params *p = &ctx->params;
-    const ig_hparams *hp = &ctx->model->hp;
-    const ig_graph *G = &ctx->graph;
-    const int nb = p->n_batch, V = hp->n_vocab;
+static ig_status setup(vk_backend *vb, const ig_backend_desc *desc) {
+    const ig_graph *G = desc->graph;
+    const ig_kv_cache *kv = desc->kv;
+    const int nb = desc->n_batch, V = G->buf_width[IG_BUF_LOGITS];
     vb->fuse = vb->dev->tune.fuse;
-    if (hp->head_dim != hp->head_dim_v)
-        return ig_fail(IG_ERR_UNSUPPORTED, "vulkan: K and V head sizes differ (%d, %d)", hp->head_dim,
-                       hp->head_dim_v);
+    if (kv->head_dim != kv->head_dim_v)
+        return ig_fail(IG_ERR_UNSUPPORTED, "vulkan: K and V head sizes differ (%d, %d)", kv->head_dim,
+                       kv->head_dim_v);
     IG_TRY(ig_vk_step_create(vb->dev, nb, &vb->step));
     /* logits rows held on the device at once */
     const uint64_t row = (uint64_t)V * 4;
@@ -595,7 +514,6 @@ static ig_status setup(vk_backend *vb, ig_context *ctx) {
         IG_TRY(make_buffer(vb, (uint64_t)vb->head_cap * row, "logits buffer", IG_VK_MEM_READBACK, &vb->logits_rb));
     if (vb->head_cap < nb) IG_TRY(ig_vk_step_create(vb->dev, vb->head_cap, &vb->hstep));
     /* KV cache: the engine's ring layout, one buffer per layer and K / V */
-    const ig_kv_cache *kv = &ctx->kv;
     const uint64_t es = ig_kv_elem_size(kv->type);
     for (int l = 0; l < kv->n_layer; l++) {
         const ig_kv_layer *L = &kv->layers[l];
@@ -611,8 +529,8 @@ static ig_status setup(vk_backend *vb, ig_context *ctx) {
         k->type = kv->type;
         k->n_seq = kv->n_seq;
         k->cap = L->cap;
-        k->n_head_kv = hp->n_head_kv;
-        k->head_dim = hp->head_dim;
+        k->n_head_kv = kv->n_head_kv;
+        k->head_dim = kv->head_dim;
         k->window = L->window;
     }
     /* buckets: powers of two below n_batch, then n_batch */
@@ -621,10 +539,12 @@ static ig_status setup(vk_backend *vb, ig_context *ctx) {
     return IG_OK;
 }
 
-ig_status ig_backend_vulkan_create(ig_context *ctx, ig_backend **out) {
+static ig_status vk_backend_create(ig_device *dev, const ig_backend_desc *desc, ig_backend **out) {
     *out = NULL;
-    vk_model *vm = NULL;
-    IG_TRY(model_weights(ctx, &vm));
+    vk_model *vm = dev->impl;
+    if (!desc->kv || !desc->graph || desc->n_batch < 1)
+        return ig_fail(IG_ERR_INVALID_ARG, "vulkan backend: incomplete descriptor");
+    IG_TRY(upload_weights(vm, desc->graph));
     ig_backend *be = ig_calloc_array(1, sizeof *be);
     vk_backend *vb = ig_calloc_array(1, sizeof *vb);
     if (!be || !vb) {
@@ -636,11 +556,50 @@ ig_status ig_backend_vulkan_create(ig_context *ctx, ig_backend **out) {
     be->impl = vb;
     vb->vm = vm;
     vb->dev = vm->dev;
-    ig_status st = setup(vb, ctx);
+    vb->G = desc->graph;
+    vb->n_vocab = desc->graph->buf_width[IG_BUF_LOGITS];
+    ig_status st = setup(vb, desc);
     if (st != IG_OK) {
         vk_destroy(be);
         return st;
     }
     *out = be;
+    return IG_OK;
+}
+
+static void vk_device_free(ig_device *dev) {
+    if (!dev) return;
+    vk_model_free(dev->impl);
+    free(dev);
+}
+
+static const ig_device_ops vk_device_ops = {
+    .name = "vulkan",
+    .host_kv = false,
+    .backend_create = vk_backend_create,
+    .free = vk_device_free,
+};
+
+ig_status ig_device_vulkan_create(int index, ig_device **out) {
+    *out = NULL;
+    ig_device *d = ig_calloc_array(1, sizeof *d);
+    vk_model *vm = ig_calloc_array(1, sizeof *vm);
+    if (!d || !vm) {
+        free(d);
+        free(vm);
+        return IG_ERR_NO_MEMORY;
+    }
+    vm->device = index;
+    ig_vk_device_params dp = ig_vk_device_default_params();
+    dp.index = index;
+    ig_status st = ig_vk_device_create(&dp, &vm->dev);
+    if (st != IG_OK) {
+        vk_model_free(vm);
+        free(d);
+        return st;
+    }
+    d->ops = &vk_device_ops;
+    d->impl = vm;
+    *out = d;
     return IG_OK;
 }

@@ -1,0 +1,64 @@
+/* The interface between the engine and its compute backends.
+ *
+ * A device (ig_device) is where a model's graphs run; it holds what every
+ * context of one model shares there (on a GPU: the device and its copies of
+ * the weights). The model owns it, made by its first context.
+ *
+ * A backend (ig_backend) executes one context's op list: made from a
+ * descriptor of exactly what it needs (the ops, the KV cache layout, the
+ * batch size, the thread pool), it never sees the context. */
+#ifndef IG_BACKEND_H
+#define IG_BACKEND_H
+
+#include "engine/graph.h"
+#include "engine/kv_cache.h"
+#include "engine/threadpool.h"
+
+typedef struct ig_backend_desc {
+    const ig_graph *graph; /* outlives the backend; its weights stay mapped */
+    ig_kv_cache *kv;       /* layout (per layer cap and window); the host K/V arrays when the device keeps the
+                              cache on the host. The engine updates the per-sequence lengths after each step. */
+    int n_batch;           /* most tokens of a step */
+    ig_threadpool *pool;   /* the context's CPU threads */
+} ig_backend_desc;
+
+typedef struct ig_backend ig_backend;
+
+typedef struct ig_backend_ops {
+    const char *name;
+    /* Runs the whole graph for one step. logits has room for step->n_out
+     * rows of the vocabulary; *rows is set to where they are to be read:
+     * logits, or rows of the backend's own that stay valid until the next
+     * step (a mapped readback buffer: no copy). */
+    ig_status (*compute)(ig_backend *be, const ig_step *step, float *logits, const float **rows);
+    void (*destroy)(ig_backend *be);
+} ig_backend_ops;
+
+struct ig_backend {
+    const ig_backend_ops *ops;
+    void *impl;
+};
+
+typedef struct ig_device ig_device;
+
+typedef struct ig_device_ops {
+    const char *name;
+    bool host_kv; /* its backends keep the KV cache in the host arrays of desc->kv */
+    ig_status (*backend_create)(ig_device *dev, const ig_backend_desc *desc, ig_backend **out);
+    void (*free)(ig_device *dev);
+} ig_device_ops;
+
+struct ig_device {
+    const ig_device_ops *ops;
+    void *impl;
+};
+
+ig_status ig_device_cpu_create(ig_device **out);
+#ifdef IGNIS_HAVE_VULKAN
+/* The Vulkan device `index`; weights are uploaded as backends need them,
+ * once per device. */
+ig_status ig_device_vulkan_create(int index, ig_device **out);
+#endif
+void ig_device_free(ig_device *dev);
+
+#endif
