@@ -16,6 +16,10 @@ int cmd_bench(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 
+/* `--debug-vk-tuning NAME=VALUE,...` (main.c): overrides of the Vulkan
+ * device's tuning for the models this process loads, or NULL. Testing. */
+extern const char *cli_vk_tuning;
+
 /* Shared helpers (cli_common.c). */
 /* Default model path (~/.cache/ignis/gemma-3-270m-q4_k_m.gguf), or NULL. */
 const char *cli_default_model(void);

@@ -1,5 +1,7 @@
 #include "cli.h"
 
+#include "model/model.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -30,7 +32,9 @@ ig_model *cli_load_model(const char *path, const ig_model_params *params) {
     }
     ig_model *m = NULL;
     ig_status st = ig_model_load(path, params, &m);
+    if (st == IG_OK && cli_vk_tuning) st = ig_model_set_device_tuning(m, cli_vk_tuning);
     if (st != IG_OK) {
+        ig_model_free(m);
         fprintf(stderr, "ignis: cannot load %s: %s\n", path,
                 *ig_last_error() ? ig_last_error() : ig_status_str(st));
         return NULL;

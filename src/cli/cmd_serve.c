@@ -170,6 +170,7 @@ int cmd_serve(int argc, char **argv) {
         return 1;
     }
     p.model_path = model;
+    p.device_tuning = cli_vk_tuning;
     char *file_key = NULL;
     if (key_file) {
         file_key = read_key_file(key_file);

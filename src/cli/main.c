@@ -34,8 +34,10 @@ static void usage(FILE *f) {
                "Run 'ignis COMMAND --help' for a command's options.\n");
 }
 
+const char *cli_vk_tuning;
+
 /* Testing: `--debug-vk-tuning NAME=VALUE,...`, anywhere on the command line,
- * overrides the Vulkan devices' tuning (vk_tuning.h) for the whole process.
+ * overrides the Vulkan device's tuning (vk_tuning.h) of the models loaded.
  * Removes the pair from argv; 0, or 2 after printing an error. */
 static int take_vk_tuning(int *argc, char **argv) {
     for (int i = 1; i < *argc; i++) {
@@ -45,10 +47,12 @@ static int take_vk_tuning(int *argc, char **argv) {
             return 2;
         }
 #ifdef IGNIS_HAVE_VULKAN
-        if (ig_vk_tuning_set_process(argv[i + 1]) != IG_OK) {
+        ig_vk_tuning t = {0};
+        if (ig_vk_tuning_parse(&t, argv[i + 1]) != IG_OK) {
             fprintf(stderr, "ignis: --debug-vk-tuning: %s\n", ig_last_error());
             return 2;
         }
+        cli_vk_tuning = argv[i + 1];
 #else
         fprintf(stderr, "ignis: --debug-vk-tuning: built without Vulkan\n");
         return 2;

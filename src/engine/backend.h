@@ -56,8 +56,9 @@ struct ig_device {
 ig_status ig_device_cpu_create(ig_device **out);
 #ifdef IGNIS_HAVE_VULKAN
 /* The Vulkan device `index`; weights are uploaded as backends need them,
- * once per device. */
-ig_status ig_device_vulkan_create(int index, ig_device **out);
+ * once per device. tuning: overrides of the device's tuning table,
+ * "name=value,..." (vk_tuning.h), or NULL. */
+ig_status ig_device_vulkan_create(int index, const char *tuning, ig_device **out);
 #endif
 void ig_device_free(ig_device *dev);
 

@@ -23,7 +23,7 @@ static ig_status model_device(ig_model *model) {
     case IG_BACKEND_CPU: return ig_device_cpu_create(&model->device);
     case IG_BACKEND_VULKAN:
 #ifdef IGNIS_HAVE_VULKAN
-        return ig_device_vulkan_create(model->params.device, &model->device);
+        return ig_device_vulkan_create(model->params.device, model->device_tuning, &model->device);
 #else
         return ig_fail(IG_ERR_UNSUPPORTED, "this ignis was built without the Vulkan backend");
 #endif

@@ -204,6 +204,16 @@ fail:
     return st;
 }
 
+ig_status ig_model_set_device_tuning(ig_model *m, const char *spec) {
+    if (!m) return ig_fail(IG_ERR_INVALID_ARG, "ig_model_set_device_tuning: model is NULL");
+    if (m->device) return ig_fail(IG_ERR_INVALID_ARG, "the device tuning is set before the model's first context");
+    char *copy = NULL;
+    if (spec && *spec && !(copy = ig_strdup(spec))) return IG_ERR_NO_MEMORY;
+    free(m->device_tuning);
+    m->device_tuning = copy;
+    return IG_OK;
+}
+
 void ig_model_free(ig_model *m) {
     if (!m) return;
     ig_device_free(m->device);
@@ -213,6 +223,7 @@ void ig_model_free(ig_model *m) {
     if (m->gguf) gguf_close(m->gguf);
     if (m->hf) hf_close(m->hf);
     free(m->path);
+    free(m->device_tuning);
     free(m);
 }
 

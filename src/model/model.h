@@ -49,7 +49,15 @@ struct ig_model {
     /* where the model's graphs run, with what its contexts share there (a
      * GPU's copies of the weights); made by the first context */
     struct ig_device *device;
+    /* overrides of the GPU device's tuning, "name=value,..." (the Vulkan
+     * backend's vk_tuning.h), or NULL; read when the device is made */
+    char *device_tuning;
 };
+
+/* Sets the device tuning overrides (copied; NULL clears them). Only before
+ * the model's first context: IG_ERR_INVALID_ARG once its device exists.
+ * For tests and the CLI's --debug-vk-tuning; not part of the public API. */
+ig_status ig_model_set_device_tuning(ig_model *m, const char *spec);
 
 /* Table of tensors of the model's source file. */
 const ig_tensor_table *ig_model_tensors(const ig_model *m);

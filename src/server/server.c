@@ -2,6 +2,7 @@
 #include "server/server.h"
 
 #include "core/util.h"
+#include "model/model.h"
 #include "server/metrics.h"
 #include "server/request.h"
 #include "server/respond.h"
@@ -1031,6 +1032,7 @@ static void *loader_main(void *arg) {
     mp.backend = S->p.backend;
     mp.device = S->p.device;
     ig_status st = ig_model_load(S->model_path, &mp, &S->model);
+    if (st == IG_OK && S->p.device_tuning) st = ig_model_set_device_tuning(S->model, S->p.device_tuning);
     if (st == IG_OK) {
         ig_context_params cp = ig_context_default_params();
         cp.n_ctx = S->p.n_ctx;

@@ -30,6 +30,7 @@ typedef struct ig_server_params {
     int device;
     int load_delay_ms;        /* testing: wait this long before loading */
     int submit_delay_ms;      /* testing: wait this long before submitting a generation */
+    const char *device_tuning; /* testing: GPU device tuning overrides (vk_tuning.h), or NULL */
 } ig_server_params;
 
 ig_server_params ig_server_default_params(void);

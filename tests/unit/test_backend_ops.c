@@ -499,7 +499,7 @@ IG_TEST(backend_ops_vulkan) {
     }
     arena a = {0};
     ctx_t x = {.name = "vulkan", .a = &a};
-    REQUIRE(ig_device_vulkan_create(0, &x.dev) == IG_OK);
+    REQUIRE(ig_device_vulkan_create(0, NULL, &x.dev) == IG_OK);
     REQUIRE(ig_threadpool_create(1, &x.pool) == IG_OK);
     run_all(&x);
     ig_threadpool_free(x.pool);

@@ -19,6 +19,7 @@
 #include "backend/vulkan/vk_tuning.h"
 #include "engine/context.h"
 #include "graph_permute.h"
+#include "model/model.h"
 
 typedef struct ref_seq {
     int n;
@@ -99,6 +100,10 @@ static bool have_device(void) {
     return have == 1;
 }
 
+/* Device tuning overrides (vk_tuning.h) for the models load() makes next,
+ * or NULL: how a test takes another path through the Vulkan engine. */
+static const char *tuning;
+
 static ig_model *load(const char *path, ig_backend_kind be) {
     ig_model_params mp = ig_model_default_params();
     mp.n_threads = 2;
@@ -106,8 +111,9 @@ static ig_model *load(const char *path, ig_backend_kind be) {
     const char *dev = getenv("IGNIS_VK_DEVICE");
     mp.device = dev && *dev ? atoi(dev) : 0;
     ig_model *m = NULL;
-    if (ig_model_load(path, &mp, &m) != IG_OK) {
+    if (ig_model_load(path, &mp, &m) != IG_OK || ig_model_set_device_tuning(m, tuning) != IG_OK) {
         fprintf(stderr, "  cannot load %s: %s\n", path, ig_last_error());
+        ig_model_free(m);
         return NULL;
     }
     return m;
@@ -180,9 +186,9 @@ IG_TEST(vulkan_engine_tiny1b_bf16) {
 /* The same with the fusions off: the plain op for every op of the list. */
 IG_TEST(vulkan_engine_unfused) {
     if (!have_device()) return;
-    REQUIRE_OK(ig_vk_tuning_set_process("fuse=0"));
+    tuning = "fuse=0";
     check_prefill("tiny-27b-like", "f32", IG_KV_F32, 1e-4);
-    REQUIRE_OK(ig_vk_tuning_set_process(NULL));
+    tuning = NULL;
 }
 
 /* One token per step (the decode graph) gives the prefill logits. */
@@ -222,9 +228,9 @@ IG_TEST(vulkan_engine_incremental) {
  * KiB next to each small op, at most 1 MiB ahead): they change no result. */
 IG_TEST(vulkan_engine_incremental_prefetch) {
     if (!have_device()) return;
-    REQUIRE_OK(ig_vk_tuning_set_process("prefetch_stage=8192,prefetch_ahead=1048576,prefetch_max_tokens=8"));
+    tuning = "prefetch_stage=8192,prefetch_ahead=1048576,prefetch_max_tokens=8";
     incremental();
-    REQUIRE_OK(ig_vk_tuning_set_process(NULL));
+    tuning = NULL;
 }
 
 /* Two sequences in interleaved chunks of different sizes through one context
@@ -235,10 +241,10 @@ static void mixed(const char *head_cap) {
     ref_data r;
     REQUIRE(load_ref("tiny-27b-like", &r) == 0);
     REQUIRE(r.n_seq >= 2);
-    if (head_cap) REQUIRE_OK(ig_vk_tuning_set_process(head_cap));
+    tuning = head_cap;
     ig_model *m = load_fixture("tiny-27b-like", "f32");
     ig_context *ctx = m ? make_ctx(m, 64, 3, 5, IG_KV_F32) : NULL;
-    REQUIRE_OK(ig_vk_tuning_set_process(NULL));
+    tuning = NULL;
     REQUIRE(ctx);
     int done[2] = {0, 0};
     const int chunk[2] = {3, 1};
@@ -450,21 +456,21 @@ IG_TEST(vulkan_engine_real_270m) {
                    output (the last step's logits, fed the same tokens) */
                 float *lx = malloc((size_t)V * 4);
                 REQUIRE(lx);
-                REQUIRE_OK(ig_vk_tuning_set_process("x8_producers=0"));
+                tuning = "x8_producers=0";
                 ig_model *mx = load(path, IG_BACKEND_VULKAN);
                 REQUIRE(mx);
                 int32_t gx[16];
                 run_real(mx, prompt, np, steps, lx, gx, gc, NULL);
-                REQUIRE_OK(ig_vk_tuning_set_process(NULL));
+                tuning = NULL;
                 CHECK(memcmp(lx, lv, (size_t)V * 4) == 0);
                 ig_model_free(mx);
                 free(lx);
-                REQUIRE_OK(ig_vk_tuning_set_process("int8=0"));
+                tuning = "int8=0";
                 ig_model *mf = load(path, IG_BACKEND_VULKAN);
                 REQUIRE(mf);
                 int32_t gf[16];
                 run_real(mf, prompt, np, steps, lv, gf, NULL, NULL); /* its device is made here */
-                REQUIRE_OK(ig_vk_tuning_set_process(NULL));
+                tuning = NULL;
                 CHECK(!ig_vk_device_int8(ig_vk_engine_device(mf)));
                 /* the same sums: the same greedy text */
                 for (int s = 0; s < steps; s++) CHECK_EQ_INT(gf[s], gd[s]);

@@ -7,6 +7,7 @@
 
 #include "backend/vulkan/vk_backend.h"
 #include "backend/vulkan/vk_tuning.h"
+#include "model/model.h"
 
 #include <string.h>
 
@@ -122,11 +123,11 @@ IG_TEST(vulkan_tuning_parse) {
     REQUIRE_OK(ig_vk_tuning_for(&i, &t));
     REQUIRE_OK(ig_vk_tuning_parse(&t, "mv_max_tokens=4"));
     CHECK_STATUS(ig_vk_tuning_check(&t, &i), IG_ERR_INVALID_ARG);
-    CHECK_STATUS(ig_vk_tuning_set_process("nosuch=1"), IG_ERR_INVALID_ARG);
+    CHECK_STATUS(ig_vk_tuning_parse(&t, "nosuch=1"), IG_ERR_INVALID_ARG);
 }
 
-/* Overrides reach the device: from its params and process-wide, the params
- * last; a bad one fails the creation. */
+/* Overrides reach the device: from its params and from the model that
+ * makes it; a bad one fails the creation. */
 IG_TEST(vulkan_tuning_device_overrides) {
     ig_vk_device *d = NULL;
     if (ig_vk_device_create(NULL, &d) != IG_OK) return; /* no device */
@@ -145,18 +146,26 @@ IG_TEST(vulkan_tuning_device_overrides) {
     REQUIRE_OK(ig_vk_device_create(&p, &d));
     CHECK(!ig_vk_device_int8(d));
     ig_vk_device_free(d);
-    REQUIRE_OK(ig_vk_tuning_set_process("int8=0"));
-    p.tuning = NULL;
-    ig_status st = ig_vk_device_create(&p, &d);
+    /* a model's overrides reach the device its first context makes */
+    ig_model *m = NULL;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/hf/tiny-1b-like/f32", ig_test_fixtures());
+    ig_model_params mp = ig_model_default_params();
+    mp.backend = IG_BACKEND_VULKAN;
+    mp.device = index;
+    REQUIRE_OK(ig_model_load(path, &mp, &m));
+    ig_status st = ig_model_set_device_tuning(m, "int8=0");
     CHECK_STATUS(st, IG_OK);
-    if (st == IG_OK) CHECK(!ig_vk_device_int8(d));
-    ig_vk_device_free(d);
-    p.tuning = "int8=1";
-    st = ig_vk_device_create(&p, &d);
-    REQUIRE_OK(ig_vk_tuning_set_process(NULL));
-    CHECK_STATUS(st, IG_OK);
-    if (st == IG_OK) CHECK(ig_vk_device_int8(d));
-    ig_vk_device_free(d);
+    ig_context *ctx = NULL;
+    ig_context_params cp = ig_context_default_params();
+    cp.n_ctx = 32;
+    if (st == IG_OK && ig_context_create(m, &cp, &ctx) == IG_OK) {
+        CHECK(!ig_vk_device_int8(ig_vk_engine_device(m)));
+        /* too late once the device exists */
+        CHECK_STATUS(ig_model_set_device_tuning(m, "int8=1"), IG_ERR_INVALID_ARG);
+    } else CHECK(false);
+    ig_context_free(ctx);
+    ig_model_free(m);
 }
 
 #else /* !IGNIS_HAVE_VULKAN */

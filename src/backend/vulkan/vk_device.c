@@ -554,12 +554,11 @@ static ig_status create_logical(ig_vk_device *d) {
     return IG_OK;
 }
 
-/* The device's tuning: its table entries, then the process-wide and the
- * params' overrides; what the device can do limits the result. */
+/* The device's tuning: its table entries, then the params' overrides; what
+ * the device can do limits the result. */
 static ig_status tune_device(ig_vk_device *d, const ig_vk_device_params *p) {
     ig_vk_tuning *t = &d->tune;
     IG_TRY(ig_vk_tuning_for(&d->info, t));
-    IG_TRY(ig_vk_tuning_apply_process(t));
     if (p->no_coopmat) t->coopmat = false;
     if (p->no_int8) t->int8 = false;
     if (p->no_coopmat_int8) t->coopmat_int8 = false;

@@ -580,7 +580,7 @@ static const ig_device_ops vk_device_ops = {
     .free = vk_device_free,
 };
 
-ig_status ig_device_vulkan_create(int index, ig_device **out) {
+ig_status ig_device_vulkan_create(int index, const char *tuning, ig_device **out) {
     *out = NULL;
     ig_device *d = ig_calloc_array(1, sizeof *d);
     vk_model *vm = ig_calloc_array(1, sizeof *vm);
@@ -592,6 +592,7 @@ ig_status ig_device_vulkan_create(int index, ig_device **out) {
     vm->device = index;
     ig_vk_device_params dp = ig_vk_device_default_params();
     dp.index = index;
+    dp.tuning = tuning;
     ig_status st = ig_vk_device_create(&dp, &vm->dev);
     if (st != IG_OK) {
         vk_model_free(vm);

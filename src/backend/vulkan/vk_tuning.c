@@ -4,7 +4,6 @@
 #include "core/util.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,29 +161,3 @@ ig_status ig_vk_tuning_check(const ig_vk_tuning *t, const ig_vk_device_info *inf
     return IG_OK;
 }
 
-static pthread_mutex_t process_lock = PTHREAD_MUTEX_INITIALIZER;
-static char *process_spec;
-
-ig_status ig_vk_tuning_set_process(const char *spec) {
-    char *copy = NULL;
-    if (spec) {
-        ig_vk_tuning t = defaults;
-        IG_TRY(ig_vk_tuning_parse(&t, spec));
-        copy = ig_strdup(spec);
-        if (!copy) return IG_ERR_NO_MEMORY;
-    }
-    pthread_mutex_lock(&process_lock);
-    char *old = process_spec;
-    process_spec = copy;
-    pthread_mutex_unlock(&process_lock);
-    free(old);
-    return IG_OK;
-}
-
-/* Applies the process-wide overrides (vk_device.c). */
-ig_status ig_vk_tuning_apply_process(ig_vk_tuning *t) {
-    pthread_mutex_lock(&process_lock);
-    ig_status st = ig_vk_tuning_parse(t, process_spec);
-    pthread_mutex_unlock(&process_lock);
-    return st;
-}

@@ -99,11 +99,4 @@ ig_status ig_vk_tuning_parse(ig_vk_tuning *t, const char *spec);
 /* Checks the shapes against the device's limits (after overrides). */
 ig_status ig_vk_tuning_check(const ig_vk_tuning *t, const ig_vk_device_info *info);
 
-/* Overrides applied to every device created from now on in this process,
- * before those of its params (the CLI's --debug-vk-tuning; tests). Checked
- * by parsing; NULL clears them. The string is copied. */
-ig_status ig_vk_tuning_set_process(const char *spec);
-/* Applies them to t (ig_vk_device_create). */
-ig_status ig_vk_tuning_apply_process(ig_vk_tuning *t);
-
 #endif
