@@ -74,8 +74,11 @@ class Serve:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log = tempfile.NamedTemporaryFile(prefix="ignis-webui-", suffix=".log", delete=False)
+        env = dict(os.environ)
+        if os.environ.get("IGNIS_ASAN") == "1":
+            env.update(ASAN_OPTIONS="detect_leaks=1", UBSAN_OPTIONS="print_stacktrace=1")
         self.proc = subprocess.Popen([str(binary), "serve", str(MODEL), "--port", str(self.port),
-                                      *args], stdout=subprocess.DEVNULL, stderr=self.log)
+                                      *args], stdout=subprocess.DEVNULL, stderr=self.log, env=env)
 
     def text(self) -> str:
         return Path(self.log.name).read_text(errors="replace")
@@ -94,6 +97,7 @@ class Serve:
         raise AssertionError(f"server not ready:\n{self.text()}")
 
     def stop(self) -> int:
+        """Stops the server; its exit status (a sanitizer report fails)."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -101,7 +105,9 @@ class Serve:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        log = self.text()
         os.unlink(self.log.name)
+        assert "Sanitizer" not in log and "runtime error" not in log, log[-8000:]
         return self.proc.returncode
 
 
@@ -123,6 +129,7 @@ def srv(ignis_build: Path):
 
 # ------------------------------------------------------------ HTTP side
 
+@pytest.mark.asan
 def test_page_is_served_with_security_headers(srv: Serve):
     st, h, body = http_req(srv.port, "GET", "/")
     assert st == 200
@@ -155,6 +162,7 @@ def test_page_is_served_with_security_headers(srv: Serve):
     assert "access-control-allow-origin" not in h  # CORS is off by default
 
 
+@pytest.mark.asan
 def test_status_document(srv: Serve):
     st, h, b = http_req(srv.port, "GET", "/v1/status")
     assert st == 200 and h["content-type"] == "application/json"
@@ -188,6 +196,7 @@ def test_status_document(srv: Serve):
     assert f"ignis_prefill_tokens_total {s2['tokens']['prefill']}" in b.decode()
 
 
+@pytest.mark.asan
 def test_no_webui_and_cors(ignis_build: Path):
     binary = binary_of(ignis_build)
     off = Serve(binary, ["--no-webui", "-t", "1", "--quiet"]).wait(ready=False)
@@ -429,8 +438,25 @@ def test_conversations_kept_across_reload(browser, srv: Serve, shots: Path):
     stored = json.loads(js(d, "return localStorage.getItem('ignis.conversations')"))
     assert {c["system"] for c in stored} == {"You are terse."}
     d.find_element("css selector", "#conv-list li:nth-child(2) .title").click()
+    d.find_element("css selector", "#settings summary").click()
     d.save_screenshot(str(shots / "chat.png"))
     no_console_errors(d)
+    # a phone in dark mode: the list folds away, the composer stays
+    d.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [
+        {"name": "prefers-color-scheme", "value": "dark"}]})
+    d.set_window_size(390, 844)
+    try:
+        assert not d.find_element("id", "sidebar").is_displayed()
+        assert d.find_element("id", "input").is_displayed()
+        assert d.find_element("id", "menu").is_displayed()
+        assert js(d, "return getComputedStyle(document.body).backgroundColor") == "rgb(20, 19, 18)"
+        assert js(d, "return document.documentElement.scrollWidth") <= 390
+        d.save_screenshot(str(shots / "chat-phone-dark.png"))
+        d.find_element("id", "menu").click()
+        assert d.find_element("id", "sidebar").is_displayed()
+    finally:
+        d.set_window_size(1280, 860)
+        d.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
 
 
 def assert_inert(d, where: str):

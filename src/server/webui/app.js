@@ -537,7 +537,7 @@
     s.push(v);
     if (s.length > HISTORY) s.shift();
   }
-  function plot(canvas, a, b, max) {
+  function plot(canvas, a, b, max, fmtTop) {
     const dpr = window.devicePixelRatio || 1;
     const w = canvas.clientWidth, h = canvas.clientHeight;
     if (!w || !h) return;
@@ -547,11 +547,13 @@
     g.setTransform(dpr, 0, 0, dpr, 0, 0);
     g.clearRect(0, 0, w, h);
     const css = getComputedStyle(document.documentElement);
-    let top = max || Math.max(1e-9, ...a, ...(b || []));
-    if (!max) top *= 1.15;
+    const peak = Math.max(0, ...a, ...(b || []));
+    let top = max || Math.max(1e-9, peak) * 1.15;
     const line = (s, color, fill) => {
       if (!s.length) return;
-      const x = (i) => w - (s.length - 1 - i) * (w / (HISTORY - 1));
+      // the window grows with the history, from one minute up to HISTORY
+      const span = Math.min(HISTORY, Math.max(60, s.length)) - 1;
+      const x = (i) => w - (s.length - 1 - i) * (w / span);
       const y = (v) => h - 2 - (Math.min(v, top) / top) * (h - 4);
       g.beginPath();
       s.forEach((v, i) => (i ? g.lineTo(x(i), y(v)) : g.moveTo(x(i), y(v))));
@@ -575,6 +577,12 @@
     g.stroke();
     if (b) line(b, css.getPropertyValue('--plot2').trim(), false);
     line(a, css.getPropertyValue('--plot').trim(), true);
+    g.fillStyle = css.getPropertyValue('--muted').trim();
+    g.font = '10px system-ui, sans-serif';
+    g.textBaseline = 'top';
+    const secs = Math.min(HISTORY, Math.max(60, a.length));
+    g.fillText((max ? 'scale ' + max : 'peak ' + fmtTop(peak)) + ' \u00b7 last ' +
+               (secs >= 120 ? Math.round(secs / 60) + ' min' : secs + ' s'), 2, 1);
   }
   function info(s) {
     const box = $('dash-info');
@@ -617,7 +625,10 @@
       const v = card.querySelector('.value');
       v.replaceChildren(document.createTextNode(c.fmt(vals[c.id], s.sequences)), el('span', 'unit', c.unit));
       v.dataset.raw = String(vals[c.id]);
-      if (!$('dash').hidden) plot(card.querySelector('canvas'), series[c.id], c.second ? series[c.second] : null, c.max);
+      if (!$('dash').hidden) {
+        plot(card.querySelector('canvas'), series[c.id], c.second ? series[c.second] : null, c.max,
+             (v) => (c.second ? String(v) : c.fmt(v)));
+      }
     }
     info(s);
   }
