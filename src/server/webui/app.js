@@ -511,7 +511,7 @@
   const CARDS = [
     { id: 'decode', label: 'Decode', unit: 'tok/s', fmt: (v) => v.toFixed(1) },
     { id: 'prefill', label: 'Prefill', unit: 'tok/s', fmt: (v) => v.toFixed(0) },
-    { id: 'running', label: 'Running / queued', unit: 'seq', fmt: (v, s) => v + ' / ' + s.waiting, second: 'waiting' },
+    { id: 'running', label: ['Running', 'queued'], unit: 'seq', fmt: (v, s) => v + ' / ' + s.waiting, second: 'waiting' },
     { id: 'kv', label: 'KV cache', unit: '%', fmt: (v) => v.toFixed(1), max: 100 },
     { id: 'rss', label: 'Process RSS', unit: 'MiB', fmt: (v) => v.toFixed(0) },
     { id: 'cpu', label: 'CPU use', unit: 'cores', fmt: (v) => v.toFixed(2) },
@@ -523,7 +523,10 @@
     for (const c of CARDS) {
       const card = el('div', 'card');
       card.dataset.metric = c.id;
-      card.appendChild(el('div', 'label', c.label));
+      const label = el('div', 'label');
+      if (Array.isArray(c.label)) label.append(el('span', 'k1', c.label[0]), ' / ', el('span', 'k2', c.label[1]));
+      else label.textContent = c.label;
+      card.appendChild(label);
       const v = el('div', 'value', '\u2013');
       card.appendChild(v);
       card.appendChild(el('canvas'));
