@@ -494,6 +494,16 @@ def test_hostile_output_is_text_when_stored(browser, srv: Serve):
               b.querySelector('pre code').textContent]""")
     assert shape[:4] == [1, 2, 1, 1]
     assert shape[4] == "<script>window.__pwned = 5</script><iframe src=\"javascript:1\"></iframe>"
+    # the code block's copy button puts the code, as text, on the clipboard
+    from selenium.webdriver.common.keys import Keys
+    btn = d.find_element("css selector", ".msg.assistant pre .copy")
+    btn.click()
+    wait_for(lambda: btn.text == "Copied", 5, "the copy button to confirm")
+    box = d.find_element("id", "input")
+    box.click()
+    box.send_keys(Keys.CONTROL, "v")
+    assert box.get_attribute("value") == shape[4]
+    assert_inert_all(d)
 
 
 def assert_inert_all(d):
@@ -586,13 +596,14 @@ def test_dashboard_moves_under_load(browser, srv: Serve, shots: Path):
 
     done = threading.Event()
 
-    def load():
-        for i in range(2):
+    def load(k):  # short requests back to back until the dashboard has seen them
+        i = 0
+        while not done.is_set():
             http_req(srv.port, "POST", "/v1/completions",
-                     {"prompt": f"Story {i}: once upon a time", "max_tokens": 48,
+                     {"prompt": f"Story {k}.{i}: once upon a time", "max_tokens": 16,
                       "temperature": 0})
-        done.set()
-    ts = [threading.Thread(target=load) for _ in range(2)]
+            i += 1
+    ts = [threading.Thread(target=load, args=(k,)) for k in range(2)]
     for t in ts:
         t.start()
     try:
@@ -602,6 +613,7 @@ def test_dashboard_moves_under_load(browser, srv: Serve, shots: Path):
         wait_for(lambda: val("cpu") > 0.1, 30, "CPU use on the dashboard")
         d.save_screenshot(str(shots / "dashboard.png"))
     finally:
+        done.set()
         for t in ts:
             t.join()
     wait_for(lambda: val("running") == 0 and val("decode") == 0, 10, "the dashboard to calm down")
