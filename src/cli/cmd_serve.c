@@ -32,7 +32,9 @@ static void serve_usage(FILE *f) {
             "  --alias NAME         model id shown in /v1/models (default: file name)\n"
             "  -t N, --threads N    compute threads (default: physical cores)\n"
             "  --backend cpu|vulkan, --device N\n"
-            "  --quiet              no per-request log lines\n");
+            "  --quiet              no per-request log lines\n"
+            "  --no-webui           no web chat and dashboard at / (default: served)\n"
+            "  --cors-origin ORIGIN allow browsers on ORIGIN (or *) to call the API (CORS)\n");
 }
 
 static char *read_key_file(const char *path) {
@@ -146,6 +148,16 @@ int cmd_serve(int argc, char **argv) {
            generation this long between its checks and its submission */
         else if (!strcmp(a, "--debug-load-delay-ms")) INT_OPT(a, 0, 3600 * 1000, p.load_delay_ms);
         else if (!strcmp(a, "--debug-submit-delay-ms")) INT_OPT(a, 0, 3600 * 1000, p.submit_delay_ms);
+        else if (!strcmp(a, "--no-webui")) p.webui = 0;
+        else if (!strcmp(a, "--cors-origin")) {
+            if (!val || !*val) {
+                fprintf(stderr, "ignis: --cors-origin needs a value (an origin such as "
+                                "http://localhost:3000, or *)\n");
+                return 2;
+            }
+            p.cors_origin = val;
+            i++;
+        }
         else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "ignis serve: unknown option '%s'\n\n", a);
             serve_usage(stderr);
@@ -200,6 +212,14 @@ int cmd_serve(int argc, char **argv) {
     fprintf(stderr, "ignis serve: listening on http://%s%s%s:%d (loading %s)%s\n",
             strchr(p.host, ':') ? "[" : "", p.host, strchr(p.host, ':') ? "]" : "",
             ig_server_port(srv), model, key ? ", API key required" : "");
+    if (p.webui) {
+        /* a wildcard bind is reached through loopback on this machine */
+        const char *h = p.host;
+        if (!strcmp(h, "0.0.0.0")) h = "127.0.0.1";
+        else if (!strcmp(h, "::")) h = "::1";
+        fprintf(stderr, "ignis serve: chat and dashboard: http://%s%s%s:%d/\n",
+                strchr(h, ':') ? "[" : "", h, strchr(h, ':') ? "]" : "", ig_server_port(srv));
+    }
     int rc = 0;
     for (;;) {
         struct timespec ts = {0, 200 * 1000 * 1000};

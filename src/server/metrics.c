@@ -77,6 +77,8 @@ bool srv_metrics_render(srv_metrics *m, srv_buf *b) {
                               "requests.", s.prompt_tokens);
     ok = ok && render_counter(b, "ignis_prompt_tokens_cached_total", "Prompt tokens reused from a "
                               "slot's KV cache instead of recomputed.", s.cached_prompt_tokens);
+    ok = ok && render_counter(b, "ignis_prefill_tokens_total", "Prompt tokens computed by the "
+                              "engine (prefill).", s.prefill_tokens);
     ok = ok && render_counter(b, "ignis_generation_tokens_total", "Tokens generated.",
                               s.generated_tokens);
     ok = ok && srv_buf_puts(b, "# HELP ignis_sequences_finished_total Generated sequences by "

@@ -25,6 +25,7 @@ typedef struct srv_metrics {
     uint64_t prompt_tokens;
     uint64_t generated_tokens;
     uint64_t cached_prompt_tokens;
+    uint64_t prefill_tokens; /* prompt tokens computed (not reused from a cache) */
     uint64_t requests_finished_stop, requests_finished_length, requests_cancelled;
     uint64_t decode_calls;
     srv_hist ttft;

@@ -411,6 +411,7 @@ static void step(srv_sched *s) {
         t->out_idx = n_out++;
         nb++;
     }
+    int n_decoding = nb;
     /* prompt chunks, oldest admission first, within the batch budget */
     qsort(prefill, (size_t)n_prefill, sizeof prefill[0], cmp_admit);
     for (int k = 0; k < n_prefill && nb < s->p.n_batch; k++) {
@@ -440,6 +441,7 @@ static void step(srv_sched *s) {
     ig_status st = ig_decode(s->ctx, &b);
     pthread_mutex_lock(&s->m->mu);
     s->m->decode_calls++;
+    s->m->prefill_tokens += (uint64_t)(nb - n_decoding);
     pthread_mutex_unlock(&s->m->mu);
     if (st != IG_OK) {
         char msg[256];

@@ -8,6 +8,7 @@
 #include "server/respond.h"
 #include "server/sched.h"
 #include "server/text.h"
+#include "server/webui.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -28,7 +29,7 @@ enum { ST_LOADING = 0, ST_READY = 1, ST_FAILED = -1 };
 
 struct ig_server {
     ig_server_params p;
-    char *model_path, *model_id, *host, *api_key;
+    char *model_path, *model_id, *host, *api_key, *cors_origin;
     size_t api_key_len;
     struct MHD_Daemon *d;
     int port;
@@ -44,6 +45,7 @@ struct ig_server {
     atomic_int abort_grace; /* a second signal: stop waiting for running requests */
     atomic_ullong id_counter;
     long long created;
+    double started;
 
     ig_model *model;
     ig_context *ctx;
@@ -67,6 +69,7 @@ ig_server_params ig_server_default_params(void) {
     p.max_connections = 512;
     p.log_requests = 1;
     p.backend = IG_BACKEND_CPU;
+    p.webui = 1;
     return p;
 }
 
@@ -82,6 +85,7 @@ typedef enum route {
     R_COMPLETIONS,
     R_TOKENIZE,
     R_DETOKENIZE,
+    R_STATUS,
 } route;
 
 typedef struct conn {
@@ -95,6 +99,7 @@ typedef struct conn {
     bool http11;     /* HTTP/1.1 request: 1xx interim answers allowed */
     bool probed;     /* a liveness probe went out (see client_gone) */
     bool counted;
+    const char *cors; /* Access-Control-Allow-Origin value, or NULL */
     int status;
     srv_job *job; /* for the log line */
 } conn;
@@ -114,6 +119,12 @@ static void make_id(ig_server *S, const char *prefix, char *out, size_t cap) {
 }
 
 /* ---- responses ---------------------------------------------------------------- */
+
+static void add_cors(struct MHD_Response *r, const conn *cn) {
+    if (!cn || !cn->cors) return;
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", cn->cors);
+    if (strcmp(cn->cors, "*")) MHD_add_response_header(r, "Vary", "Origin");
+}
 
 static enum MHD_Result queue_body(struct MHD_Connection *c, conn *cn, int status, char *body,
                                   const char *ctype, const char *h1, const char *v1) {
@@ -135,6 +146,7 @@ static enum MHD_Result queue_body(struct MHD_Connection *c, conn *cn, int status
     }
     MHD_add_response_header(r, "Content-Type", ctype);
     if (h1) MHD_add_response_header(r, h1, v1);
+    add_cors(r, cn);
     if (cn) cn->status = status;
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
@@ -294,6 +306,66 @@ static enum MHD_Result handle_metrics(ig_server *S, struct MHD_Connection *c, co
         return queue_body(c, cn, 500, NULL, NULL, NULL, NULL);
     }
     return queue_body(c, cn, 200, b.data, "text/plain; version=0.0.4; charset=utf-8", NULL, NULL);
+}
+
+static enum MHD_Result handle_status(ig_server *S, struct MHD_Connection *c, conn *cn) {
+    int st = atomic_load(&S->state);
+    srv_status_info in = {
+        .model_id = S->model_id,
+        .state = atomic_load(&S->stopping) ? "stopping"
+                 : st == ST_READY          ? "ready"
+                 : st == ST_FAILED         ? "failed"
+                                           : "loading",
+        .backend = S->p.backend == IG_BACKEND_VULKAN ? "vulkan" : "cpu",
+        .device = S->p.device,
+        .n_threads = S->p.n_threads,
+        .n_ctx = st == ST_READY ? S->n_ctx : 0,
+        .n_parallel = S->p.n_parallel,
+        .n_batch = st == ST_READY ? ig_context_params_get(S->ctx)->n_batch : S->p.n_batch,
+        .api_key = S->api_key != NULL,
+        .started = S->started,
+    };
+    return queue_json(c, cn, 200, srv_status_json(&in, &S->metrics));
+}
+
+/* GET/HEAD of one of the web page's files (no key needed: the page holds no
+ * data; it asks for the key itself). */
+static enum MHD_Result handle_page(struct MHD_Connection *c, conn *cn, const srv_webui_file *f,
+                                   const char *ctype, const char *method) {
+    if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
+        srv_error e;
+        srv_error_set(&e, 405, "invalid_request_error", NULL, "method_not_allowed",
+                      "Method %.16s is not allowed here (allowed: GET, HEAD)", method);
+        return queue_error_h(c, cn, &e, "Allow", "GET, HEAD");
+    }
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(f->len, (void *)f->data, MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", ctype);
+    for (int i = 0; srv_webui_headers[i]; i += 2)
+        MHD_add_response_header(r, srv_webui_headers[i], srv_webui_headers[i + 1]);
+    cn->status = 200;
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* A CORS preflight (OPTIONS with --cors-origin set): 204 with what the
+ * browser asks to be allowed. */
+static enum MHD_Result handle_preflight(struct MHD_Connection *c, conn *cn) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    const char *h =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+    add_cors(r, cn);
+    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, HEAD, POST, OPTIONS");
+    MHD_add_response_header(r, "Access-Control-Allow-Headers",
+                            srv_cors_headers_ok(h) ? h : "Authorization, Content-Type");
+    MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+    cn->status = 204;
+    enum MHD_Result ret = MHD_queue_response(c, 204, r);
+    MHD_destroy_response(r);
+    return ret;
 }
 
 static bool not_ready(ig_server *S, struct MHD_Connection *c, conn *cn, enum MHD_Result *ret) {
@@ -646,6 +718,7 @@ static enum MHD_Result start_stream(ig_server *S, struct MHD_Connection *c, conn
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
     MHD_add_response_header(r, "X-Accel-Buffering", "no");
+    add_cors(r, cn);
     cn->status = 200;
     enum MHD_Result ret = MHD_queue_response(c, 200, r);
     MHD_destroy_response(r);
@@ -792,6 +865,7 @@ static route find_route(const char *url, const char **allow) {
         {"/v1/health", R_HEALTH, "GET, HEAD"},
         {"/v1/models", R_MODELS, "GET, HEAD"},
         {"/metrics", R_METRICS, "GET, HEAD"},
+        {"/v1/status", R_STATUS, "GET, HEAD"},
         {"/v1/chat/completions", R_CHAT, "POST"},
         {"/v1/completions", R_COMPLETIONS, "POST"},
         {"/tokenize", R_TOKENIZE, "POST"},
@@ -825,6 +899,12 @@ static bool authorized(ig_server *S, struct MHD_Connection *c) {
 
 static enum MHD_Result dispatch(ig_server *S, struct MHD_Connection *c, conn *cn,
                                 const char *url, const char *method) {
+    if (cn->cors && !strcmp(method, "OPTIONS")) return handle_preflight(c, cn);
+    if (S->p.webui) {
+        const char *ctype;
+        const srv_webui_file *f = srv_webui_find(url, &ctype);
+        if (f) return handle_page(c, cn, f, ctype, method);
+    }
     const char *allow;
     route r = find_route(url, &allow);
     cn->r = r;
@@ -855,6 +935,7 @@ static enum MHD_Result dispatch(ig_server *S, struct MHD_Connection *c, conn *cn
     case R_MODELS: return handle_models(S, c, cn);
     case R_MODEL_ONE: return handle_model_one(S, c, cn, url);
     case R_METRICS: return handle_metrics(S, c, cn);
+    case R_STATUS: return handle_status(S, c, cn);
     case R_CHAT: return handle_generate(S, c, cn, SRV_CHAT);
     case R_COMPLETIONS: return handle_generate(S, c, cn, SRV_COMPLETION);
     case R_TOKENIZE: return handle_tokenize(S, c, cn);
@@ -945,6 +1026,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             if ((unsigned char)*q < 0x20 || *q == 0x7f) *q = '?';
         *con_cls = cn;
         cn->http11 = version && !strcmp(version, MHD_HTTP_VERSION_1_1);
+        cn->cors = S->cors_origin;
         atomic_fetch_add(&S->active_conns, 1);
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         cn->has_length = cl != NULL;
@@ -1110,6 +1192,7 @@ static void server_free(ig_server *S) {
     free(S->model_id);
     free(S->host);
     free(S->api_key);
+    free(S->cors_origin);
     free(S);
 }
 
@@ -1142,6 +1225,15 @@ ig_status ig_server_start(const ig_server_params *p, ig_server **out) {
     S->p.host = S->host;
     S->p.api_key = S->api_key;
     S->created = (long long)time(NULL);
+    S->started = now_s();
+    if (p->cors_origin && *p->cors_origin) {
+        S->cors_origin = ig_strdup(p->cors_origin);
+        if (!S->cors_origin) {
+            server_free(S);
+            return ig_fail(IG_ERR_NO_MEMORY, "out of memory");
+        }
+    }
+    S->p.cors_origin = S->cors_origin;
     if (!S->model_path || !S->model_id || !S->host || (p->api_key && *p->api_key && !S->api_key)) {
         server_free(S);
         return ig_fail(IG_ERR_NO_MEMORY, "out of memory");

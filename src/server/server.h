@@ -28,6 +28,8 @@ typedef struct ig_server_params {
     int log_requests;         /* 1: one line per request on stderr (default) */
     ig_backend_kind backend;
     int device;
+    int webui;                /* 1: serve the web page at / (default); 0: / is 404 */
+    const char *cors_origin;  /* NULL: no CORS headers; else Access-Control-Allow-Origin */
     int load_delay_ms;        /* testing: wait this long before loading */
     int submit_delay_ms;      /* testing: wait this long before submitting a generation */
     const char *device_tuning; /* testing: GPU device tuning overrides (vk_tuning.h), or NULL */
