@@ -464,49 +464,81 @@ static ALWAYS_INLINE __m256i dot32(ig_dtype t, __m256i q, __m256i x) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), ones);
 }
 
-static ALWAYS_INLINE void q32_rows_tok(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, int tok,
-                                       const int T, __m256i *bias) {
+/* 32-element blocks, 8 rows side by side (so that a token's result is
+ * computed with the same operations as in the grouped kernels and the
+ * scalar reference, whatever the batch): per block, each row's exact integer
+ * sum, folded into one lane, then acc += (float)isum * (dw * dx) lane by
+ * lane, blocks in order. */
+
+/* d[i]: 8 partial sums of row i -> lane i = their sum. */
+static ALWAYS_INLINE __m256i fold8(const __m256i d[8]) {
+    const __m256i h01 = _mm256_hadd_epi32(d[0], d[1]), h23 = _mm256_hadd_epi32(d[2], d[3]);
+    const __m256i h45 = _mm256_hadd_epi32(d[4], d[5]), h67 = _mm256_hadd_epi32(d[6], d[7]);
+    /* lane i (i < 4) and 4 + i: halves of row i's sum (rows 4.. in h4567) */
+    const __m256i a = _mm256_hadd_epi32(h01, h23), b = _mm256_hadd_epi32(h45, h67);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+/* Rows [r, r + vr), vr <= 8, tokens tok .. tok + T - 1. */
+static ALWAYS_INLINE void q32_tile(const ig_mm *m, ig_dtype t, int64_t r, int vr, int tok, const int T) {
     const int64_t k = m->k, nb = k / IG_QK;
     const size_t bb = ig_blk_bytes(t);
+    const int off = t == IG_TYPE_Q8_0 ? 0 : off_u32(t);
+    const uint8_t *row[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) row[i] = m->w + (size_t)(r + IG_MIN(i, vr - 1)) * m->row_bytes;
     const int8_t *xq[3];
     const float *xd[3];
+    const int32_t *xs[3];
 #pragma GCC unroll 4
     for (int j = 0; j < T; j++) {
         const uint8_t *a = m->act + (size_t)(tok + j) * m->act_stride;
         xq[j] = ig_act_q(a);
         xd[j] = ig_act_d(a, k);
-        const int32_t *xs = ig_act_s(a, k);
-        const int off = t == IG_TYPE_Q8_0 ? 0 : off_u32(t);
-        for (int64_t b = 0; b < nb; b++) bias[j * nb + b] = _mm256_setr_epi32(-off * xs[b], 0, 0, 0, 0, 0, 0, 0);
+        xs[j] = ig_act_s(a, k);
     }
-    for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *row = m->w + (size_t)r * m->row_bytes;
-        __m256 acc[3];
+    __m256 acc[3];
 #pragma GCC unroll 4
-        for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();
-        for (int64_t b = 0; b < nb; b++) {
-            const uint8_t *blk = row + (size_t)b * bb;
-            const __m256i q = t == IG_TYPE_Q8_0 ? _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2))
-                                                : dec_u32(t, blk);
-            const __m256 dw = _mm256_set1_ps(f16_to_f32(blk));
+    for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const size_t bo = (size_t)b * bb;
+        __m256i w[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++)
+            w[i] = t == IG_TYPE_Q8_0 ? _mm256_loadu_si256((const __m256i *)(const void *)(row[i] + bo + 2))
+                                     : dec_u32(t, row[i] + bo);
+        const __m256 dw = _mm256_cvtph_ps(_mm_setr_epi16(
+            (short)ig_ld16(row[0] + bo), (short)ig_ld16(row[1] + bo), (short)ig_ld16(row[2] + bo),
+            (short)ig_ld16(row[3] + bo), (short)ig_ld16(row[4] + bo), (short)ig_ld16(row[5] + bo),
+            (short)ig_ld16(row[6] + bo), (short)ig_ld16(row[7] + bo)));
 #pragma GCC unroll 4
-            for (int j = 0; j < T; j++) {
-                const __m256i xv = _mm256_load_si256((const __m256i *)(const void *)(xq[j] + 32 * b));
-                const __m256i dot = _mm256_add_epi32(dot32(t, q, xv), bias[j * nb + b]);
-                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, _mm256_set1_ps(xd[j][b])), acc[j]);
-            }
+        for (int j = 0; j < T; j++) {
+            const __m256i xv = _mm256_load_si256((const __m256i *)(const void *)(xq[j] + 32 * b));
+            __m256i d[8];
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++) d[i] = dot32(t, w[i], xv);
+            const __m256i isum = _mm256_sub_epi32(fold8(d), _mm256_set1_epi32(off * xs[j][b]));
+            const __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(xd[j][b]));
+            acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(_mm256_cvtepi32_ps(isum), dd));
         }
+    }
+    const __m256i mk = _mm256_cmpgt_epi32(_mm256_set1_epi32(vr), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 #pragma GCC unroll 4
-        for (int j = 0; j < T; j++) m->y[(int64_t)(tok + j) * m->ldy + r] = hsum256(acc[j]);
+    for (int j = 0; j < T; j++) {
+        float *y = m->y + (int64_t)(tok + j) * m->ldy + r;
+        if (vr == 8) _mm256_storeu_ps(y, acc[j]);
+        else _mm256_maskstore_ps(y, mk, acc[j]);
     }
 }
 
-static ALWAYS_INLINE void q32_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, void *scratch) {
-    __m256i *bias = scratch;
-    int tok = 0;
-    for (; tok + 3 <= m->n; tok += 3) q32_rows_tok(m, t, r0, r1, tok, 3, bias);
-    if (m->n - tok == 2) q32_rows_tok(m, t, r0, r1, tok, 2, bias);
-    else if (m->n - tok == 1) q32_rows_tok(m, t, r0, r1, tok, 1, bias);
+static ALWAYS_INLINE void q32_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; r += 8) {
+        const int vr = (int)IG_MIN(8, r1 - r);
+        int tok = 0;
+        for (; tok + 3 <= m->n; tok += 3) q32_tile(m, t, r, vr, tok, 3);
+        if (m->n - tok == 2) q32_tile(m, t, r, vr, tok, 2);
+        else if (m->n - tok == 1) q32_tile(m, t, r, vr, tok, 1);
+    }
 }
 
 /* Exact integer sums of one K-quant block with one token, then the
@@ -572,11 +604,11 @@ static ALWAYS_INLINE void qk_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int6
     }
 }
 
-static void quant_rows(const ig_mm *m, int64_t r0, int64_t r1, void *scratch) {
+static void quant_rows(const ig_mm *m, int64_t r0, int64_t r1) {
     switch (m->type) {
-    case IG_TYPE_Q8_0: q32_rows_t(m, IG_TYPE_Q8_0, r0, r1, scratch); break;
-    case IG_TYPE_Q4_0: q32_rows_t(m, IG_TYPE_Q4_0, r0, r1, scratch); break;
-    case IG_TYPE_Q5_0: q32_rows_t(m, IG_TYPE_Q5_0, r0, r1, scratch); break;
+    case IG_TYPE_Q8_0: q32_rows_t(m, IG_TYPE_Q8_0, r0, r1); break;
+    case IG_TYPE_Q4_0: q32_rows_t(m, IG_TYPE_Q4_0, r0, r1); break;
+    case IG_TYPE_Q5_0: q32_rows_t(m, IG_TYPE_Q5_0, r0, r1); break;
     case IG_TYPE_Q4_K: qk_rows_t(m, IG_TYPE_Q4_K, r0, r1); break;
     case IG_TYPE_Q5_K: qk_rows_t(m, IG_TYPE_Q5_K, r0, r1); break;
     case IG_TYPE_Q6_K: qk_rows_t(m, IG_TYPE_Q6_K, r0, r1); break;
@@ -898,7 +930,7 @@ static void matmul_avx2(const ig_mm *m, int64_t r0, int64_t r1, void *scratch) {
     if (r0 >= r1 || m->n <= 0) return;
     if (ig_mm_act_kind(m->type) == IG_ACT_F32) float_rows(m, r0, r1, scratch);
     else if (m->grouped) gemm(m, r0, r1, scratch);
-    else quant_rows(m, r0, r1, scratch);
+    else quant_rows(m, r0, r1);
 }
 
 static size_t scratch_avx2(int64_t k) {
@@ -906,10 +938,8 @@ static size_t scratch_avx2(int64_t k) {
     /* float_rows_few: 2 rows of kp; the panels: FP_R rows of FP_KC, then 8
      * rows of staging */
     const size_t fl = sizeof(float) * (size_t)IG_MAX(2 * kp, FP_R * FP_KC + 8 * IG_MIN(FP_KC, kp));
-    const size_t bias = 3 * 32 * (size_t)(k / IG_QK);
     size_t s = PASS * ig_mm_align64(tile_bytes(k));
     if (fl > s) s = fl;
-    if (bias > s) s = bias;
     return s + 64;
 }
 

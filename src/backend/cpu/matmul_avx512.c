@@ -1,9 +1,11 @@
 /* AVX-512 (F/BW/VL/DQ + VNNI) matmul kernels.
  *
  * Few tokens (rows layout): matrix-vector kernels straight from the GGUF
- * blocks, 4 weight rows at a time; vpdpbusd multiplies unsigned weights
- * (q, or q + 128 for Q8_0) with the signed activation, and a per-block bias
- * removes the offset, so every block sum is the reference's exact integer.
+ * blocks. 32-element blocks: 16 rows side by side, each row's exact block
+ * sums folded into one lane; K-quants: one row at a time. Either way every
+ * result is formed with the scalar reference's operations in its order, as
+ * the grouped kernels below do, so that a token's result does not depend on
+ * how many tokens share the matmul.
  *
  * Many tokens (groups layout): a tile of 8 weight rows is unpacked once into
  * signed bytes (the reference's centred integers) plus per-block integer
@@ -468,42 +470,105 @@ static ALWAYS_INLINE void k_scales(const uint8_t *blk, uint64_t *sc, uint64_t *m
 
 /* ---- Matrix-vector kernels (rows layout) ---------------------------------- */
 
-/* Rows one after the other (the hardware prefetcher streams a single row
- * well, several interleaved rows badly), T tokens (T <= 3) per pass. The
- * per-block bias vectors [-off * s, 0, ...] of the tokens are built first. */
-static ALWAYS_INLINE void q32_rows_tok(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, int tok,
-                                       const int T, __m256i *bias) {
+/* 32-element blocks, 16 rows side by side (so that a token's result is
+ * computed with the same operations as in the grouped kernels and the
+ * scalar reference, whatever the batch): per block, each row's exact integer
+ * sum, then acc += (float)isum * (dw * dx) lane by lane, blocks in order.
+ *
+ * Two rows' blocks share a register (row 2p in the low half, 2p + 1 in the
+ * high half); vpdpbusd leaves 8 partial sums per row, which a transposing
+ * reduction folds into one vector: lane 4c + q holds row 4q + c (ROWPERM,
+ * its own inverse). */
+static ALWAYS_INLINE __m512i dec_u32x2(ig_dtype t, const uint8_t *b0, const uint8_t *b1) {
+    if (t == IG_TYPE_Q8_0) {
+        const __m512i v = _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)(b0 + 2))),
+            _mm256_loadu_si256((const __m256i *)(const void *)(b1 + 2)), 1);
+        return _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80));
+    }
+    const int o = t == IG_TYPE_Q4_0 ? 2 : 6;
+    const __m512i b = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(b0 + o)))),
+        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(b1 + o))), 1);
+    const __m512i sh = _mm512_setr_epi64(0, 0, 0x0004000400040004ll, 0x0004000400040004ll, 0, 0,
+                                         0x0004000400040004ll, 0x0004000400040004ll);
+    const __m512i q = _mm512_and_si512(_mm512_srlv_epi16(b, sh), _mm512_set1_epi8(0x0f));
+    if (t == IG_TYPE_Q4_0) return q;
+    const __mmask64 hb = (__mmask64)ig_ld32(b0 + 2) | ((__mmask64)ig_ld32(b1 + 2) << 32);
+    return _mm512_mask_add_epi8(q, hb, q, _mm512_set1_epi8(16));
+}
+
+/* v[p]: rows 2p (lanes 0..7), 2p + 1 (lanes 8..15) -> one sum per row. */
+static ALWAYS_INLINE __m512i fold16(const __m512i v[8]) {
+    __m512i u[4];
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; q++)
+        u[q] = _mm512_add_epi32(_mm512_shuffle_i32x4(v[2 * q], v[2 * q + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                _mm512_shuffle_i32x4(v[2 * q], v[2 * q + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    /* u[q] 128-bit chunk c: the 4 partial sums of row 4q + c */
+    const __m512i p0 = _mm512_add_epi32(_mm512_unpacklo_epi32(u[0], u[1]), _mm512_unpackhi_epi32(u[0], u[1]));
+    const __m512i p1 = _mm512_add_epi32(_mm512_unpacklo_epi32(u[2], u[3]), _mm512_unpackhi_epi32(u[2], u[3]));
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(p0, p1), _mm512_unpackhi_epi64(p0, p1));
+}
+
+#define ROWPERM _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15)
+
+/* Rows [r, r + vr), vr <= 16, tokens tok .. tok + T - 1. */
+static ALWAYS_INLINE void q32_tile(const ig_mm *m, ig_dtype t, int64_t r, int vr, int tok, const int T) {
     const int64_t k = m->k, nb = k / IG_QK;
     const size_t bb = ig_blk_bytes(t);
     const int off = off_u32(t);
+    const uint8_t *row[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) row[i] = m->w + (size_t)(r + IG_MIN(i, vr - 1)) * m->row_bytes;
+    /* lane L reads the scale of row ROWPERM[L] */
+    const __m512i perm = ROWPERM;
+    const __m512i goff = _mm512_mullo_epi32(_mm512_min_epi32(perm, _mm512_set1_epi32(vr - 1)),
+                                            _mm512_set1_epi32((int)m->row_bytes));
     const int8_t *xq[3];
     const float *xd[3];
+    const int32_t *xs[3];
 #pragma GCC unroll 4
     for (int j = 0; j < T; j++) {
         const uint8_t *a = m->act + (size_t)(tok + j) * m->act_stride;
         xq[j] = ig_act_q(a);
         xd[j] = ig_act_d(a, k);
-        const int32_t *xs = ig_act_s(a, k);
-        for (int64_t b = 0; b < nb; b++) bias[j * nb + b] = _mm256_setr_epi32(-off * xs[b], 0, 0, 0, 0, 0, 0, 0);
+        xs[j] = ig_act_s(a, k);
     }
-    for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *row = m->w + (size_t)r * m->row_bytes;
-        __m256 acc[3];
+    __m512 acc[3];
 #pragma GCC unroll 4
-        for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();
-        for (int64_t b = 0; b < nb; b++) {
-            const uint8_t *blk = row + (size_t)b * bb;
-            const __m256i q = dec_u32(t, blk);
-            const __m256 dw = _mm256_set1_ps(f16_to_f32(blk));
+    for (int j = 0; j < T; j++) acc[j] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const size_t bo = (size_t)b * bb;
+        __m512i w[8];
+#pragma GCC unroll 8
+        for (int p = 0; p < 8; p++) w[p] = dec_u32x2(t, row[2 * p] + bo, row[2 * p + 1] + bo);
+        const __m512i dh = _mm512_i32gather_epi32(goff, (const void *)(row[0] + bo), 1);
+        const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dh));
 #pragma GCC unroll 4
-            for (int j = 0; j < T; j++) {
-                const __m256i xv = _mm256_load_si256((const __m256i *)(const void *)(xq[j] + 32 * b));
-                const __m256i dot = _mm256_dpbusd_epi32(bias[j * nb + b], q, xv);
-                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, _mm256_set1_ps(xd[j][b])), acc[j]);
-            }
+        for (int j = 0; j < T; j++) {
+            const __m512i xv = _mm512_broadcast_i64x4(_mm256_load_si256((const __m256i *)(const void *)(xq[j] + 32 * b)));
+            __m512i d[8];
+#pragma GCC unroll 8
+            for (int p = 0; p < 8; p++) d[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[p], xv);
+            const __m512i isum = _mm512_sub_epi32(fold16(d), _mm512_set1_epi32(off * xs[j][b]));
+            const __m512 dd = _mm512_mul_ps(dw, _mm512_set1_ps(xd[j][b]));
+            acc[j] = _mm512_add_ps(acc[j], _mm512_mul_ps(_mm512_cvtepi32_ps(isum), dd));
         }
+    }
+    const __mmask16 mk = (__mmask16)((1u << vr) - 1);
 #pragma GCC unroll 4
-        for (int j = 0; j < T; j++) m->y[(int64_t)(tok + j) * m->ldy + r] = hsum256(acc[j]);
+    for (int j = 0; j < T; j++)
+        _mm512_mask_storeu_ps(m->y + (int64_t)(tok + j) * m->ldy + r, mk, _mm512_permutexvar_ps(perm, acc[j]));
+}
+
+static ALWAYS_INLINE void q32_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; r += 16) {
+        const int vr = (int)IG_MIN(16, r1 - r);
+        int tok = 0;
+        for (; tok + 3 <= m->n; tok += 3) q32_tile(m, t, r, vr, tok, 3);
+        if (m->n - tok == 2) q32_tile(m, t, r, vr, tok, 2);
+        else if (m->n - tok == 1) q32_tile(m, t, r, vr, tok, 1);
     }
 }
 
@@ -578,19 +643,11 @@ static ALWAYS_INLINE void qk_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int6
     }
 }
 
-static ALWAYS_INLINE void q32_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, void *scratch) {
-    __m256i *bias = scratch;
-    int tok = 0;
-    for (; tok + 3 <= m->n; tok += 3) q32_rows_tok(m, t, r0, r1, tok, 3, bias);
-    if (m->n - tok == 2) q32_rows_tok(m, t, r0, r1, tok, 2, bias);
-    else if (m->n - tok == 1) q32_rows_tok(m, t, r0, r1, tok, 1, bias);
-}
-
-static void quant_rows(const ig_mm *m, int64_t r0, int64_t r1, void *scratch) {
+static void quant_rows(const ig_mm *m, int64_t r0, int64_t r1) {
     switch (m->type) {
-    case IG_TYPE_Q8_0: q32_rows_t(m, IG_TYPE_Q8_0, r0, r1, scratch); break;
-    case IG_TYPE_Q4_0: q32_rows_t(m, IG_TYPE_Q4_0, r0, r1, scratch); break;
-    case IG_TYPE_Q5_0: q32_rows_t(m, IG_TYPE_Q5_0, r0, r1, scratch); break;
+    case IG_TYPE_Q8_0: q32_rows_t(m, IG_TYPE_Q8_0, r0, r1); break;
+    case IG_TYPE_Q4_0: q32_rows_t(m, IG_TYPE_Q4_0, r0, r1); break;
+    case IG_TYPE_Q5_0: q32_rows_t(m, IG_TYPE_Q5_0, r0, r1); break;
     case IG_TYPE_Q4_K: qk_rows_t(m, IG_TYPE_Q4_K, r0, r1); break;
     case IG_TYPE_Q5_K: qk_rows_t(m, IG_TYPE_Q5_K, r0, r1); break;
     case IG_TYPE_Q6_K: qk_rows_t(m, IG_TYPE_Q6_K, r0, r1); break;
@@ -917,7 +974,7 @@ static void matmul_avx512(const ig_mm *m, int64_t r0, int64_t r1, void *scratch)
     if (r0 >= r1 || m->n <= 0) return;
     if (ig_mm_act_kind(m->type) == IG_ACT_F32) float_rows(m, r0, r1, scratch);
     else if (m->grouped) gemm(m, r0, r1, scratch);
-    else quant_rows(m, r0, r1, scratch);
+    else quant_rows(m, r0, r1);
 }
 
 static size_t scratch_avx512(int64_t k) {
@@ -925,10 +982,8 @@ static size_t scratch_avx512(int64_t k) {
     /* float_rows_few: 4 rows of kp; the panels: FP_R rows of FP_KC, then 16
      * rows of staging */
     const size_t fl = sizeof(float) * (size_t)IG_MAX(4 * kp, FP_R * FP_KC + 16 * IG_MIN(FP_KC, kp));
-    const size_t bias = 3 * 32 * (size_t)(k / IG_QK);
     size_t s = 2 * ig_mm_align64(tile_bytes(k));
     if (fl > s) s = fl;
-    if (bias > s) s = bias;
     return s + 64;
 }
 
