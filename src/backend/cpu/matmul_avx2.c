@@ -137,41 +137,8 @@ static ALWAYS_INLINE __m256 load_w8(ig_dtype t, const uint8_t *row, int64_t i, i
     return _mm256_loadu_ps(tmp);
 }
 
-static ALWAYS_INLINE __m256 load_x8(const float *x, int64_t i, int64_t n) {
-    if (n - i >= 8) return _mm256_loadu_ps(x + i);
-    float tmp[8] = {0};
-    memcpy(tmp, x + i, sizeof(float) * (size_t)(n - i));
-    return _mm256_loadu_ps(tmp);
-}
-
-/* One row (read once, in order) with T <= 3 tokens, 2 partial sums each. */
-static ALWAYS_INLINE void float_row(const ig_mm *m, ig_dtype t, int64_t r, int tok, const int T) {
-    const uint8_t *row = m->w + (size_t)r * m->row_bytes;
-    __m256 acc[3][2];
-#pragma GCC unroll 4
-    for (int j = 0; j < T; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= m->k; i += 16) {
-        const __m256 w0 = load_w8(t, row, i, m->k), w1 = load_w8(t, row, i + 8, m->k);
-#pragma GCC unroll 4
-        for (int j = 0; j < T; j++) {
-            const float *x = m->x + (int64_t)(tok + j) * m->ldx;
-            acc[j][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + i), acc[j][0]);
-            acc[j][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + i + 8), acc[j][1]);
-        }
-    }
-    for (; i < m->k; i += 8) {
-        const __m256 w0 = load_w8(t, row, i, m->k);
-#pragma GCC unroll 4
-        for (int j = 0; j < T; j++)
-            acc[j][0] = _mm256_fmadd_ps(w0, load_x8(m->x + (int64_t)(tok + j) * m->ldx, i, m->k), acc[j][0]);
-    }
-#pragma GCC unroll 4
-    for (int j = 0; j < T; j++)
-        m->y[(int64_t)(tok + j) * m->ldy + r] = hsum256(_mm256_add_ps(acc[j][0], acc[j][1]));
-}
-
-/* Many tokens: as the AVX-512 kernel (see matmul_avx512.c), a panel of
+/* Any number of tokens (one FMA chain per result over the elements in order,
+ * whatever the batch): as the AVX-512 kernel (see matmul_avx512.c), a panel of
  * FP_R = 16 rows converted to f32 and stored transposed (wp[e][16], in 8 x 8
  * blocks transposed in registers), and a micro-kernel that keeps
  * y[t][r .. r+15] of FP_T = 6 tokens in 12 registers: per element, 2 panel
@@ -179,7 +146,6 @@ static ALWAYS_INLINE void float_row(const ig_mm *m, ig_dtype t, int64_t r, int t
 #define FP_R 16
 #define FP_T 6
 #define FP_KC 1024
-#define FP_MIN_N 32 /* fewer tokens: float_rows_few */
 
 /* In-register transpose: o[c] lane i = r[i] lane c. */
 static ALWAYS_INLINE void transpose8(const __m256 r[8], __m256 o[8]) {
@@ -291,82 +257,7 @@ static void float_micro_n(const ig_mm *m, const float *wp, int64_t kc, int64_t e
     }
 }
 
-/* 2 rows x 4 tokens from rows converted to f32 (wf: 2 rows of k floats);
- * pf (unless NULL): bytes to fetch meanwhile, pstep of them per 8 elements
- * (the next tile's rows, so that reading them overlaps this arithmetic). */
-static ALWAYS_INLINE void float_tile(const ig_mm *m, const float *wf, int vr, int64_t r, int tok,
-                                     const uint8_t *pf, size_t pstep, const int T) {
-    __m256 acc[2][4];
-#pragma GCC unroll 4
-    for (int i = 0; i < 2; i++)
-#pragma GCC unroll 4
-        for (int j = 0; j < T; j++) acc[i][j] = _mm256_setzero_ps();
-    const int64_t k = m->k;
-    for (int64_t e = 0; e < k; e += 8) {
-        if (pf) _mm_prefetch((const char *)pf + (size_t)(e / 8) * pstep, _MM_HINT_T1);
-        __m256 xv[4];
-#pragma GCC unroll 4
-        for (int j = 0; j < T; j++) xv[j] = load_x8(m->x + (int64_t)(tok + j) * m->ldx, e, k);
-#pragma GCC unroll 4
-        for (int i = 0; i < 2; i++) {
-            const __m256 wv = _mm256_loadu_ps(wf + i * ((k + 7) & ~7) + e);
-#pragma GCC unroll 4
-            for (int j = 0; j < T; j++) acc[i][j] = _mm256_fmadd_ps(wv, xv[j], acc[i][j]);
-        }
-    }
-    float out[2][4]; /* constant indices only, so that acc stays in registers */
-#pragma GCC unroll 4
-    for (int i = 0; i < 2; i++)
-#pragma GCC unroll 4
-        for (int j = 0; j < T; j++) out[i][j] = hsum256(acc[i][j]);
-    for (int i = 0; i < vr; i++)
-        for (int j = 0; j < T; j++) m->y[(int64_t)(tok + j) * m->ldy + r + i] = out[i][j];
-}
-
-/* A few tokens (4 <= n < FP_MIN_N, where packing the panels costs more
- * than it saves): rows converted to f32 one tile at a time, dot products. */
-static ALWAYS_INLINE void float_rows_few(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, float *wf) {
-    const int64_t kp = (m->k + 7) & ~(int64_t)7;
-    for (int64_t r = r0; r < r1; r += 2) {
-        const int vr = (int)IG_MIN(2, r1 - r);
-        for (int i = 0; i < 2; i++) {
-            float *dst = wf + i * kp;
-            if (i < vr) {
-                const uint8_t *row = m->w + (size_t)(r + i) * m->row_bytes;
-                for (int64_t e = 0; e < kp; e += 8) _mm256_storeu_ps(dst + e, load_w8(t, row, e, m->k));
-            } else {
-                memset(dst, 0, (size_t)kp * sizeof(float));
-            }
-        }
-        /* rows r + 2, r + 3: 2 k es bytes over k / 8 steps */
-        const uint8_t *pf = r + 2 < r1 ? m->w + (size_t)(r + 2) * m->row_bytes : NULL;
-        const size_t pstep = 16 * (t == IG_TYPE_F32 ? 4 : 2);
-        int tok = 0;
-        for (; tok + 4 <= m->n; tok += 4, pf = NULL) float_tile(m, wf, vr, r, tok, pf, pstep, 4);
-        for (; tok < m->n; tok++, pf = NULL) float_tile(m, wf, vr, r, tok, pf, pstep, 1);
-    }
-}
-
-/* Out of line, so that its loops are register-allocated on their own. */
-static __attribute__((noinline)) void float_rows_few_any(const ig_mm *m, int64_t r0, int64_t r1, float *wf) {
-    if (m->type == IG_TYPE_F32) float_rows_few(m, IG_TYPE_F32, r0, r1, wf);
-    else if (m->type == IG_TYPE_F16) float_rows_few(m, IG_TYPE_F16, r0, r1, wf);
-    else float_rows_few(m, IG_TYPE_BF16, r0, r1, wf);
-}
-
 static ALWAYS_INLINE void float_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, float *wp) {
-    if (m->n < 4) {
-        for (int64_t r = r0; r < r1; r++) {
-            if (m->n == 1) float_row(m, t, r, 0, 1);
-            else if (m->n == 2) float_row(m, t, r, 0, 2);
-            else float_row(m, t, r, 0, 3);
-        }
-        return;
-    }
-    if (m->n < FP_MIN_N) {
-        float_rows_few_any(m, r0, r1, wp);
-        return;
-    }
     for (int64_t r = r0; r < r1; r += FP_R) {
         const int vr = (int)IG_MIN(FP_R, r1 - r);
         for (int64_t e0 = 0; e0 < m->k; e0 += FP_KC) {
@@ -935,9 +826,8 @@ static void matmul_avx2(const ig_mm *m, int64_t r0, int64_t r1, void *scratch) {
 
 static size_t scratch_avx2(int64_t k) {
     const int64_t kp = (k + 7) & ~(int64_t)7;
-    /* float_rows_few: 2 rows of kp; the panels: FP_R rows of FP_KC, then 8
-     * rows of staging */
-    const size_t fl = sizeof(float) * (size_t)IG_MAX(2 * kp, FP_R * FP_KC + 8 * IG_MIN(FP_KC, kp));
+    /* the panels: FP_R rows of FP_KC, then 8 rows of staging */
+    const size_t fl = sizeof(float) * (size_t)(FP_R * FP_KC + 8 * IG_MIN(FP_KC, kp));
     size_t s = PASS * ig_mm_align64(tile_bytes(k));
     if (fl > s) s = fl;
     return s + 64;

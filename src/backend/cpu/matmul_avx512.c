@@ -17,9 +17,9 @@
  * scaling follows the reference's order exactly: these kernels are
  * bit-identical to the scalar references.
  *
- * Float weights (F32/F16/BF16) with 16 or more tokens: panels of 32 rows
+ * Float weights (F32/F16/BF16), any number of tokens: panels of 32 rows
  * converted to f32 once, transposed, and a register-blocked micro-kernel
- * of 32 rows x 12 tokens (see float_pack / float_micro). */
+ * of 32 rows x up to 12 tokens (see float_pack / float_micro). */
 #include "backend/cpu/matmul_impl.h"
 #include "backend/cpu/ops_simd.h"
 #include "core/util.h"
@@ -127,33 +127,6 @@ static ALWAYS_INLINE __m512 load_w16(ig_dtype t, const uint8_t *row, int64_t i, 
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-/* One row (read once, in order) with T <= 3 tokens, 2 partial sums each. */
-static ALWAYS_INLINE void float_row(const ig_mm *m, ig_dtype t, int64_t r, const int T) {
-    const uint8_t *row = m->w + (size_t)r * m->row_bytes;
-    __m512 acc[3][2];
-#pragma GCC unroll 4
-    for (int j = 0; j < T; j++) acc[j][0] = acc[j][1] = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 32 <= m->k; i += 32) {
-        const __m512 w0 = load_w16(t, row, i, 0xffff), w1 = load_w16(t, row, i + 16, 0xffff);
-#pragma GCC unroll 4
-        for (int j = 0; j < T; j++) {
-            const float *x = m->x + (int64_t)j * m->ldx;
-            acc[j][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + i), acc[j][0]);
-            acc[j][1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + i + 16), acc[j][1]);
-        }
-    }
-    for (; i < m->k; i += 16) {
-        const __mmask16 mk = m->k - i >= 16 ? 0xffff : (__mmask16)((1u << (m->k - i)) - 1);
-        const __m512 w0 = load_w16(t, row, i, mk);
-#pragma GCC unroll 4
-        for (int j = 0; j < T; j++)
-            acc[j][0] = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(mk, m->x + (int64_t)j * m->ldx + i), acc[j][0]);
-    }
-#pragma GCC unroll 4
-    for (int j = 0; j < T; j++) m->y[(int64_t)j * m->ldy + r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[j][0], acc[j][1]));
-}
-
 /* In-register transpose: o[c] lane i = r[i] lane c. */
 static ALWAYS_INLINE void transpose16(const __m512 r[16], __m512 o[16]) {
     __m512 a[8], b[8], c[4][4];
@@ -189,11 +162,12 @@ static ALWAYS_INLINE void transpose16(const __m512 r[16], __m512 o[16]) {
  * two vectors with x[t][e] broadcast from memory: 24 FMAs for 2 + 12 loads,
  * no horizontal sums, and each converted weight serves every token. Longer
  * rows go in blocks of FP_KC elements (the panel stays in L2), the partial
- * sums reloaded from y. Every y is one f32 FMA chain over e in order. */
+ * sums reloaded from y. Every y is one f32 FMA chain over e in order, for
+ * any number of tokens (a single token too), so that a token's result does
+ * not depend on the batch. */
 #define FP_R 32
 #define FP_T 12
 #define FP_KC 1024
-#define FP_MIN_N 16 /* fewer tokens: float_rows_few */
 
 static ALWAYS_INLINE __mmask16 tail_mask(int64_t n) {
     return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
@@ -299,75 +273,7 @@ static void float_micro_n(const ig_mm *m, const float *wp, int64_t kc, int64_t e
     }
 }
 
-/* 4 rows (converted to f32 in wf, row stride kp) x T tokens. */
-static ALWAYS_INLINE void float_tile(const ig_mm *m, const float *wf, int64_t kp, int vr, int64_t r, int tok,
-                                     const int T) {
-    __m512 acc[4][4];
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++)
-#pragma GCC unroll 4
-        for (int j = 0; j < T; j++) acc[i][j] = _mm512_setzero_ps();
-    for (int64_t e = 0; e < m->k; e += 16) {
-        const __mmask16 mk = m->k - e >= 16 ? 0xffff : (__mmask16)((1u << (m->k - e)) - 1);
-        __m512 xv[4];
-#pragma GCC unroll 4
-        for (int j = 0; j < T; j++) xv[j] = _mm512_maskz_loadu_ps(mk, m->x + (int64_t)(tok + j) * m->ldx + e);
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) {
-            const __m512 wv = _mm512_load_ps(wf + i * kp + e);
-#pragma GCC unroll 4
-            for (int j = 0; j < T; j++) acc[i][j] = _mm512_fmadd_ps(wv, xv[j], acc[i][j]);
-        }
-    }
-    float out[4][4]; /* constant indices only, so that acc stays in registers */
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++)
-#pragma GCC unroll 4
-        for (int j = 0; j < T; j++) out[i][j] = _mm512_reduce_add_ps(acc[i][j]);
-    for (int i = 0; i < vr; i++)
-        for (int j = 0; j < T; j++) m->y[(int64_t)(tok + j) * m->ldy + r + i] = out[i][j];
-}
-
-/* A few tokens (4 <= n < FP_MIN_N, where packing the panels costs more
- * than it saves): rows converted to f32 one tile at a time, dot products. */
-static ALWAYS_INLINE void float_rows_few(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, float *wf) {
-    const int64_t kp = (m->k + 15) & ~(int64_t)15;
-    for (int64_t r = r0; r < r1; r += 4) {
-        const int vr = (int)IG_MIN(4, r1 - r);
-        for (int i = 0; i < 4; i++) {
-            float *dst = wf + i * kp;
-            const uint8_t *row = m->w + (size_t)(r + IG_MIN(i, vr - 1)) * m->row_bytes;
-            for (int64_t e = 0; e < kp; e += 16) {
-                const __mmask16 mk = m->k - e >= 16 ? 0xffff : (__mmask16)((1u << (m->k - e)) - 1);
-                _mm512_store_ps(dst + e, load_w16(t, row, e, mk));
-            }
-        }
-        int tok = 0;
-        for (; tok + 4 <= m->n; tok += 4) float_tile(m, wf, kp, vr, r, tok, 4);
-        for (; tok < m->n; tok++) float_tile(m, wf, kp, vr, r, tok, 1);
-    }
-}
-
-/* Out of line, so that its loops are register-allocated on their own. */
-static __attribute__((noinline)) void float_rows_few_any(const ig_mm *m, int64_t r0, int64_t r1, float *wf) {
-    if (m->type == IG_TYPE_F32) float_rows_few(m, IG_TYPE_F32, r0, r1, wf);
-    else if (m->type == IG_TYPE_F16) float_rows_few(m, IG_TYPE_F16, r0, r1, wf);
-    else float_rows_few(m, IG_TYPE_BF16, r0, r1, wf);
-}
-
 static ALWAYS_INLINE void float_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, float *wp) {
-    if (m->n < 4) {
-        for (int64_t r = r0; r < r1; r++) {
-            if (m->n == 1) float_row(m, t, r, 1);
-            else if (m->n == 2) float_row(m, t, r, 2);
-            else float_row(m, t, r, 3);
-        }
-        return;
-    }
-    if (m->n < FP_MIN_N) {
-        float_rows_few_any(m, r0, r1, wp);
-        return;
-    }
     for (int64_t r = r0; r < r1; r += FP_R) {
         const int vr = (int)IG_MIN(FP_R, r1 - r);
         for (int64_t e0 = 0; e0 < m->k; e0 += FP_KC) {
@@ -979,9 +885,8 @@ static void matmul_avx512(const ig_mm *m, int64_t r0, int64_t r1, void *scratch)
 
 static size_t scratch_avx512(int64_t k) {
     const int64_t kp = (k + 15) & ~(int64_t)15;
-    /* float_rows_few: 4 rows of kp; the panels: FP_R rows of FP_KC, then 16
-     * rows of staging */
-    const size_t fl = sizeof(float) * (size_t)IG_MAX(4 * kp, FP_R * FP_KC + 16 * IG_MIN(FP_KC, kp));
+    /* the panels: FP_R rows of FP_KC, then 16 rows of staging */
+    const size_t fl = sizeof(float) * (size_t)(FP_R * FP_KC + 16 * IG_MIN(FP_KC, kp));
     size_t s = 2 * ig_mm_align64(tile_bytes(k));
     if (fl > s) s = fl;
     return s + 64;
