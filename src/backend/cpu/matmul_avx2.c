@@ -137,15 +137,47 @@ static ALWAYS_INLINE __m256 load_w8(ig_dtype t, const uint8_t *row, int64_t i, i
     return _mm256_loadu_ps(tmp);
 }
 
-/* Any number of tokens (one FMA chain per result over the elements in order,
- * whatever the batch): as the AVX-512 kernel (see matmul_avx512.c), a panel of
- * FP_R = 16 rows converted to f32 and stored transposed (wp[e][16], in 8 x 8
- * blocks transposed in registers), and a micro-kernel that keeps
- * y[t][r .. r+15] of FP_T = 6 tokens in 12 registers: per element, 2 panel
- * loads and 6 broadcasts feed 12 FMAs. Rows in blocks of FP_KC elements. */
-#define FP_R 16
-#define FP_T 6
-#define FP_KC 1024
+static ALWAYS_INLINE __m256 load_x8(const float *x, int64_t i, int64_t n) {
+    if (n - i >= 8) return _mm256_loadu_ps(x + i);
+    float tmp[8] = {0};
+    memcpy(tmp, x + i, sizeof(float) * (size_t)(n - i));
+    return _mm256_loadu_ps(tmp);
+}
+
+/* Rows r .. r + vr - 1 (vr <= 4, read straight from the weights) with
+ * T <= 3 tokens: for each (row, token) one 8-lane accumulator over the
+ * elements in steps of 8 (the tail zero-padded), then hsum256, exactly as
+ * float_tile does for batches; 4 rows' chains side by side hide the FMA
+ * latency. */
+static ALWAYS_INLINE void float_row4(const ig_mm *m, ig_dtype t, int64_t r, int vr, const int T) {
+    const uint8_t *row[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) row[i] = m->w + (size_t)(r + IG_MIN(i, vr - 1)) * m->row_bytes;
+    __m256 acc[4][3];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) acc[i][j] = _mm256_setzero_ps();
+    const int64_t k = m->k;
+    for (int64_t e = 0; e < k; e += 8) {
+        __m256 xv[3];
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) xv[j] = load_x8(m->x + (int64_t)j * m->ldx, e, k);
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) {
+            const __m256 wv = load_w8(t, row[i], e, k);
+#pragma GCC unroll 4
+            for (int j = 0; j < T; j++) acc[i][j] = _mm256_fmadd_ps(wv, xv[j], acc[i][j]);
+        }
+    }
+    float out[4][3]; /* constant indices only, so that acc stays in registers */
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) out[i][j] = hsum256(acc[i][j]);
+    for (int i = 0; i < vr; i++)
+        for (int j = 0; j < T; j++) m->y[(int64_t)j * m->ldy + r + i] = out[i][j];
+}
 
 /* In-register transpose: o[c] lane i = r[i] lane c. */
 static ALWAYS_INLINE void transpose8(const __m256 r[8], __m256 o[8]) {
@@ -169,117 +201,81 @@ static ALWAYS_INLINE void transpose8(const __m256 r[8], __m256 o[8]) {
     }
 }
 
-/* Rows [r, r + vr) x elements [e0, e0 + kc) -> wp[kc][FP_R]: 8 rows at a
- * time converted one after the other into st[8][kcp] (each row read in
- * order, see matmul_avx512.c), then transposed in 8 x 8 blocks. */
-static ALWAYS_INLINE void float_pack(const ig_mm *m, ig_dtype t, int64_t r, int vr, int64_t e0, int64_t kc,
-                                     float *wp, float *st) {
-    const int64_t e1 = e0 + kc, kcp = (kc + 7) & ~(int64_t)7;
-    for (int h = 0; h * 8 < vr; h++) {
-        const int live = IG_MIN(8, vr - h * 8);
-        for (int i = 0; i < live; i++) {
-            const uint8_t *row = m->w + (size_t)(r + h * 8 + i) * m->row_bytes;
-            for (int64_t e = e0; e < e1; e += 8) _mm256_store_ps(st + i * kcp + (e - e0), load_w8(t, row, e, e1));
-        }
-        for (int64_t e = 0; e < kc; e += 8) {
-            __m256 v[8], o[8];
-#pragma GCC unroll 8
-            for (int i = 0; i < 8; i++) v[i] = i < live ? _mm256_load_ps(st + i * kcp + e) : _mm256_setzero_ps();
-            transpose8(v, o);
-            const int nc = (int)IG_MIN(8, kc - e);
-            for (int c = 0; c < nc; c++) _mm256_store_ps(wp + (e + c) * FP_R + 8 * h, o[c]);
-        }
-    }
-}
-
-/* The next panel's rows, fetched while this one is used (as in
- * matmul_avx512.c): row i's bytes [step j, step (j + 1)) at step 16 j + i. */
-typedef struct float_pf {
-    const uint8_t *p; /* NULL: none */
-    size_t row_bytes, step;
-} float_pf;
-
-/* y[tok + j][r .. r + vr) (+)= panel x token j, j < T, R vectors of rows. */
-static ALWAYS_INLINE void float_micro(const ig_mm *m, const float *wp, int64_t kc, int64_t e0, int64_t r, int vr,
-                                      int tok, float_pf pf, const int R, const int T) {
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(vr), lane);
-    const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(vr - 8), lane);
-    float *y = m->y + (int64_t)tok * m->ldy + r;
-    __m256 acc[FP_T][2];
-#pragma GCC unroll 6
-    for (int j = 0; j < T; j++) {
-        if (e0 == 0) {
-            acc[j][0] = acc[j][1] = _mm256_setzero_ps();
-        } else {
-            acc[j][0] = _mm256_maskload_ps(y + j * m->ldy, m0);
-            if (R > 1) acc[j][1] = _mm256_maskload_ps(y + j * m->ldy + 8, m1);
+/* 2 rows x 4 tokens from rows converted to f32 (wf: 2 rows of k floats);
+ * pf (unless NULL): bytes to fetch meanwhile, pstep of them per 8 elements
+ * (the next tile's rows, so that reading them overlaps this arithmetic). */
+static ALWAYS_INLINE void float_tile(const ig_mm *m, const float *wf, int vr, int64_t r, int tok,
+                                     const uint8_t *pf, size_t pstep, const int T) {
+    __m256 acc[2][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 2; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) acc[i][j] = _mm256_setzero_ps();
+    const int64_t k = m->k;
+    for (int64_t e = 0; e < k; e += 8) {
+        if (pf) _mm_prefetch((const char *)pf + (size_t)(e / 8) * pstep, _MM_HINT_T1);
+        __m256 xv[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) xv[j] = load_x8(m->x + (int64_t)(tok + j) * m->ldx, e, k);
+#pragma GCC unroll 4
+        for (int i = 0; i < 2; i++) {
+            const __m256 wv = _mm256_loadu_ps(wf + i * ((k + 7) & ~7) + e);
+#pragma GCC unroll 4
+            for (int j = 0; j < T; j++) acc[i][j] = _mm256_fmadd_ps(wv, xv[j], acc[i][j]);
         }
     }
-    const float *x = m->x + (int64_t)tok * m->ldx + e0;
-    const int64_t ldx = m->ldx;
-    for (int64_t e = 0; e < kc; e++) {
-        if (pf.p)
-            _mm_prefetch((const char *)pf.p + (size_t)(e & 15) * pf.row_bytes + (size_t)(e >> 4) * pf.step,
-                         _MM_HINT_T1);
-        const __m256 w0 = _mm256_load_ps(wp + e * FP_R);
-        const __m256 w1 = R > 1 ? _mm256_load_ps(wp + e * FP_R + 8) : w0;
-#pragma GCC unroll 6
-        for (int j = 0; j < T; j++) {
-            const __m256 xb = _mm256_broadcast_ss(x + j * ldx + e);
-            acc[j][0] = _mm256_fmadd_ps(w0, xb, acc[j][0]);
-            if (R > 1) acc[j][1] = _mm256_fmadd_ps(w1, xb, acc[j][1]);
-        }
-    }
-#pragma GCC unroll 6
-    for (int j = 0; j < T; j++) {
-        _mm256_maskstore_ps(y + j * m->ldy, m0, acc[j][0]);
-        if (R > 1) _mm256_maskstore_ps(y + j * m->ldy + 8, m1, acc[j][1]);
-    }
+    float out[2][4]; /* constant indices only, so that acc stays in registers */
+#pragma GCC unroll 4
+    for (int i = 0; i < 2; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) out[i][j] = hsum256(acc[i][j]);
+    for (int i = 0; i < vr; i++)
+        for (int j = 0; j < T; j++) m->y[(int64_t)(tok + j) * m->ldy + r + i] = out[i][j];
 }
 
-static ALWAYS_INLINE void float_micro_r(const ig_mm *m, const float *wp, int64_t kc, int64_t e0, int64_t r, int vr,
-                                        int tok, float_pf pf, const int T) {
-    if (vr > 8) float_micro(m, wp, kc, e0, r, vr, tok, pf, 2, T);
-    else float_micro(m, wp, kc, e0, r, vr, tok, pf, 1, T);
-}
-
-/* T tokens from tok, 1 <= T <= FP_T. */
-static void float_micro_n(const ig_mm *m, const float *wp, int64_t kc, int64_t e0, int64_t r, int vr, int tok,
-                          float_pf pf, int T) {
-    switch (T) {
-    case 1: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 1); break;
-    case 2: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 2); break;
-    case 3: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 3); break;
-    case 4: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 4); break;
-    case 5: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 5); break;
-    default: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, FP_T); break;
-    }
-}
-
-static ALWAYS_INLINE void float_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, float *wp) {
-    for (int64_t r = r0; r < r1; r += FP_R) {
-        const int vr = (int)IG_MIN(FP_R, r1 - r);
-        for (int64_t e0 = 0; e0 < m->k; e0 += FP_KC) {
-            const int64_t kc = IG_MIN(FP_KC, m->k - e0);
-            float_pack(m, t, r, vr, e0, kc, wp, wp + FP_R * FP_KC);
-            /* the next panel: the next block of these rows, or the next rows */
-            const int64_t rn = e0 + kc < m->k ? r : r + FP_R, en = e0 + kc < m->k ? e0 + kc : 0;
-            const size_t es = t == IG_TYPE_F32 ? 4 : 2;
-            float_pf pf = {.p = rn < r1 ? m->w + (size_t)rn * m->row_bytes + (size_t)en * es : NULL,
-                           .row_bytes = m->row_bytes,
-                           .step = 16 * es};
-            /* Blocks of at most FP_T tokens, as even as can be (8 = 4 + 4 rather
-             * than 6 + 2: a short block costs nearly as much as a full one). */
-            const int nblk = (m->n + FP_T - 1) / FP_T;
-            for (int b = 0, tok = 0; b < nblk; b++) {
-                const int T = m->n / nblk + (b < m->n % nblk);
-                float_micro_n(m, wp, kc, e0, r, vr, tok, pf, T);
-                pf.p = NULL;
-                tok += T;
+/* 4 or more tokens: rows converted to f32 one tile at a time, dot products. */
+static ALWAYS_INLINE void float_rows_few(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, float *wf) {
+    const int64_t kp = (m->k + 7) & ~(int64_t)7;
+    for (int64_t r = r0; r < r1; r += 2) {
+        const int vr = (int)IG_MIN(2, r1 - r);
+        for (int i = 0; i < 2; i++) {
+            float *dst = wf + i * kp;
+            if (i < vr) {
+                const uint8_t *row = m->w + (size_t)(r + i) * m->row_bytes;
+                for (int64_t e = 0; e < kp; e += 8) _mm256_storeu_ps(dst + e, load_w8(t, row, e, m->k));
+            } else {
+                memset(dst, 0, (size_t)kp * sizeof(float));
             }
         }
+        /* rows r + 2, r + 3: 2 k es bytes over k / 8 steps */
+        const uint8_t *pf = r + 2 < r1 ? m->w + (size_t)(r + 2) * m->row_bytes : NULL;
+        const size_t pstep = 16 * (t == IG_TYPE_F32 ? 4 : 2);
+        int tok = 0;
+        for (; tok + 4 <= m->n; tok += 4, pf = NULL) float_tile(m, wf, vr, r, tok, pf, pstep, 4);
+        for (; tok < m->n; tok++, pf = NULL) float_tile(m, wf, vr, r, tok, pf, pstep, 1);
     }
+}
+
+/* Out of line, so that its loops are register-allocated on their own. */
+static __attribute__((noinline)) void float_rows_few_any(const ig_mm *m, int64_t r0, int64_t r1, float *wf) {
+    if (m->type == IG_TYPE_F32) float_rows_few(m, IG_TYPE_F32, r0, r1, wf);
+    else if (m->type == IG_TYPE_F16) float_rows_few(m, IG_TYPE_F16, r0, r1, wf);
+    else float_rows_few(m, IG_TYPE_BF16, r0, r1, wf);
+}
+
+/* Every batch size forms each result the same way (see float_row4), so that
+ * a token's result does not depend on the batch. */
+static ALWAYS_INLINE void float_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, float *wf) {
+    if (m->n < 4) {
+        for (int64_t r = r0; r < r1; r += 4) {
+            const int vr = (int)IG_MIN(4, r1 - r);
+            if (m->n == 1) float_row4(m, t, r, vr, 1);
+            else if (m->n == 2) float_row4(m, t, r, vr, 2);
+            else float_row4(m, t, r, vr, 3);
+        }
+        return;
+    }
+    float_rows_few_any(m, r0, r1, wf);
 }
 
 static void float_rows(const ig_mm *m, int64_t r0, int64_t r1, void *scratch) {
@@ -826,8 +822,8 @@ static void matmul_avx2(const ig_mm *m, int64_t r0, int64_t r1, void *scratch) {
 
 static size_t scratch_avx2(int64_t k) {
     const int64_t kp = (k + 7) & ~(int64_t)7;
-    /* the panels: FP_R rows of FP_KC, then 8 rows of staging */
-    const size_t fl = sizeof(float) * (size_t)(FP_R * FP_KC + 8 * IG_MIN(FP_KC, kp));
+    /* float_rows_few: 2 rows of kp */
+    const size_t fl = sizeof(float) * (size_t)(2 * kp);
     size_t s = PASS * ig_mm_align64(tile_bytes(k));
     if (fl > s) s = fl;
     return s + 64;

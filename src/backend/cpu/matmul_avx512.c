@@ -17,9 +17,9 @@
  * scaling follows the reference's order exactly: these kernels are
  * bit-identical to the scalar references.
  *
- * Float weights (F32/F16/BF16), any number of tokens: panels of 32 rows
- * converted to f32 once, transposed, and a register-blocked micro-kernel
- * of 32 rows x up to 12 tokens (see float_pack / float_micro). */
+ * Float weights (F32/F16/BF16): each result is one 16-lane f32 accumulator
+ * over the elements, then a fixed horizontal sum, for one token (float_row4)
+ * as for many (float_tile: 4 rows x 4 tokens). */
 #include "backend/cpu/matmul_impl.h"
 #include "backend/cpu/ops_simd.h"
 #include "core/util.h"
@@ -127,6 +127,41 @@ static ALWAYS_INLINE __m512 load_w16(ig_dtype t, const uint8_t *row, int64_t i, 
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
+/* Rows r .. r + vr - 1 (vr <= 4, read straight from the weights) with
+ * T <= 3 tokens: for each (row, token) one 16-lane accumulator over the
+ * elements in steps of 16 (the tail masked), then _mm512_reduce_add_ps,
+ * exactly as float_tile does for batches; 4 rows' chains side by side hide
+ * the FMA latency. */
+static ALWAYS_INLINE void float_row4(const ig_mm *m, ig_dtype t, int64_t r, int vr, const int T) {
+    const uint8_t *row[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) row[i] = m->w + (size_t)(r + IG_MIN(i, vr - 1)) * m->row_bytes;
+    __m512 acc[4][3];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) acc[i][j] = _mm512_setzero_ps();
+    for (int64_t e = 0; e < m->k; e += 16) {
+        const __mmask16 mk = m->k - e >= 16 ? 0xffff : (__mmask16)((1u << (m->k - e)) - 1);
+        __m512 xv[3];
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) xv[j] = _mm512_maskz_loadu_ps(mk, m->x + (int64_t)j * m->ldx + e);
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) {
+            const __m512 wv = load_w16(t, row[i], e, mk);
+#pragma GCC unroll 4
+            for (int j = 0; j < T; j++) acc[i][j] = _mm512_fmadd_ps(wv, xv[j], acc[i][j]);
+        }
+    }
+    float out[4][3]; /* constant indices only, so that acc stays in registers */
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) out[i][j] = _mm512_reduce_add_ps(acc[i][j]);
+    for (int i = 0; i < vr; i++)
+        for (int j = 0; j < T; j++) m->y[(int64_t)j * m->ldy + r + i] = out[i][j];
+}
+
 /* In-register transpose: o[c] lane i = r[i] lane c. */
 static ALWAYS_INLINE void transpose16(const __m512 r[16], __m512 o[16]) {
     __m512 a[8], b[8], c[4][4];
@@ -155,147 +190,74 @@ static ALWAYS_INLINE void transpose16(const __m512 r[16], __m512 o[16]) {
     }
 }
 
-/* Many tokens: a panel of FP_R rows x FP_KC elements is converted to f32
- * once and stored transposed, wp[e][FP_R] (element e of the panel's rows side
- * by side, rows past the range zero). The micro-kernel keeps y[t][r .. r+31]
- * of FP_T tokens in 24 registers and, per element e, multiplies the panel's
- * two vectors with x[t][e] broadcast from memory: 24 FMAs for 2 + 12 loads,
- * no horizontal sums, and each converted weight serves every token. Longer
- * rows go in blocks of FP_KC elements (the panel stays in L2), the partial
- * sums reloaded from y. Every y is one f32 FMA chain over e in order, for
- * any number of tokens (a single token too), so that a token's result does
- * not depend on the batch. */
-#define FP_R 32
-#define FP_T 12
-#define FP_KC 1024
-
-static ALWAYS_INLINE __mmask16 tail_mask(int64_t n) {
-    return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
-}
-
-/* Rows [r, r + vr) x elements [e0, e0 + kc) -> wp[kc][FP_R]. 16 rows at a
- * time are converted to f32 one after the other into st[16][kcp] (each row
- * read in order: rows read interleaved stream badly from memory, which
- * matters when few tokens share the panel), then transposed in 16 x 16
- * blocks in registers. */
-static ALWAYS_INLINE void float_pack(const ig_mm *m, ig_dtype t, int64_t r, int vr, int64_t e0, int64_t kc,
-                                     float *wp, float *st) {
-    const int64_t kcp = (kc + 15) & ~(int64_t)15;
-    for (int h = 0; h * 16 < vr; h++) {
-        const int live = IG_MIN(16, vr - 16 * h);
-        for (int i = 0; i < live; i++) {
-            const uint8_t *row = m->w + (size_t)(r + 16 * h + i) * m->row_bytes;
-            for (int64_t e = 0; e < kc; e += 16)
-                _mm512_store_ps(st + i * kcp + e, load_w16(t, row, e0 + e, tail_mask(kc - e)));
-        }
-        for (int64_t e = 0; e < kc; e += 16) {
-            __m512 v[16], o[16];
-#pragma GCC unroll 16
-            for (int i = 0; i < 16; i++) v[i] = i < live ? _mm512_load_ps(st + i * kcp + e) : _mm512_setzero_ps();
-            transpose16(v, o);
-            const int nc = (int)IG_MIN(16, kc - e);
-            for (int c = 0; c < nc; c++) _mm512_store_ps(wp + (e + c) * FP_R + 16 * h, o[c]);
+/* 4 rows (converted to f32 in wf, row stride kp) x T tokens. */
+static ALWAYS_INLINE void float_tile(const ig_mm *m, const float *wf, int64_t kp, int vr, int64_t r, int tok,
+                                     const int T) {
+    __m512 acc[4][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) acc[i][j] = _mm512_setzero_ps();
+    for (int64_t e = 0; e < m->k; e += 16) {
+        const __mmask16 mk = m->k - e >= 16 ? 0xffff : (__mmask16)((1u << (m->k - e)) - 1);
+        __m512 xv[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) xv[j] = _mm512_maskz_loadu_ps(mk, m->x + (int64_t)(tok + j) * m->ldx + e);
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) {
+            const __m512 wv = _mm512_load_ps(wf + i * kp + e);
+#pragma GCC unroll 4
+            for (int j = 0; j < T; j++) acc[i][j] = _mm512_fmadd_ps(wv, xv[j], acc[i][j]);
         }
     }
+    float out[4][4]; /* constant indices only, so that acc stays in registers */
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) out[i][j] = _mm512_reduce_add_ps(acc[i][j]);
+    for (int i = 0; i < vr; i++)
+        for (int j = 0; j < T; j++) m->y[(int64_t)(tok + j) * m->ldy + r + i] = out[i][j];
 }
 
-/* The next panel's rows, fetched while this one is used (pack reads them
- * in one burst and the kernel reads no memory but x: without it, reading
- * and arithmetic take turns when few tokens share a panel): row i's line j
- * at step 32 j + i, step bytes of it per step of e. */
-typedef struct float_pf {
-    const uint8_t *p; /* NULL: none */
-    size_t row_bytes, step;
-} float_pf;
-
-/* y[tok + j][r .. r + vr) (+)= panel x token j, j < T, R vectors of rows. */
-static ALWAYS_INLINE void float_micro(const ig_mm *m, const float *wp, int64_t kc, int64_t e0, int64_t r, int vr,
-                                      int tok, float_pf pf, const int R, const int T) {
-    const __mmask16 m0 = tail_mask(vr), m1 = tail_mask(vr - 16);
-    float *y = m->y + (int64_t)tok * m->ldy + r;
-    __m512 acc[FP_T][2];
-#pragma GCC unroll 12
-    for (int j = 0; j < T; j++) {
-        if (e0 == 0) {
-            acc[j][0] = acc[j][1] = _mm512_setzero_ps();
-        } else {
-            acc[j][0] = _mm512_maskz_loadu_ps(m0, y + j * m->ldy);
-            if (R > 1) acc[j][1] = _mm512_maskz_loadu_ps(m1, y + j * m->ldy + 16);
-        }
-    }
-    const float *x = m->x + (int64_t)tok * m->ldx + e0;
-    const int64_t ldx = m->ldx;
-#pragma GCC unroll 2
-    for (int64_t e = 0; e < kc; e++) {
-        if (pf.p) {
-            const char *a = (const char *)pf.p + (size_t)(e & 31) * pf.row_bytes + (size_t)(e >> 5) * pf.step;
-            _mm_prefetch(a, _MM_HINT_T1);
-            if (pf.step > 64) _mm_prefetch(a + 64, _MM_HINT_T1);
-        }
-        const __m512 w0 = _mm512_load_ps(wp + e * FP_R);
-        const __m512 w1 = R > 1 ? _mm512_load_ps(wp + e * FP_R + 16) : w0;
-#pragma GCC unroll 12
-        for (int j = 0; j < T; j++) {
-            const __m512 xb = _mm512_set1_ps(x[j * ldx + e]);
-            acc[j][0] = _mm512_fmadd_ps(w0, xb, acc[j][0]);
-            if (R > 1) acc[j][1] = _mm512_fmadd_ps(w1, xb, acc[j][1]);
-        }
-    }
-#pragma GCC unroll 12
-    for (int j = 0; j < T; j++) {
-        _mm512_mask_storeu_ps(y + j * m->ldy, m0, acc[j][0]);
-        if (R > 1) _mm512_mask_storeu_ps(y + j * m->ldy + 16, m1, acc[j][1]);
-    }
-}
-
-static ALWAYS_INLINE void float_micro_r(const ig_mm *m, const float *wp, int64_t kc, int64_t e0, int64_t r, int vr,
-                                        int tok, float_pf pf, const int T) {
-    if (vr > 16) float_micro(m, wp, kc, e0, r, vr, tok, pf, 2, T);
-    else float_micro(m, wp, kc, e0, r, vr, tok, pf, 1, T);
-}
-
-/* T tokens from tok, 1 <= T <= FP_T. */
-static void float_micro_n(const ig_mm *m, const float *wp, int64_t kc, int64_t e0, int64_t r, int vr, int tok,
-                          float_pf pf, int T) {
-    switch (T) {
-    case 1: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 1); break;
-    case 2: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 2); break;
-    case 3: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 3); break;
-    case 4: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 4); break;
-    case 5: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 5); break;
-    case 6: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 6); break;
-    case 7: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 7); break;
-    case 8: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 8); break;
-    case 9: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 9); break;
-    case 10: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 10); break;
-    case 11: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 11); break;
-    default: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, FP_T); break;
-    }
-}
-
-static ALWAYS_INLINE void float_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, float *wp) {
-    for (int64_t r = r0; r < r1; r += FP_R) {
-        const int vr = (int)IG_MIN(FP_R, r1 - r);
-        for (int64_t e0 = 0; e0 < m->k; e0 += FP_KC) {
-            const int64_t kc = IG_MIN(FP_KC, m->k - e0);
-            float_pack(m, t, r, vr, e0, kc, wp, wp + FP_R * FP_KC);
-            /* the next panel: the next block of these rows, or the next rows */
-            const int64_t rn = e0 + kc < m->k ? r : r + FP_R, en = e0 + kc < m->k ? e0 + kc : 0;
-            const size_t es = t == IG_TYPE_F32 ? 4 : 2;
-            float_pf pf = {.p = rn < r1 ? m->w + (size_t)rn * m->row_bytes + (size_t)en * es : NULL,
-                           .row_bytes = m->row_bytes,
-                           .step = 32 * es};
-            /* Blocks of at most FP_T tokens, as even as can be (8 = 4 + 4 rather
-             * than 6 + 2: a short block costs nearly as much as a full one). */
-            const int nblk = (m->n + FP_T - 1) / FP_T;
-            for (int b = 0, tok = 0; b < nblk; b++) {
-                const int T = m->n / nblk + (b < m->n % nblk);
-                float_micro_n(m, wp, kc, e0, r, vr, tok, pf, T);
-                pf.p = NULL;
-                tok += T;
+/* 4 or more tokens: rows converted to f32 one tile at a time, dot products. */
+static ALWAYS_INLINE void float_rows_few(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, float *wf) {
+    const int64_t kp = (m->k + 15) & ~(int64_t)15;
+    for (int64_t r = r0; r < r1; r += 4) {
+        const int vr = (int)IG_MIN(4, r1 - r);
+        for (int i = 0; i < 4; i++) {
+            float *dst = wf + i * kp;
+            const uint8_t *row = m->w + (size_t)(r + IG_MIN(i, vr - 1)) * m->row_bytes;
+            for (int64_t e = 0; e < kp; e += 16) {
+                const __mmask16 mk = m->k - e >= 16 ? 0xffff : (__mmask16)((1u << (m->k - e)) - 1);
+                _mm512_store_ps(dst + e, load_w16(t, row, e, mk));
             }
         }
+        int tok = 0;
+        for (; tok + 4 <= m->n; tok += 4) float_tile(m, wf, kp, vr, r, tok, 4);
+        for (; tok < m->n; tok++) float_tile(m, wf, kp, vr, r, tok, 1);
     }
+}
+
+/* Out of line, so that its loops are register-allocated on their own. */
+static __attribute__((noinline)) void float_rows_few_any(const ig_mm *m, int64_t r0, int64_t r1, float *wf) {
+    if (m->type == IG_TYPE_F32) float_rows_few(m, IG_TYPE_F32, r0, r1, wf);
+    else if (m->type == IG_TYPE_F16) float_rows_few(m, IG_TYPE_F16, r0, r1, wf);
+    else float_rows_few(m, IG_TYPE_BF16, r0, r1, wf);
+}
+
+/* Every batch size forms each result the same way (see float_row4), so that
+ * a token's result does not depend on the batch. */
+static ALWAYS_INLINE void float_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, float *wf) {
+    if (m->n < 4) {
+        for (int64_t r = r0; r < r1; r += 4) {
+            const int vr = (int)IG_MIN(4, r1 - r);
+            if (m->n == 1) float_row4(m, t, r, vr, 1);
+            else if (m->n == 2) float_row4(m, t, r, vr, 2);
+            else float_row4(m, t, r, vr, 3);
+        }
+        return;
+    }
+    float_rows_few_any(m, r0, r1, wf);
 }
 
 static void float_rows(const ig_mm *m, int64_t r0, int64_t r1, void *scratch) {
@@ -885,8 +847,8 @@ static void matmul_avx512(const ig_mm *m, int64_t r0, int64_t r1, void *scratch)
 
 static size_t scratch_avx512(int64_t k) {
     const int64_t kp = (k + 15) & ~(int64_t)15;
-    /* the panels: FP_R rows of FP_KC, then 16 rows of staging */
-    const size_t fl = sizeof(float) * (size_t)(FP_R * FP_KC + 16 * IG_MIN(FP_KC, kp));
+    /* float_rows_few: 4 rows of kp */
+    const size_t fl = sizeof(float) * (size_t)(4 * kp);
     size_t s = 2 * ig_mm_align64(tile_bytes(k));
     if (fl > s) s = fl;
     return s + 64;
