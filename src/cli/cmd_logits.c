@@ -1,8 +1,12 @@
 /* ignis logits MODEL --tokens 2,10,20: runs the forward pass on token ids and
- * writes float32 logits (the reference-comparison entry point). */
+ * writes float32 logits (the reference-comparison entry point), or, with
+ * --check-invariance, checks that they do not depend on how the tokens are
+ * split into steps. */
 #include "cli.h"
 
 #include <errno.h>
+#include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,10 +14,151 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: ignis logits [MODEL] --tokens ID,ID,... [--all] [--incremental] [--kv f32|f16]\n"
-            "                    [--out FILE] [-t N] [--backend cpu|vulkan]\n"
+            "                    [--out FILE] [-t N] [--backend cpu|vulkan] [--check-invariance]\n"
             "Writes float32 little-endian logits of the last position (every position with\n"
             "--all, row-major positions x vocab) to FILE, or prints the top 10 per position.\n"
-            "--incremental feeds one token per step through the KV cache.\n");
+            "--incremental feeds one token per step through the KV cache.\n"
+            "--check-invariance evaluates the tokens all at once, one per step, in chunks of 3\n"
+            "and of 7, from a cached prefix, and in steps shared with another, unrelated\n"
+            "sequence; prints the largest difference of any position's logits from the\n"
+            "all-at-once run (expected: 0) and exits with status 1 when it is not 0.\n");
+}
+
+/* Feeds ids[0..n) to sequence 0 in steps of `chunk` tokens starting from
+ * position p0 (the cache holds the positions before it); when n_other > 0,
+ * each step also carries up to `chunk` tokens of `other` for sequence 1
+ * (first in the step). The logits of every position from p0 go to
+ * rows[pos]. */
+static ig_status feed(ig_context *ctx, const int32_t *ids, int n, int p0, int chunk,
+                      const int32_t *other, int n_other, float *rows, int n_vocab) {
+    const int cap = 2 * chunk;
+    int32_t *tok = malloc(sizeof *tok * (size_t)cap), *pos = malloc(sizeof *pos * (size_t)cap);
+    int32_t *seq = malloc(sizeof *seq * (size_t)cap);
+    uint8_t *want = malloc((size_t)cap);
+    ig_status st = IG_OK;
+    if (!tok || !pos || !seq || !want) st = IG_ERR_NO_MEMORY;
+    for (int i = p0, j = 0; st == IG_OK && (i < n || j < n_other);) {
+        int m = 0;
+        for (int c = 0; c < chunk && j < n_other; c++, j++, m++) {
+            tok[m] = other[j];
+            pos[m] = j;
+            seq[m] = 1;
+            want[m] = 0;
+        }
+        const int first = m;
+        for (int c = 0; c < chunk && i < n; c++, i++, m++) {
+            tok[m] = ids[i];
+            pos[m] = i;
+            seq[m] = 0;
+            want[m] = 1;
+        }
+        ig_batch b = {m, tok, pos, seq, want};
+        st = ig_decode(ctx, &b);
+        for (int r = 0; st == IG_OK && r < m - first; r++) {
+            const float *l = ig_get_logits(ctx, r);
+            if (!l) st = IG_ERR_INTERNAL;
+            else memcpy(rows + (size_t)pos[first + r] * n_vocab, l, sizeof(float) * (size_t)n_vocab);
+        }
+    }
+    free(tok);
+    free(pos);
+    free(seq);
+    free(want);
+    return st;
+}
+
+/* The largest |a - b| over n floats (infinity where exactly one is NaN or
+ * they are infinities of different signs), and whether any bits differ. */
+static double max_diff(const float *a, const float *b, size_t n, bool *bits) {
+    double d = 0;
+    *bits = memcmp(a, b, n * sizeof(float)) != 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(a[i]) && isnan(b[i])) continue;
+        const double e = isnan(a[i]) || isnan(b[i]) ? INFINITY : fabs((double)a[i] - (double)b[i]);
+        if (!(e <= d)) d = e;
+    }
+    return d;
+}
+
+static int check_invariance(ig_model *m, const int32_t *ids, int n, ig_kv_type kv) {
+    const int n_vocab = ig_model_hparams(m)->n_vocab;
+    /* The unrelated sequence: other ids, a little longer. */
+    const int n_other = n + 5;
+    ig_context_params cp = ig_context_default_params();
+    cp.n_ctx = n_other;
+    cp.n_seq = 2;
+    cp.n_batch = n + n_other;
+    cp.kv_type = kv;
+    ig_context *ctx = NULL;
+    const size_t sz = (size_t)n * (size_t)n_vocab;
+    float *ref = malloc(sizeof(float) * sz), *got = malloc(sizeof(float) * sz);
+    int32_t *other = malloc(sizeof *other * (size_t)n_other);
+    int rc = 1;
+    if (!ref || !got || !other) {
+        fprintf(stderr, "ignis logits: out of memory\n");
+        goto done;
+    }
+    for (int i = 0; i < n_other; i++)
+        other[i] = i == 0 ? ids[0] : (int32_t)(((int64_t)ids[(i * 5) % n] * 31 + 17 * i + 1) % n_vocab);
+    ig_status st = ig_context_create(m, &cp, &ctx);
+    if (st == IG_OK) st = feed(ctx, ids, n, 0, n, NULL, 0, ref, n_vocab);
+    if (st != IG_OK) {
+        fprintf(stderr, "ignis logits: %s\n", ig_last_error());
+        goto done;
+    }
+    static const struct {
+        const char *name;
+        int chunk, prefix, mixed;
+    } modes[] = {
+        {"one per step", 1, 0, 0},
+        {"chunks of 3", 3, 0, 0},
+        {"chunks of 7", 7, 0, 0},
+        {"cached prefix + rest", 0, 1, 0},
+        {"mixed with another sequence, chunks of 4", 4, 0, 1},
+        {"mixed with another sequence, one per step", 1, 0, 1},
+    };
+    double worst = 0;
+    bool any_bits = false;
+    for (size_t k = 0; k < sizeof modes / sizeof modes[0]; k++) {
+        ig_seq_clear(ctx, 0);
+        ig_seq_clear(ctx, 1);
+        int p0 = 0, chunk = modes[k].chunk;
+        if (modes[k].prefix) {
+            /* the first half all at once, the cache cut back to its first
+             * third, then the rest in one step (as a prefix-cache hit does) */
+            const int half = (n + 1) / 2;
+            st = feed(ctx, ids, half, 0, half, NULL, 0, got, n_vocab);
+            p0 = n / 3;
+            if (st == IG_OK) st = ig_seq_truncate(ctx, 0, p0);
+            if (st == IG_ERR_UNSUPPORTED) {
+                printf("%-44s skipped (the sliding window cannot be cut back)\n", modes[k].name);
+                continue;
+            }
+            chunk = n - p0;
+        }
+        if (st == IG_OK)
+            st = feed(ctx, ids, n, p0, chunk, modes[k].mixed ? other : NULL, modes[k].mixed ? n_other : 0,
+                      got, n_vocab);
+        if (st != IG_OK) {
+            fprintf(stderr, "ignis logits: %s: %s\n", modes[k].name, ig_last_error());
+            goto done;
+        }
+        bool bits = false;
+        const double d = max_diff(ref, got, sz, &bits);
+        if (d > worst) worst = d;
+        any_bits |= bits;
+        printf("%-44s max |diff| %.9g%s\n", modes[k].name, d,
+               !bits ? " (bit-identical)" : d == 0 ? " (only signs of zeros differ)" : "");
+    }
+    printf("largest difference: %.9g%s\n", worst,
+           any_bits && worst == 0 ? " (but signs of zeros differ)" : "");
+    rc = any_bits ? 1 : 0;
+done:
+    ig_context_free(ctx);
+    free(ref);
+    free(got);
+    free(other);
+    return rc;
 }
 
 static int parse_ids(const char *s, int32_t **out, int *n) {
@@ -82,7 +227,7 @@ static void print_top(const float *l, int n_vocab, int pos) {
 
 int cmd_logits(int argc, char **argv) {
     const char *path = NULL, *tokens_arg = NULL, *out_path = NULL;
-    int all = 0, incremental = 0;
+    int all = 0, incremental = 0, check = 0;
     long threads = 0;
     ig_kv_type kv = IG_KV_F32;
     ig_model_params mp = ig_model_default_params();
@@ -99,6 +244,8 @@ int cmd_logits(int argc, char **argv) {
             all = 1;
         } else if (!strcmp(a, "--incremental")) {
             incremental = 1;
+        } else if (!strcmp(a, "--check-invariance")) {
+            check = 1;
         } else if (!strcmp(a, "--kv") && i + 1 < argc) {
             const char *v = argv[++i];
             if (!strcmp(v, "f16")) kv = IG_KV_F16;
@@ -139,6 +286,12 @@ int cmd_logits(int argc, char **argv) {
     if (!m) {
         free(ids);
         return 1;
+    }
+    if (check) {
+        const int crc = check_invariance(m, ids, n, kv);
+        ig_model_free(m);
+        free(ids);
+        return crc;
     }
     const int n_vocab = ig_model_hparams(m)->n_vocab;
     ig_context_params cp = ig_context_default_params();

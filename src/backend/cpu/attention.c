@@ -48,8 +48,11 @@ void ig_attn_block_scalar(const ig_attn_block *a) {
         l[r] = 0.0f;
         memset(a->o[r], 0, (size_t)hdv * sizeof(float));
     }
-    for (int j0 = a->jlo; j0 <= a->jhi; j0 += IG_ATTN_TILE) {
+    /* Tiles at multiples of IG_ATTN_TILE, so that a row meets the same tiles
+     * (and so the same rounding) whichever rows share its block. */
+    for (int j0 = a->jlo - a->jlo % IG_ATTN_TILE; j0 <= a->jhi; j0 += IG_ATTN_TILE) {
         const int nk = a->jhi - j0 + 1 < IG_ATTN_TILE ? a->jhi - j0 + 1 : IG_ATTN_TILE;
+        const int jb = j0 < a->jlo ? a->jlo - j0 : 0; /* keys before jlo: no row sees them */
         for (int jj = 0; jj < nk; jj++) {
             const int j = j0 + jj;
             load_row(a, a->k, a->kstride, j, hd, kv);
@@ -85,7 +88,7 @@ void ig_attn_block_scalar(const ig_attn_block *a) {
             if (corr != 1.0f)
                 for (int i = 0; i < hdv; i++) a->o[r][i] *= corr;
         }
-        for (int jj = 0; jj < nk; jj++) {
+        for (int jj = jb; jj < nk; jj++) {
             load_row(a, a->v, a->vstride, j0 + jj, hdv, kv);
             for (int r = 0; r < R; r++) {
                 const float p = s[r * IG_ATTN_TILE + jj];

@@ -65,8 +65,11 @@ void ig_attn_block_avx2(const ig_attn_block *a) {
         memset(o[r], 0, (size_t)hdv * sizeof(float));
     }
     const size_t kst = a->kstride, vst = a->vstride;
-    for (int j0 = a->jlo; j0 <= a->jhi; j0 += IG_ATTN_TILE) {
+    /* Tiles at multiples of IG_ATTN_TILE, so that a row meets the same tiles
+     * (and so the same rounding) whichever rows share its block. */
+    for (int j0 = a->jlo - a->jlo % IG_ATTN_TILE; j0 <= a->jhi; j0 += IG_ATTN_TILE) {
         const int nk = a->jhi - j0 + 1 < IG_ATTN_TILE ? a->jhi - j0 + 1 : IG_ATTN_TILE;
+        const int jb = j0 < a->jlo ? a->jlo - j0 : 0; /* keys before jlo: no row sees them */
         /* Scores: pairs of rows x quads of keys. */
         for (int rg = 0; rg < RP; rg += 2) {
             for (int kq = 0; kq < nk; kq += 4) {
@@ -139,7 +142,7 @@ void ig_attn_block_avx2(const ig_attn_block *a) {
                 __m256 acc[4];
 #pragma GCC unroll 4
                 for (int r = 0; r < 4; r++) acc[r] = load8(o[rg + r], false, (size_t)c, hdv, c);
-                for (int jj = 0; jj < nk; jj++) {
+                for (int jj = jb; jj < nk; jj++) {
                     const __m256 v = load8(a->v, a->f16, (size_t)((j0 + jj) % a->cap) * vst + (size_t)c, hdv, c);
 #pragma GCC unroll 4
                     for (int r = 0; r < 4; r++)

@@ -79,8 +79,11 @@ void ig_attn_block_avx512(const ig_attn_block *a) {
     }
     const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     const size_t kst = a->kstride, vst = a->vstride;
-    for (int j0 = a->jlo; j0 <= a->jhi; j0 += IG_ATTN_TILE) {
+    /* Tiles at multiples of IG_ATTN_TILE, so that a row meets the same tiles
+     * (and so the same rounding) whichever rows share its block. */
+    for (int j0 = a->jlo - a->jlo % IG_ATTN_TILE; j0 <= a->jhi; j0 += IG_ATTN_TILE) {
         const int nk = a->jhi - j0 + 1 < IG_ATTN_TILE ? a->jhi - j0 + 1 : IG_ATTN_TILE;
+        const int jb = j0 < a->jlo ? a->jlo - j0 : 0; /* keys before jlo: no row sees them */
         /* Scores: row groups of 4 x key quads of 4. */
         for (int rg = 0; rg < RP; rg += 4) {
             for (int kq = 0; kq < nk; kq += 4) {
@@ -153,7 +156,7 @@ void ig_attn_block_avx512(const ig_attn_block *a) {
                 #pragma GCC unroll 16
                 for (int r = 0; r < 4; r++) acc[r] = _mm512_maskz_loadu_ps(mk, o[rg + r] + c);
                 #pragma GCC unroll 16
-                for (int jj = 0; jj < nk; jj++) {
+                for (int jj = jb; jj < nk; jj++) {
                     const __m512 v = load_kv(a->v, a->f16, (size_t)((j0 + jj) % a->cap) * vst + (size_t)c, mk);
                     #pragma GCC unroll 16
                     for (int r = 0; r < 4; r++)

@@ -144,42 +144,40 @@ static ALWAYS_INLINE __m256 load_x8(const float *x, int64_t i, int64_t n) {
     return _mm256_loadu_ps(tmp);
 }
 
-/* One row (read once, in order) with T <= 3 tokens, 2 partial sums each. */
-static ALWAYS_INLINE void float_row(const ig_mm *m, ig_dtype t, int64_t r, int tok, const int T) {
-    const uint8_t *row = m->w + (size_t)r * m->row_bytes;
-    __m256 acc[3][2];
+/* Rows r .. r + vr - 1 (vr <= 4, read straight from the weights) with
+ * T <= 3 tokens: for each (row, token) one 8-lane accumulator over the
+ * elements in steps of 8 (the tail zero-padded), then hsum256, exactly as
+ * float_tile does for batches; 4 rows' chains side by side hide the FMA
+ * latency. */
+static ALWAYS_INLINE void float_row4(const ig_mm *m, ig_dtype t, int64_t r, int vr, const int T) {
+    const uint8_t *row[4];
 #pragma GCC unroll 4
-    for (int j = 0; j < T; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= m->k; i += 16) {
-        const __m256 w0 = load_w8(t, row, i, m->k), w1 = load_w8(t, row, i + 8, m->k);
+    for (int i = 0; i < 4; i++) row[i] = m->w + (size_t)(r + IG_MIN(i, vr - 1)) * m->row_bytes;
+    __m256 acc[4][3];
 #pragma GCC unroll 4
-        for (int j = 0; j < T; j++) {
-            const float *x = m->x + (int64_t)(tok + j) * m->ldx;
-            acc[j][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + i), acc[j][0]);
-            acc[j][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + i + 8), acc[j][1]);
+    for (int i = 0; i < 4; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) acc[i][j] = _mm256_setzero_ps();
+    const int64_t k = m->k;
+    for (int64_t e = 0; e < k; e += 8) {
+        __m256 xv[3];
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) xv[j] = load_x8(m->x + (int64_t)j * m->ldx, e, k);
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) {
+            const __m256 wv = load_w8(t, row[i], e, k);
+#pragma GCC unroll 4
+            for (int j = 0; j < T; j++) acc[i][j] = _mm256_fmadd_ps(wv, xv[j], acc[i][j]);
         }
     }
-    for (; i < m->k; i += 8) {
-        const __m256 w0 = load_w8(t, row, i, m->k);
+    float out[4][3]; /* constant indices only, so that acc stays in registers */
 #pragma GCC unroll 4
-        for (int j = 0; j < T; j++)
-            acc[j][0] = _mm256_fmadd_ps(w0, load_x8(m->x + (int64_t)(tok + j) * m->ldx, i, m->k), acc[j][0]);
-    }
+    for (int i = 0; i < 4; i++)
 #pragma GCC unroll 4
-    for (int j = 0; j < T; j++)
-        m->y[(int64_t)(tok + j) * m->ldy + r] = hsum256(_mm256_add_ps(acc[j][0], acc[j][1]));
+        for (int j = 0; j < T; j++) out[i][j] = hsum256(acc[i][j]);
+    for (int i = 0; i < vr; i++)
+        for (int j = 0; j < T; j++) m->y[(int64_t)j * m->ldy + r + i] = out[i][j];
 }
-
-/* Many tokens: as the AVX-512 kernel (see matmul_avx512.c), a panel of
- * FP_R = 16 rows converted to f32 and stored transposed (wp[e][16], in 8 x 8
- * blocks transposed in registers), and a micro-kernel that keeps
- * y[t][r .. r+15] of FP_T = 6 tokens in 12 registers: per element, 2 panel
- * loads and 6 broadcasts feed 12 FMAs. Rows in blocks of FP_KC elements. */
-#define FP_R 16
-#define FP_T 6
-#define FP_KC 1024
-#define FP_MIN_N 32 /* fewer tokens: float_rows_few */
 
 /* In-register transpose: o[c] lane i = r[i] lane c. */
 static ALWAYS_INLINE void transpose8(const __m256 r[8], __m256 o[8]) {
@@ -200,94 +198,6 @@ static ALWAYS_INLINE void transpose8(const __m256 r[8], __m256 o[8]) {
     for (int c = 0; c < 4; c++) {
         o[c] = _mm256_permute2f128_ps(b[c], b[4 + c], 0x20);
         o[c + 4] = _mm256_permute2f128_ps(b[c], b[4 + c], 0x31);
-    }
-}
-
-/* Rows [r, r + vr) x elements [e0, e0 + kc) -> wp[kc][FP_R]: 8 rows at a
- * time converted one after the other into st[8][kcp] (each row read in
- * order, see matmul_avx512.c), then transposed in 8 x 8 blocks. */
-static ALWAYS_INLINE void float_pack(const ig_mm *m, ig_dtype t, int64_t r, int vr, int64_t e0, int64_t kc,
-                                     float *wp, float *st) {
-    const int64_t e1 = e0 + kc, kcp = (kc + 7) & ~(int64_t)7;
-    for (int h = 0; h * 8 < vr; h++) {
-        const int live = IG_MIN(8, vr - h * 8);
-        for (int i = 0; i < live; i++) {
-            const uint8_t *row = m->w + (size_t)(r + h * 8 + i) * m->row_bytes;
-            for (int64_t e = e0; e < e1; e += 8) _mm256_store_ps(st + i * kcp + (e - e0), load_w8(t, row, e, e1));
-        }
-        for (int64_t e = 0; e < kc; e += 8) {
-            __m256 v[8], o[8];
-#pragma GCC unroll 8
-            for (int i = 0; i < 8; i++) v[i] = i < live ? _mm256_load_ps(st + i * kcp + e) : _mm256_setzero_ps();
-            transpose8(v, o);
-            const int nc = (int)IG_MIN(8, kc - e);
-            for (int c = 0; c < nc; c++) _mm256_store_ps(wp + (e + c) * FP_R + 8 * h, o[c]);
-        }
-    }
-}
-
-/* The next panel's rows, fetched while this one is used (as in
- * matmul_avx512.c): row i's bytes [step j, step (j + 1)) at step 16 j + i. */
-typedef struct float_pf {
-    const uint8_t *p; /* NULL: none */
-    size_t row_bytes, step;
-} float_pf;
-
-/* y[tok + j][r .. r + vr) (+)= panel x token j, j < T, R vectors of rows. */
-static ALWAYS_INLINE void float_micro(const ig_mm *m, const float *wp, int64_t kc, int64_t e0, int64_t r, int vr,
-                                      int tok, float_pf pf, const int R, const int T) {
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(vr), lane);
-    const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(vr - 8), lane);
-    float *y = m->y + (int64_t)tok * m->ldy + r;
-    __m256 acc[FP_T][2];
-#pragma GCC unroll 6
-    for (int j = 0; j < T; j++) {
-        if (e0 == 0) {
-            acc[j][0] = acc[j][1] = _mm256_setzero_ps();
-        } else {
-            acc[j][0] = _mm256_maskload_ps(y + j * m->ldy, m0);
-            if (R > 1) acc[j][1] = _mm256_maskload_ps(y + j * m->ldy + 8, m1);
-        }
-    }
-    const float *x = m->x + (int64_t)tok * m->ldx + e0;
-    const int64_t ldx = m->ldx;
-    for (int64_t e = 0; e < kc; e++) {
-        if (pf.p)
-            _mm_prefetch((const char *)pf.p + (size_t)(e & 15) * pf.row_bytes + (size_t)(e >> 4) * pf.step,
-                         _MM_HINT_T1);
-        const __m256 w0 = _mm256_load_ps(wp + e * FP_R);
-        const __m256 w1 = R > 1 ? _mm256_load_ps(wp + e * FP_R + 8) : w0;
-#pragma GCC unroll 6
-        for (int j = 0; j < T; j++) {
-            const __m256 xb = _mm256_broadcast_ss(x + j * ldx + e);
-            acc[j][0] = _mm256_fmadd_ps(w0, xb, acc[j][0]);
-            if (R > 1) acc[j][1] = _mm256_fmadd_ps(w1, xb, acc[j][1]);
-        }
-    }
-#pragma GCC unroll 6
-    for (int j = 0; j < T; j++) {
-        _mm256_maskstore_ps(y + j * m->ldy, m0, acc[j][0]);
-        if (R > 1) _mm256_maskstore_ps(y + j * m->ldy + 8, m1, acc[j][1]);
-    }
-}
-
-static ALWAYS_INLINE void float_micro_r(const ig_mm *m, const float *wp, int64_t kc, int64_t e0, int64_t r, int vr,
-                                        int tok, float_pf pf, const int T) {
-    if (vr > 8) float_micro(m, wp, kc, e0, r, vr, tok, pf, 2, T);
-    else float_micro(m, wp, kc, e0, r, vr, tok, pf, 1, T);
-}
-
-/* T tokens from tok, 1 <= T <= FP_T. */
-static void float_micro_n(const ig_mm *m, const float *wp, int64_t kc, int64_t e0, int64_t r, int vr, int tok,
-                          float_pf pf, int T) {
-    switch (T) {
-    case 1: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 1); break;
-    case 2: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 2); break;
-    case 3: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 3); break;
-    case 4: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 4); break;
-    case 5: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 5); break;
-    default: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, FP_T); break;
     }
 }
 
@@ -323,8 +233,7 @@ static ALWAYS_INLINE void float_tile(const ig_mm *m, const float *wf, int vr, in
         for (int j = 0; j < T; j++) m->y[(int64_t)(tok + j) * m->ldy + r + i] = out[i][j];
 }
 
-/* A few tokens (4 <= n < FP_MIN_N, where packing the panels costs more
- * than it saves): rows converted to f32 one tile at a time, dot products. */
+/* 4 or more tokens: rows converted to f32 one tile at a time, dot products. */
 static ALWAYS_INLINE void float_rows_few(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, float *wf) {
     const int64_t kp = (m->k + 7) & ~(int64_t)7;
     for (int64_t r = r0; r < r1; r += 2) {
@@ -354,41 +263,19 @@ static __attribute__((noinline)) void float_rows_few_any(const ig_mm *m, int64_t
     else float_rows_few(m, IG_TYPE_BF16, r0, r1, wf);
 }
 
-static ALWAYS_INLINE void float_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, float *wp) {
+/* Every batch size forms each result the same way (see float_row4), so that
+ * a token's result does not depend on the batch. */
+static ALWAYS_INLINE void float_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, float *wf) {
     if (m->n < 4) {
-        for (int64_t r = r0; r < r1; r++) {
-            if (m->n == 1) float_row(m, t, r, 0, 1);
-            else if (m->n == 2) float_row(m, t, r, 0, 2);
-            else float_row(m, t, r, 0, 3);
+        for (int64_t r = r0; r < r1; r += 4) {
+            const int vr = (int)IG_MIN(4, r1 - r);
+            if (m->n == 1) float_row4(m, t, r, vr, 1);
+            else if (m->n == 2) float_row4(m, t, r, vr, 2);
+            else float_row4(m, t, r, vr, 3);
         }
         return;
     }
-    if (m->n < FP_MIN_N) {
-        float_rows_few_any(m, r0, r1, wp);
-        return;
-    }
-    for (int64_t r = r0; r < r1; r += FP_R) {
-        const int vr = (int)IG_MIN(FP_R, r1 - r);
-        for (int64_t e0 = 0; e0 < m->k; e0 += FP_KC) {
-            const int64_t kc = IG_MIN(FP_KC, m->k - e0);
-            float_pack(m, t, r, vr, e0, kc, wp, wp + FP_R * FP_KC);
-            /* the next panel: the next block of these rows, or the next rows */
-            const int64_t rn = e0 + kc < m->k ? r : r + FP_R, en = e0 + kc < m->k ? e0 + kc : 0;
-            const size_t es = t == IG_TYPE_F32 ? 4 : 2;
-            float_pf pf = {.p = rn < r1 ? m->w + (size_t)rn * m->row_bytes + (size_t)en * es : NULL,
-                           .row_bytes = m->row_bytes,
-                           .step = 16 * es};
-            /* Blocks of at most FP_T tokens, as even as can be (8 = 4 + 4 rather
-             * than 6 + 2: a short block costs nearly as much as a full one). */
-            const int nblk = (m->n + FP_T - 1) / FP_T;
-            for (int b = 0, tok = 0; b < nblk; b++) {
-                const int T = m->n / nblk + (b < m->n % nblk);
-                float_micro_n(m, wp, kc, e0, r, vr, tok, pf, T);
-                pf.p = NULL;
-                tok += T;
-            }
-        }
-    }
+    float_rows_few_any(m, r0, r1, wf);
 }
 
 static void float_rows(const ig_mm *m, int64_t r0, int64_t r1, void *scratch) {
@@ -464,49 +351,81 @@ static ALWAYS_INLINE __m256i dot32(ig_dtype t, __m256i q, __m256i x) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), ones);
 }
 
-static ALWAYS_INLINE void q32_rows_tok(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, int tok,
-                                       const int T, __m256i *bias) {
+/* 32-element blocks, 8 rows side by side (so that a token's result is
+ * computed with the same operations as in the grouped kernels and the
+ * scalar reference, whatever the batch): per block, each row's exact integer
+ * sum, folded into one lane, then acc += (float)isum * (dw * dx) lane by
+ * lane, blocks in order. */
+
+/* d[i]: 8 partial sums of row i -> lane i = their sum. */
+static ALWAYS_INLINE __m256i fold8(const __m256i d[8]) {
+    const __m256i h01 = _mm256_hadd_epi32(d[0], d[1]), h23 = _mm256_hadd_epi32(d[2], d[3]);
+    const __m256i h45 = _mm256_hadd_epi32(d[4], d[5]), h67 = _mm256_hadd_epi32(d[6], d[7]);
+    /* lane i (i < 4) and 4 + i: halves of row i's sum (rows 4.. in h4567) */
+    const __m256i a = _mm256_hadd_epi32(h01, h23), b = _mm256_hadd_epi32(h45, h67);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+/* Rows [r, r + vr), vr <= 8, tokens tok .. tok + T - 1. */
+static ALWAYS_INLINE void q32_tile(const ig_mm *m, ig_dtype t, int64_t r, int vr, int tok, const int T) {
     const int64_t k = m->k, nb = k / IG_QK;
     const size_t bb = ig_blk_bytes(t);
+    const int off = t == IG_TYPE_Q8_0 ? 0 : off_u32(t);
+    const uint8_t *row[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) row[i] = m->w + (size_t)(r + IG_MIN(i, vr - 1)) * m->row_bytes;
     const int8_t *xq[3];
     const float *xd[3];
+    const int32_t *xs[3];
 #pragma GCC unroll 4
     for (int j = 0; j < T; j++) {
         const uint8_t *a = m->act + (size_t)(tok + j) * m->act_stride;
         xq[j] = ig_act_q(a);
         xd[j] = ig_act_d(a, k);
-        const int32_t *xs = ig_act_s(a, k);
-        const int off = t == IG_TYPE_Q8_0 ? 0 : off_u32(t);
-        for (int64_t b = 0; b < nb; b++) bias[j * nb + b] = _mm256_setr_epi32(-off * xs[b], 0, 0, 0, 0, 0, 0, 0);
+        xs[j] = ig_act_s(a, k);
     }
-    for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *row = m->w + (size_t)r * m->row_bytes;
-        __m256 acc[3];
+    __m256 acc[3];
 #pragma GCC unroll 4
-        for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();
-        for (int64_t b = 0; b < nb; b++) {
-            const uint8_t *blk = row + (size_t)b * bb;
-            const __m256i q = t == IG_TYPE_Q8_0 ? _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2))
-                                                : dec_u32(t, blk);
-            const __m256 dw = _mm256_set1_ps(f16_to_f32(blk));
+    for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const size_t bo = (size_t)b * bb;
+        __m256i w[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++)
+            w[i] = t == IG_TYPE_Q8_0 ? _mm256_loadu_si256((const __m256i *)(const void *)(row[i] + bo + 2))
+                                     : dec_u32(t, row[i] + bo);
+        const __m256 dw = _mm256_cvtph_ps(_mm_setr_epi16(
+            (short)ig_ld16(row[0] + bo), (short)ig_ld16(row[1] + bo), (short)ig_ld16(row[2] + bo),
+            (short)ig_ld16(row[3] + bo), (short)ig_ld16(row[4] + bo), (short)ig_ld16(row[5] + bo),
+            (short)ig_ld16(row[6] + bo), (short)ig_ld16(row[7] + bo)));
 #pragma GCC unroll 4
-            for (int j = 0; j < T; j++) {
-                const __m256i xv = _mm256_load_si256((const __m256i *)(const void *)(xq[j] + 32 * b));
-                const __m256i dot = _mm256_add_epi32(dot32(t, q, xv), bias[j * nb + b]);
-                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, _mm256_set1_ps(xd[j][b])), acc[j]);
-            }
+        for (int j = 0; j < T; j++) {
+            const __m256i xv = _mm256_load_si256((const __m256i *)(const void *)(xq[j] + 32 * b));
+            __m256i d[8];
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++) d[i] = dot32(t, w[i], xv);
+            const __m256i isum = _mm256_sub_epi32(fold8(d), _mm256_set1_epi32(off * xs[j][b]));
+            const __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(xd[j][b]));
+            acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(_mm256_cvtepi32_ps(isum), dd));
         }
+    }
+    const __m256i mk = _mm256_cmpgt_epi32(_mm256_set1_epi32(vr), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 #pragma GCC unroll 4
-        for (int j = 0; j < T; j++) m->y[(int64_t)(tok + j) * m->ldy + r] = hsum256(acc[j]);
+    for (int j = 0; j < T; j++) {
+        float *y = m->y + (int64_t)(tok + j) * m->ldy + r;
+        if (vr == 8) _mm256_storeu_ps(y, acc[j]);
+        else _mm256_maskstore_ps(y, mk, acc[j]);
     }
 }
 
-static ALWAYS_INLINE void q32_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, void *scratch) {
-    __m256i *bias = scratch;
-    int tok = 0;
-    for (; tok + 3 <= m->n; tok += 3) q32_rows_tok(m, t, r0, r1, tok, 3, bias);
-    if (m->n - tok == 2) q32_rows_tok(m, t, r0, r1, tok, 2, bias);
-    else if (m->n - tok == 1) q32_rows_tok(m, t, r0, r1, tok, 1, bias);
+static ALWAYS_INLINE void q32_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; r += 8) {
+        const int vr = (int)IG_MIN(8, r1 - r);
+        int tok = 0;
+        for (; tok + 3 <= m->n; tok += 3) q32_tile(m, t, r, vr, tok, 3);
+        if (m->n - tok == 2) q32_tile(m, t, r, vr, tok, 2);
+        else if (m->n - tok == 1) q32_tile(m, t, r, vr, tok, 1);
+    }
 }
 
 /* Exact integer sums of one K-quant block with one token, then the
@@ -572,11 +491,11 @@ static ALWAYS_INLINE void qk_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int6
     }
 }
 
-static void quant_rows(const ig_mm *m, int64_t r0, int64_t r1, void *scratch) {
+static void quant_rows(const ig_mm *m, int64_t r0, int64_t r1) {
     switch (m->type) {
-    case IG_TYPE_Q8_0: q32_rows_t(m, IG_TYPE_Q8_0, r0, r1, scratch); break;
-    case IG_TYPE_Q4_0: q32_rows_t(m, IG_TYPE_Q4_0, r0, r1, scratch); break;
-    case IG_TYPE_Q5_0: q32_rows_t(m, IG_TYPE_Q5_0, r0, r1, scratch); break;
+    case IG_TYPE_Q8_0: q32_rows_t(m, IG_TYPE_Q8_0, r0, r1); break;
+    case IG_TYPE_Q4_0: q32_rows_t(m, IG_TYPE_Q4_0, r0, r1); break;
+    case IG_TYPE_Q5_0: q32_rows_t(m, IG_TYPE_Q5_0, r0, r1); break;
     case IG_TYPE_Q4_K: qk_rows_t(m, IG_TYPE_Q4_K, r0, r1); break;
     case IG_TYPE_Q5_K: qk_rows_t(m, IG_TYPE_Q5_K, r0, r1); break;
     case IG_TYPE_Q6_K: qk_rows_t(m, IG_TYPE_Q6_K, r0, r1); break;
@@ -898,18 +817,15 @@ static void matmul_avx2(const ig_mm *m, int64_t r0, int64_t r1, void *scratch) {
     if (r0 >= r1 || m->n <= 0) return;
     if (ig_mm_act_kind(m->type) == IG_ACT_F32) float_rows(m, r0, r1, scratch);
     else if (m->grouped) gemm(m, r0, r1, scratch);
-    else quant_rows(m, r0, r1, scratch);
+    else quant_rows(m, r0, r1);
 }
 
 static size_t scratch_avx2(int64_t k) {
     const int64_t kp = (k + 7) & ~(int64_t)7;
-    /* float_rows_few: 2 rows of kp; the panels: FP_R rows of FP_KC, then 8
-     * rows of staging */
-    const size_t fl = sizeof(float) * (size_t)IG_MAX(2 * kp, FP_R * FP_KC + 8 * IG_MIN(FP_KC, kp));
-    const size_t bias = 3 * 32 * (size_t)(k / IG_QK);
+    /* float_rows_few: 2 rows of kp */
+    const size_t fl = sizeof(float) * (size_t)(2 * kp);
     size_t s = PASS * ig_mm_align64(tile_bytes(k));
     if (fl > s) s = fl;
-    if (bias > s) s = bias;
     return s + 64;
 }
 

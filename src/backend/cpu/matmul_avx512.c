@@ -1,9 +1,11 @@
 /* AVX-512 (F/BW/VL/DQ + VNNI) matmul kernels.
  *
  * Few tokens (rows layout): matrix-vector kernels straight from the GGUF
- * blocks, 4 weight rows at a time; vpdpbusd multiplies unsigned weights
- * (q, or q + 128 for Q8_0) with the signed activation, and a per-block bias
- * removes the offset, so every block sum is the reference's exact integer.
+ * blocks. 32-element blocks: 16 rows side by side, each row's exact block
+ * sums folded into one lane; K-quants: one row at a time. Either way every
+ * result is formed with the scalar reference's operations in its order, as
+ * the grouped kernels below do, so that a token's result does not depend on
+ * how many tokens share the matmul.
  *
  * Many tokens (groups layout): a tile of 8 weight rows is unpacked once into
  * signed bytes (the reference's centred integers) plus per-block integer
@@ -15,9 +17,9 @@
  * scaling follows the reference's order exactly: these kernels are
  * bit-identical to the scalar references.
  *
- * Float weights (F32/F16/BF16) with 16 or more tokens: panels of 32 rows
- * converted to f32 once, transposed, and a register-blocked micro-kernel
- * of 32 rows x 12 tokens (see float_pack / float_micro). */
+ * Float weights (F32/F16/BF16): each result is one 16-lane f32 accumulator
+ * over the elements, then a fixed horizontal sum, for one token (float_row4)
+ * as for many (float_tile: 4 rows x 4 tokens). */
 #include "backend/cpu/matmul_impl.h"
 #include "backend/cpu/ops_simd.h"
 #include "core/util.h"
@@ -125,31 +127,39 @@ static ALWAYS_INLINE __m512 load_w16(ig_dtype t, const uint8_t *row, int64_t i, 
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-/* One row (read once, in order) with T <= 3 tokens, 2 partial sums each. */
-static ALWAYS_INLINE void float_row(const ig_mm *m, ig_dtype t, int64_t r, const int T) {
-    const uint8_t *row = m->w + (size_t)r * m->row_bytes;
-    __m512 acc[3][2];
+/* Rows r .. r + vr - 1 (vr <= 4, read straight from the weights) with
+ * T <= 3 tokens: for each (row, token) one 16-lane accumulator over the
+ * elements in steps of 16 (the tail masked), then _mm512_reduce_add_ps,
+ * exactly as float_tile does for batches; 4 rows' chains side by side hide
+ * the FMA latency. */
+static ALWAYS_INLINE void float_row4(const ig_mm *m, ig_dtype t, int64_t r, int vr, const int T) {
+    const uint8_t *row[4];
 #pragma GCC unroll 4
-    for (int j = 0; j < T; j++) acc[j][0] = acc[j][1] = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 32 <= m->k; i += 32) {
-        const __m512 w0 = load_w16(t, row, i, 0xffff), w1 = load_w16(t, row, i + 16, 0xffff);
+    for (int i = 0; i < 4; i++) row[i] = m->w + (size_t)(r + IG_MIN(i, vr - 1)) * m->row_bytes;
+    __m512 acc[4][3];
 #pragma GCC unroll 4
-        for (int j = 0; j < T; j++) {
-            const float *x = m->x + (int64_t)j * m->ldx;
-            acc[j][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + i), acc[j][0]);
-            acc[j][1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + i + 16), acc[j][1]);
+    for (int i = 0; i < 4; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) acc[i][j] = _mm512_setzero_ps();
+    for (int64_t e = 0; e < m->k; e += 16) {
+        const __mmask16 mk = m->k - e >= 16 ? 0xffff : (__mmask16)((1u << (m->k - e)) - 1);
+        __m512 xv[3];
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) xv[j] = _mm512_maskz_loadu_ps(mk, m->x + (int64_t)j * m->ldx + e);
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) {
+            const __m512 wv = load_w16(t, row[i], e, mk);
+#pragma GCC unroll 4
+            for (int j = 0; j < T; j++) acc[i][j] = _mm512_fmadd_ps(wv, xv[j], acc[i][j]);
         }
     }
-    for (; i < m->k; i += 16) {
-        const __mmask16 mk = m->k - i >= 16 ? 0xffff : (__mmask16)((1u << (m->k - i)) - 1);
-        const __m512 w0 = load_w16(t, row, i, mk);
+    float out[4][3]; /* constant indices only, so that acc stays in registers */
 #pragma GCC unroll 4
-        for (int j = 0; j < T; j++)
-            acc[j][0] = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(mk, m->x + (int64_t)j * m->ldx + i), acc[j][0]);
-    }
+    for (int i = 0; i < 4; i++)
 #pragma GCC unroll 4
-    for (int j = 0; j < T; j++) m->y[(int64_t)j * m->ldy + r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[j][0], acc[j][1]));
+        for (int j = 0; j < T; j++) out[i][j] = _mm512_reduce_add_ps(acc[i][j]);
+    for (int i = 0; i < vr; i++)
+        for (int j = 0; j < T; j++) m->y[(int64_t)j * m->ldy + r + i] = out[i][j];
 }
 
 /* In-register transpose: o[c] lane i = r[i] lane c. */
@@ -177,123 +187,6 @@ static ALWAYS_INLINE void transpose16(const __m512 r[16], __m512 o[16]) {
         o[4 + e] = _mm512_shuffle_f32x4(d1, d3, _MM_SHUFFLE(2, 0, 2, 0));
         o[8 + e] = _mm512_shuffle_f32x4(d0, d2, _MM_SHUFFLE(3, 1, 3, 1));
         o[12 + e] = _mm512_shuffle_f32x4(d1, d3, _MM_SHUFFLE(3, 1, 3, 1));
-    }
-}
-
-/* Many tokens: a panel of FP_R rows x FP_KC elements is converted to f32
- * once and stored transposed, wp[e][FP_R] (element e of the panel's rows side
- * by side, rows past the range zero). The micro-kernel keeps y[t][r .. r+31]
- * of FP_T tokens in 24 registers and, per element e, multiplies the panel's
- * two vectors with x[t][e] broadcast from memory: 24 FMAs for 2 + 12 loads,
- * no horizontal sums, and each converted weight serves every token. Longer
- * rows go in blocks of FP_KC elements (the panel stays in L2), the partial
- * sums reloaded from y. Every y is one f32 FMA chain over e in order. */
-#define FP_R 32
-#define FP_T 12
-#define FP_KC 1024
-#define FP_MIN_N 16 /* fewer tokens: float_rows_few */
-
-static ALWAYS_INLINE __mmask16 tail_mask(int64_t n) {
-    return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
-}
-
-/* Rows [r, r + vr) x elements [e0, e0 + kc) -> wp[kc][FP_R]. 16 rows at a
- * time are converted to f32 one after the other into st[16][kcp] (each row
- * read in order: rows read interleaved stream badly from memory, which
- * matters when few tokens share the panel), then transposed in 16 x 16
- * blocks in registers. */
-static ALWAYS_INLINE void float_pack(const ig_mm *m, ig_dtype t, int64_t r, int vr, int64_t e0, int64_t kc,
-                                     float *wp, float *st) {
-    const int64_t kcp = (kc + 15) & ~(int64_t)15;
-    for (int h = 0; h * 16 < vr; h++) {
-        const int live = IG_MIN(16, vr - 16 * h);
-        for (int i = 0; i < live; i++) {
-            const uint8_t *row = m->w + (size_t)(r + 16 * h + i) * m->row_bytes;
-            for (int64_t e = 0; e < kc; e += 16)
-                _mm512_store_ps(st + i * kcp + e, load_w16(t, row, e0 + e, tail_mask(kc - e)));
-        }
-        for (int64_t e = 0; e < kc; e += 16) {
-            __m512 v[16], o[16];
-#pragma GCC unroll 16
-            for (int i = 0; i < 16; i++) v[i] = i < live ? _mm512_load_ps(st + i * kcp + e) : _mm512_setzero_ps();
-            transpose16(v, o);
-            const int nc = (int)IG_MIN(16, kc - e);
-            for (int c = 0; c < nc; c++) _mm512_store_ps(wp + (e + c) * FP_R + 16 * h, o[c]);
-        }
-    }
-}
-
-/* The next panel's rows, fetched while this one is used (pack reads them
- * in one burst and the kernel reads no memory but x: without it, reading
- * and arithmetic take turns when few tokens share a panel): row i's line j
- * at step 32 j + i, step bytes of it per step of e. */
-typedef struct float_pf {
-    const uint8_t *p; /* NULL: none */
-    size_t row_bytes, step;
-} float_pf;
-
-/* y[tok + j][r .. r + vr) (+)= panel x token j, j < T, R vectors of rows. */
-static ALWAYS_INLINE void float_micro(const ig_mm *m, const float *wp, int64_t kc, int64_t e0, int64_t r, int vr,
-                                      int tok, float_pf pf, const int R, const int T) {
-    const __mmask16 m0 = tail_mask(vr), m1 = tail_mask(vr - 16);
-    float *y = m->y + (int64_t)tok * m->ldy + r;
-    __m512 acc[FP_T][2];
-#pragma GCC unroll 12
-    for (int j = 0; j < T; j++) {
-        if (e0 == 0) {
-            acc[j][0] = acc[j][1] = _mm512_setzero_ps();
-        } else {
-            acc[j][0] = _mm512_maskz_loadu_ps(m0, y + j * m->ldy);
-            if (R > 1) acc[j][1] = _mm512_maskz_loadu_ps(m1, y + j * m->ldy + 16);
-        }
-    }
-    const float *x = m->x + (int64_t)tok * m->ldx + e0;
-    const int64_t ldx = m->ldx;
-#pragma GCC unroll 2
-    for (int64_t e = 0; e < kc; e++) {
-        if (pf.p) {
-            const char *a = (const char *)pf.p + (size_t)(e & 31) * pf.row_bytes + (size_t)(e >> 5) * pf.step;
-            _mm_prefetch(a, _MM_HINT_T1);
-            if (pf.step > 64) _mm_prefetch(a + 64, _MM_HINT_T1);
-        }
-        const __m512 w0 = _mm512_load_ps(wp + e * FP_R);
-        const __m512 w1 = R > 1 ? _mm512_load_ps(wp + e * FP_R + 16) : w0;
-#pragma GCC unroll 12
-        for (int j = 0; j < T; j++) {
-            const __m512 xb = _mm512_set1_ps(x[j * ldx + e]);
-            acc[j][0] = _mm512_fmadd_ps(w0, xb, acc[j][0]);
-            if (R > 1) acc[j][1] = _mm512_fmadd_ps(w1, xb, acc[j][1]);
-        }
-    }
-#pragma GCC unroll 12
-    for (int j = 0; j < T; j++) {
-        _mm512_mask_storeu_ps(y + j * m->ldy, m0, acc[j][0]);
-        if (R > 1) _mm512_mask_storeu_ps(y + j * m->ldy + 16, m1, acc[j][1]);
-    }
-}
-
-static ALWAYS_INLINE void float_micro_r(const ig_mm *m, const float *wp, int64_t kc, int64_t e0, int64_t r, int vr,
-                                        int tok, float_pf pf, const int T) {
-    if (vr > 16) float_micro(m, wp, kc, e0, r, vr, tok, pf, 2, T);
-    else float_micro(m, wp, kc, e0, r, vr, tok, pf, 1, T);
-}
-
-/* T tokens from tok, 1 <= T <= FP_T. */
-static void float_micro_n(const ig_mm *m, const float *wp, int64_t kc, int64_t e0, int64_t r, int vr, int tok,
-                          float_pf pf, int T) {
-    switch (T) {
-    case 1: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 1); break;
-    case 2: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 2); break;
-    case 3: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 3); break;
-    case 4: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 4); break;
-    case 5: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 5); break;
-    case 6: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 6); break;
-    case 7: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 7); break;
-    case 8: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 8); break;
-    case 9: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 9); break;
-    case 10: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 10); break;
-    case 11: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, 11); break;
-    default: float_micro_r(m, wp, kc, e0, r, vr, tok, pf, FP_T); break;
     }
 }
 
@@ -326,8 +219,7 @@ static ALWAYS_INLINE void float_tile(const ig_mm *m, const float *wf, int64_t kp
         for (int j = 0; j < T; j++) m->y[(int64_t)(tok + j) * m->ldy + r + i] = out[i][j];
 }
 
-/* A few tokens (4 <= n < FP_MIN_N, where packing the panels costs more
- * than it saves): rows converted to f32 one tile at a time, dot products. */
+/* 4 or more tokens: rows converted to f32 one tile at a time, dot products. */
 static ALWAYS_INLINE void float_rows_few(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, float *wf) {
     const int64_t kp = (m->k + 15) & ~(int64_t)15;
     for (int64_t r = r0; r < r1; r += 4) {
@@ -353,41 +245,19 @@ static __attribute__((noinline)) void float_rows_few_any(const ig_mm *m, int64_t
     else float_rows_few(m, IG_TYPE_BF16, r0, r1, wf);
 }
 
-static ALWAYS_INLINE void float_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, float *wp) {
+/* Every batch size forms each result the same way (see float_row4), so that
+ * a token's result does not depend on the batch. */
+static ALWAYS_INLINE void float_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, float *wf) {
     if (m->n < 4) {
-        for (int64_t r = r0; r < r1; r++) {
-            if (m->n == 1) float_row(m, t, r, 1);
-            else if (m->n == 2) float_row(m, t, r, 2);
-            else float_row(m, t, r, 3);
+        for (int64_t r = r0; r < r1; r += 4) {
+            const int vr = (int)IG_MIN(4, r1 - r);
+            if (m->n == 1) float_row4(m, t, r, vr, 1);
+            else if (m->n == 2) float_row4(m, t, r, vr, 2);
+            else float_row4(m, t, r, vr, 3);
         }
         return;
     }
-    if (m->n < FP_MIN_N) {
-        float_rows_few_any(m, r0, r1, wp);
-        return;
-    }
-    for (int64_t r = r0; r < r1; r += FP_R) {
-        const int vr = (int)IG_MIN(FP_R, r1 - r);
-        for (int64_t e0 = 0; e0 < m->k; e0 += FP_KC) {
-            const int64_t kc = IG_MIN(FP_KC, m->k - e0);
-            float_pack(m, t, r, vr, e0, kc, wp, wp + FP_R * FP_KC);
-            /* the next panel: the next block of these rows, or the next rows */
-            const int64_t rn = e0 + kc < m->k ? r : r + FP_R, en = e0 + kc < m->k ? e0 + kc : 0;
-            const size_t es = t == IG_TYPE_F32 ? 4 : 2;
-            float_pf pf = {.p = rn < r1 ? m->w + (size_t)rn * m->row_bytes + (size_t)en * es : NULL,
-                           .row_bytes = m->row_bytes,
-                           .step = 32 * es};
-            /* Blocks of at most FP_T tokens, as even as can be (8 = 4 + 4 rather
-             * than 6 + 2: a short block costs nearly as much as a full one). */
-            const int nblk = (m->n + FP_T - 1) / FP_T;
-            for (int b = 0, tok = 0; b < nblk; b++) {
-                const int T = m->n / nblk + (b < m->n % nblk);
-                float_micro_n(m, wp, kc, e0, r, vr, tok, pf, T);
-                pf.p = NULL;
-                tok += T;
-            }
-        }
-    }
+    float_rows_few_any(m, r0, r1, wf);
 }
 
 static void float_rows(const ig_mm *m, int64_t r0, int64_t r1, void *scratch) {
@@ -468,42 +338,105 @@ static ALWAYS_INLINE void k_scales(const uint8_t *blk, uint64_t *sc, uint64_t *m
 
 /* ---- Matrix-vector kernels (rows layout) ---------------------------------- */
 
-/* Rows one after the other (the hardware prefetcher streams a single row
- * well, several interleaved rows badly), T tokens (T <= 3) per pass. The
- * per-block bias vectors [-off * s, 0, ...] of the tokens are built first. */
-static ALWAYS_INLINE void q32_rows_tok(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, int tok,
-                                       const int T, __m256i *bias) {
+/* 32-element blocks, 16 rows side by side (so that a token's result is
+ * computed with the same operations as in the grouped kernels and the
+ * scalar reference, whatever the batch): per block, each row's exact integer
+ * sum, then acc += (float)isum * (dw * dx) lane by lane, blocks in order.
+ *
+ * Two rows' blocks share a register (row 2p in the low half, 2p + 1 in the
+ * high half); vpdpbusd leaves 8 partial sums per row, which a transposing
+ * reduction folds into one vector: lane 4c + q holds row 4q + c (ROWPERM,
+ * its own inverse). */
+static ALWAYS_INLINE __m512i dec_u32x2(ig_dtype t, const uint8_t *b0, const uint8_t *b1) {
+    if (t == IG_TYPE_Q8_0) {
+        const __m512i v = _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)(b0 + 2))),
+            _mm256_loadu_si256((const __m256i *)(const void *)(b1 + 2)), 1);
+        return _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80));
+    }
+    const int o = t == IG_TYPE_Q4_0 ? 2 : 6;
+    const __m512i b = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(b0 + o)))),
+        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(b1 + o))), 1);
+    const __m512i sh = _mm512_setr_epi64(0, 0, 0x0004000400040004ll, 0x0004000400040004ll, 0, 0,
+                                         0x0004000400040004ll, 0x0004000400040004ll);
+    const __m512i q = _mm512_and_si512(_mm512_srlv_epi16(b, sh), _mm512_set1_epi8(0x0f));
+    if (t == IG_TYPE_Q4_0) return q;
+    const __mmask64 hb = (__mmask64)ig_ld32(b0 + 2) | ((__mmask64)ig_ld32(b1 + 2) << 32);
+    return _mm512_mask_add_epi8(q, hb, q, _mm512_set1_epi8(16));
+}
+
+/* v[p]: rows 2p (lanes 0..7), 2p + 1 (lanes 8..15) -> one sum per row. */
+static ALWAYS_INLINE __m512i fold16(const __m512i v[8]) {
+    __m512i u[4];
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; q++)
+        u[q] = _mm512_add_epi32(_mm512_shuffle_i32x4(v[2 * q], v[2 * q + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                _mm512_shuffle_i32x4(v[2 * q], v[2 * q + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    /* u[q] 128-bit chunk c: the 4 partial sums of row 4q + c */
+    const __m512i p0 = _mm512_add_epi32(_mm512_unpacklo_epi32(u[0], u[1]), _mm512_unpackhi_epi32(u[0], u[1]));
+    const __m512i p1 = _mm512_add_epi32(_mm512_unpacklo_epi32(u[2], u[3]), _mm512_unpackhi_epi32(u[2], u[3]));
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(p0, p1), _mm512_unpackhi_epi64(p0, p1));
+}
+
+#define ROWPERM _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15)
+
+/* Rows [r, r + vr), vr <= 16, tokens tok .. tok + T - 1. */
+static ALWAYS_INLINE void q32_tile(const ig_mm *m, ig_dtype t, int64_t r, int vr, int tok, const int T) {
     const int64_t k = m->k, nb = k / IG_QK;
     const size_t bb = ig_blk_bytes(t);
     const int off = off_u32(t);
+    const uint8_t *row[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) row[i] = m->w + (size_t)(r + IG_MIN(i, vr - 1)) * m->row_bytes;
+    /* lane L reads the scale of row ROWPERM[L] */
+    const __m512i perm = ROWPERM;
+    const __m512i goff = _mm512_mullo_epi32(_mm512_min_epi32(perm, _mm512_set1_epi32(vr - 1)),
+                                            _mm512_set1_epi32((int)m->row_bytes));
     const int8_t *xq[3];
     const float *xd[3];
+    const int32_t *xs[3];
 #pragma GCC unroll 4
     for (int j = 0; j < T; j++) {
         const uint8_t *a = m->act + (size_t)(tok + j) * m->act_stride;
         xq[j] = ig_act_q(a);
         xd[j] = ig_act_d(a, k);
-        const int32_t *xs = ig_act_s(a, k);
-        for (int64_t b = 0; b < nb; b++) bias[j * nb + b] = _mm256_setr_epi32(-off * xs[b], 0, 0, 0, 0, 0, 0, 0);
+        xs[j] = ig_act_s(a, k);
     }
-    for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *row = m->w + (size_t)r * m->row_bytes;
-        __m256 acc[3];
+    __m512 acc[3];
 #pragma GCC unroll 4
-        for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();
-        for (int64_t b = 0; b < nb; b++) {
-            const uint8_t *blk = row + (size_t)b * bb;
-            const __m256i q = dec_u32(t, blk);
-            const __m256 dw = _mm256_set1_ps(f16_to_f32(blk));
+    for (int j = 0; j < T; j++) acc[j] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const size_t bo = (size_t)b * bb;
+        __m512i w[8];
+#pragma GCC unroll 8
+        for (int p = 0; p < 8; p++) w[p] = dec_u32x2(t, row[2 * p] + bo, row[2 * p + 1] + bo);
+        const __m512i dh = _mm512_i32gather_epi32(goff, (const void *)(row[0] + bo), 1);
+        const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dh));
 #pragma GCC unroll 4
-            for (int j = 0; j < T; j++) {
-                const __m256i xv = _mm256_load_si256((const __m256i *)(const void *)(xq[j] + 32 * b));
-                const __m256i dot = _mm256_dpbusd_epi32(bias[j * nb + b], q, xv);
-                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, _mm256_set1_ps(xd[j][b])), acc[j]);
-            }
+        for (int j = 0; j < T; j++) {
+            const __m512i xv = _mm512_broadcast_i64x4(_mm256_load_si256((const __m256i *)(const void *)(xq[j] + 32 * b)));
+            __m512i d[8];
+#pragma GCC unroll 8
+            for (int p = 0; p < 8; p++) d[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[p], xv);
+            const __m512i isum = _mm512_sub_epi32(fold16(d), _mm512_set1_epi32(off * xs[j][b]));
+            const __m512 dd = _mm512_mul_ps(dw, _mm512_set1_ps(xd[j][b]));
+            acc[j] = _mm512_add_ps(acc[j], _mm512_mul_ps(_mm512_cvtepi32_ps(isum), dd));
         }
+    }
+    const __mmask16 mk = (__mmask16)((1u << vr) - 1);
 #pragma GCC unroll 4
-        for (int j = 0; j < T; j++) m->y[(int64_t)(tok + j) * m->ldy + r] = hsum256(acc[j]);
+    for (int j = 0; j < T; j++)
+        _mm512_mask_storeu_ps(m->y + (int64_t)(tok + j) * m->ldy + r, mk, _mm512_permutexvar_ps(perm, acc[j]));
+}
+
+static ALWAYS_INLINE void q32_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; r += 16) {
+        const int vr = (int)IG_MIN(16, r1 - r);
+        int tok = 0;
+        for (; tok + 3 <= m->n; tok += 3) q32_tile(m, t, r, vr, tok, 3);
+        if (m->n - tok == 2) q32_tile(m, t, r, vr, tok, 2);
+        else if (m->n - tok == 1) q32_tile(m, t, r, vr, tok, 1);
     }
 }
 
@@ -578,19 +511,11 @@ static ALWAYS_INLINE void qk_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int6
     }
 }
 
-static ALWAYS_INLINE void q32_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, void *scratch) {
-    __m256i *bias = scratch;
-    int tok = 0;
-    for (; tok + 3 <= m->n; tok += 3) q32_rows_tok(m, t, r0, r1, tok, 3, bias);
-    if (m->n - tok == 2) q32_rows_tok(m, t, r0, r1, tok, 2, bias);
-    else if (m->n - tok == 1) q32_rows_tok(m, t, r0, r1, tok, 1, bias);
-}
-
-static void quant_rows(const ig_mm *m, int64_t r0, int64_t r1, void *scratch) {
+static void quant_rows(const ig_mm *m, int64_t r0, int64_t r1) {
     switch (m->type) {
-    case IG_TYPE_Q8_0: q32_rows_t(m, IG_TYPE_Q8_0, r0, r1, scratch); break;
-    case IG_TYPE_Q4_0: q32_rows_t(m, IG_TYPE_Q4_0, r0, r1, scratch); break;
-    case IG_TYPE_Q5_0: q32_rows_t(m, IG_TYPE_Q5_0, r0, r1, scratch); break;
+    case IG_TYPE_Q8_0: q32_rows_t(m, IG_TYPE_Q8_0, r0, r1); break;
+    case IG_TYPE_Q4_0: q32_rows_t(m, IG_TYPE_Q4_0, r0, r1); break;
+    case IG_TYPE_Q5_0: q32_rows_t(m, IG_TYPE_Q5_0, r0, r1); break;
     case IG_TYPE_Q4_K: qk_rows_t(m, IG_TYPE_Q4_K, r0, r1); break;
     case IG_TYPE_Q5_K: qk_rows_t(m, IG_TYPE_Q5_K, r0, r1); break;
     case IG_TYPE_Q6_K: qk_rows_t(m, IG_TYPE_Q6_K, r0, r1); break;
@@ -917,18 +842,15 @@ static void matmul_avx512(const ig_mm *m, int64_t r0, int64_t r1, void *scratch)
     if (r0 >= r1 || m->n <= 0) return;
     if (ig_mm_act_kind(m->type) == IG_ACT_F32) float_rows(m, r0, r1, scratch);
     else if (m->grouped) gemm(m, r0, r1, scratch);
-    else quant_rows(m, r0, r1, scratch);
+    else quant_rows(m, r0, r1);
 }
 
 static size_t scratch_avx512(int64_t k) {
     const int64_t kp = (k + 15) & ~(int64_t)15;
-    /* float_rows_few: 4 rows of kp; the panels: FP_R rows of FP_KC, then 16
-     * rows of staging */
-    const size_t fl = sizeof(float) * (size_t)IG_MAX(4 * kp, FP_R * FP_KC + 16 * IG_MIN(FP_KC, kp));
-    const size_t bias = 3 * 32 * (size_t)(k / IG_QK);
+    /* float_rows_few: 4 rows of kp */
+    const size_t fl = sizeof(float) * (size_t)(4 * kp);
     size_t s = 2 * ig_mm_align64(tile_bytes(k));
     if (fl > s) s = fl;
-    if (bias > s) s = bias;
     return s + 64;
 }
 
