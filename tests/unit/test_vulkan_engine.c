@@ -217,7 +217,7 @@ IG_TEST(vulkan_engine_incremental) {
 
 /* The same with L2 prefetches of the weights ahead in the decode graphs (8
  * KiB next to each small op, at most 1 MiB ahead): they change no result. */
-IG_TEST(vulkan_engine_incremental_prefetch) {
+IG_TEST_SLOW(vulkan_engine_incremental_prefetch) {
     if (!have_device()) return;
     setenv("IGNIS_VK_PREFETCH", "8,1,8", 1);
     incremental();
@@ -270,16 +270,16 @@ static void mixed(const char *head_cap) {
     free_ref(&r);
 }
 
-IG_TEST(vulkan_engine_mixed_batches) {
+IG_TEST_SLOW(vulkan_engine_mixed_batches) {
     if (have_device()) mixed(NULL);
 }
-IG_TEST(vulkan_engine_output_chunks) {
+IG_TEST_SLOW(vulkan_engine_output_chunks) {
     if (have_device()) mixed("2");
 }
 
 /* Two contexts of one model share its device weights; a context too large
  * for the device fails cleanly. */
-IG_TEST(vulkan_engine_contexts) {
+IG_TEST_SLOW(vulkan_engine_contexts) {
     if (!have_device()) return;
     ref_data r;
     REQUIRE(load_ref("tiny-1b-like", &r) == 0);
@@ -344,7 +344,7 @@ static void run_real(ig_model *m, const int32_t *prompt, int n_prompt, int steps
     ig_context_free(ctx);
 }
 
-IG_TEST(vulkan_engine_real_270m) {
+IG_TEST_SLOW(vulkan_engine_real_270m) {
     const char *path = ig_test_real_model();
     if (!path) {
         ig_test_skip("real model not present");
