@@ -402,7 +402,12 @@ ig_json_doc *ig_json_parse(const char *text, size_t len, unsigned flags, ig_json
     }
     if (len) memcpy(doc->text, text, len);
     doc->text[len] = '\0';
-    parser ps = {.doc = doc, .orig = text, .p = doc->text, .end = doc->text + len, .flags = flags, .err = err};
+    parser ps = {.doc = doc,
+                 .orig = text,
+                 .p = doc->text,
+                 .end = doc->text + len,
+                 .flags = flags,
+                 .err = err};
     skip_ws(&ps);
     bool ok = parse_value(&ps, &doc->root);
     if (ok) {

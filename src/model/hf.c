@@ -5,8 +5,8 @@
 #include "model/hf.h"
 
 #include "model/hparams.h"
-
 #include "core/json.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

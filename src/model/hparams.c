@@ -4,6 +4,7 @@
 #include "model/hparams.h"
 
 #include "core/json.h"
+
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>

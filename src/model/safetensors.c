@@ -5,6 +5,7 @@
 #include "model/hf.h"
 
 #include "core/json.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,7 +39,8 @@ static bool json_to_u64(const ig_json *v, uint64_t max, uint64_t *out) {
     return false;
 }
 
-static ig_status parse_entry(const char *name, const ig_json *obj, const uint8_t *base, size_t data_size,
+static ig_status parse_entry(const char *name, const ig_json *obj, const uint8_t *base,
+                             size_t data_size,
                              ig_tensor *t) {
     if (!ig_json_is_object(obj))
         return ig_fail(IG_ERR_FORMAT, "safetensors: entry '%s' is not an object", name);

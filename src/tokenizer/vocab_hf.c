@@ -16,8 +16,8 @@
  * The 'normalized', 'lstrip', 'rstrip' and 'single_word' flags of added
  * tokens are not applied (all false in Gemma 3's file). */
 #include "tokenizer/tok_internal.h"
-
 #include "core/json.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,8 +89,7 @@ static void find_template_bos(ig_tokenizer *t, const ig_json *pp) {
     const ig_json *type = ig_json_get(pp, "type");
     if (str_is(type, "Sequence")) {
         const ig_json *list = ig_json_get(pp, "processors");
-        if (ig_json_is_array(list))
-            for (size_t i = 0; i < ig_json_size(list); i++) find_template_bos(t, ig_json_at(list, i));
+        for (size_t i = 0; i < ig_json_size(list); i++) find_template_bos(t, ig_json_at(list, i));
         return;
     }
     if (!str_is(type, "TemplateProcessing")) return;
