@@ -50,8 +50,9 @@ check: build model venv
 
 # Everything: the unit tests, the end-to-end tests (pytest, PYTEST_JOBS
 # workers), then the sanitizer build over the quick unit tier and the e2e
-# tests marked asan. The slow unit tests under the sanitizers take longer
-# than all of that: `make test-asan-slow` (CI runs it after `make test`).
+# tests marked asan. The slow unit tests under the sanitizers (the real
+# model and large lavapipe shapes at -O0) are `make test-asan-slow`, which
+# CI runs after `make test`.
 test: deps build venv model
 	@$(MAKE) --no-print-directory test-unit test-e2e test-asan
 
