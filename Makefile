@@ -50,7 +50,8 @@ check: build model venv
 
 # Everything: the unit tests, the end-to-end tests (pytest, PYTEST_JOBS
 # workers), then the sanitizer build over the quick unit tier and the e2e
-# tests marked asan. The slow unit tests under the sanitizers (the real
+# tests marked asan (one at a time: their servers' deadlines assume the
+# machine is not shared with another sanitized server). The slow unit tests under the sanitizers (the real
 # model and large lavapipe shapes at -O0) are `make test-asan-slow`, which
 # CI runs after `make test`.
 test: deps build venv model
@@ -64,7 +65,7 @@ test-e2e:
 
 test-asan: asan
 	@$(ASAN_ENV) $(BUILD_ASAN)/ignis_tests --fast
-	@IGNIS_BUILD=$(BUILD_ASAN) IGNIS_ASAN=1 $(VENV)/bin/python -m pytest -q $(PYTEST_PAR) -m asan tests/e2e
+	@IGNIS_BUILD=$(BUILD_ASAN) IGNIS_ASAN=1 $(VENV)/bin/python -m pytest -q -m asan tests/e2e
 
 test-asan-slow: asan
 	@$(ASAN_ENV) $(BUILD_ASAN)/ignis_tests --slow
