@@ -1,5 +1,5 @@
 # Thin wrapper over CMake: `make run` and `make test` are the two commands
-# a newcomer needs (see README.md).
+# a newcomer needs (see README.md); `make check` is the quick test tier.
 BUILD       ?= build
 BUILD_ASAN  ?= build-asan
 VENV        ?= .venv
@@ -7,8 +7,15 @@ JOBS        ?= $(shell nproc 2>/dev/null || echo 2)
 MODEL       ?= $(HOME)/.cache/ignis/gemma-3-270m-q4_k_m.gguf
 PROMPT      ?= Once upon a time, in a quiet village at the edge of an old forest, there lived
 CMAKE_FLAGS ?=
+PREFIX      ?= /usr/local
+# e2e tests spread over workers (pytest-xdist), one file per worker
+PYTEST_JOBS ?= $(JOBS)
+PYTEST_PAR  := -n $(PYTEST_JOBS) --dist loadfile
+QUICK_E2E   := tests/e2e/test_quant.py tests/e2e/test_install.py
+ASAN_ENV    := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
 
-.PHONY: all build asan deps venv model run test test-unit test-e2e test-asan check-aarch64 clean
+.PHONY: all build asan deps venv model run check test test-unit test-e2e test-asan \
+        test-asan-slow install check-aarch64 clean
 
 all: build
 
@@ -41,7 +48,18 @@ run: deps build model
 	@echo "(Gemma 3 270M base continues text. To chat, give an instruction-tuned model:"
 	@echo " $(BUILD)/ignis chat gemma-3-270m-it-Q4_K_M.gguf; see README.md.)"
 
-# Unit tests (C runner), end-to-end tests (pytest), then the sanitizer build.
+# The quick tier, under a minute on two cores: the unit tests not marked
+# IG_TEST_SLOW and a few quick end-to-end tests (the installed library).
+check: build model venv
+	@$(BUILD)/ignis_tests --fast
+	@IGNIS_BUILD=$(BUILD) $(VENV)/bin/python -m pytest -q -p no:cacheprovider $(QUICK_E2E)
+
+# Everything: the unit tests, the end-to-end tests (pytest, PYTEST_JOBS
+# workers), then the sanitizer build over the quick unit tier and the e2e
+# tests marked asan (one at a time: their servers' deadlines assume the
+# machine is not shared with another sanitized server). The slow unit tests under the sanitizers (the real
+# model and large lavapipe shapes at -O0) are `make test-asan-slow`, which
+# CI runs after `make test`.
 test: deps build venv model
 	@$(MAKE) --no-print-directory test-unit test-e2e test-asan
 
@@ -49,11 +67,17 @@ test-unit:
 	@$(BUILD)/ignis_tests
 
 test-e2e:
-	@IGNIS_BUILD=$(BUILD) $(VENV)/bin/python -m pytest -q tests/e2e
+	@IGNIS_BUILD=$(BUILD) $(VENV)/bin/python -m pytest -q $(PYTEST_PAR) tests/e2e
 
 test-asan: asan
-	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(BUILD_ASAN)/ignis_tests
+	@$(ASAN_ENV) $(BUILD_ASAN)/ignis_tests --fast
 	@IGNIS_BUILD=$(BUILD_ASAN) IGNIS_ASAN=1 $(VENV)/bin/python -m pytest -q -m asan tests/e2e
+
+test-asan-slow: asan
+	@$(ASAN_ENV) $(BUILD_ASAN)/ignis_tests --slow
+
+install: build
+	@cmake --install $(BUILD) --prefix $(PREFIX)
 
 # The library cross-compiled for aarch64 (the NEON path), run by CI.
 check-aarch64:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-FIXTURES = Path(os.environ.get("IGNIS_FIXTURES") or REPO.parent / "shared" / "fixtures")
+FIXTURES = Path(os.environ.get("IGNIS_FIXTURES") or REPO / "tests" / "fixtures")
 TINY = FIXTURES / "hf" / "tiny-1b-like" / "f32"
 
 pytestmark = pytest.mark.skipif(not (TINY / "config.json").is_file(), reason=f"no fixture {TINY}")

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-FIXTURES = Path(os.environ.get("IGNIS_FIXTURES") or REPO.parent / "shared" / "fixtures")
+FIXTURES = Path(os.environ.get("IGNIS_FIXTURES") or REPO / "tests" / "fixtures")
 TINY = FIXTURES / "hf" / "tiny-27b-like" / "f32"
 REAL = Path(os.environ.get("IGNIS_MODEL") or Path.home() / ".cache/ignis/gemma-3-270m-q4_k_m.gguf")
 REAL_F32 = REAL.with_name(REAL.stem + "-dequant-f32.gguf")

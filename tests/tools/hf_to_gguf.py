@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Converts a Gemma 3 text checkpoint in Hugging Face layout (config.json +
-model.safetensors, e.g. /work/shared/fixtures/hf/tiny-*/f32) to GGUF with the
+model.safetensors, e.g. tests/fixtures/hf/tiny-*/f32) to GGUF with the
 `gguf` package's GGUFWriter, following llama.cpp's gemma3 conventions
 (`convert_hf_to_gguf.py` class Gemma3Model; docs/gemma3.md section 3):
 

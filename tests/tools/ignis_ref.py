@@ -18,7 +18,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data"
 TOOLS = REPO / "tests" / "tools"
-FIXTURES = Path(os.environ.get("IGNIS_FIXTURES") or REPO.parent / "shared" / "fixtures")
+FIXTURES = Path(os.environ.get("IGNIS_FIXTURES") or REPO / "tests" / "fixtures")
 HF_FIXTURES = FIXTURES / "hf"
 CACHE = Path(os.environ.get("IGNIS_CACHE") or Path.home() / ".cache" / "ignis")
 REAL_MODEL = Path(os.environ.get("IGNIS_MODEL") or CACHE / "gemma-3-270m-q4_k_m.gguf")

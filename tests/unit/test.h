@@ -10,24 +10,31 @@
 #include <stdio.h>
 
 typedef void (*ig_test_fn)(void);
-void ig_test_register(const char *name, ig_test_fn fn);
+void ig_test_register(const char *name, ig_test_fn fn, bool slow);
 void ig_test_fail_at(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Path of the fixtures directory (../shared/fixtures by default, or
+/* Path of the fixtures directory (tests/fixtures by default, or
  * $IGNIS_FIXTURES). */
 const char *ig_test_fixtures(void);
+/* Path of the real Gemma 3 tokenizer.json: the fixture directory keeps it
+ * compressed and the build unpacks it; $IGNIS_FIXTURES may hold it unpacked. */
+const char *ig_test_tokenizer_json(void);
 /* Path of the real Gemma 3 270M GGUF, or NULL when it is not present (tests
  * that need it fail unless IGNIS_ALLOW_MISSING_MODEL=1). */
 const char *ig_test_real_model(void);
 /* Marks the current test as skipped (counted separately). */
 void ig_test_skip(const char *why);
 
-#define IG_TEST(name)                                                                              \
+#define IG_TEST_DEFINE_(name, slow)                                                                \
     static void ig_test_##name(void);                                                              \
     __attribute__((constructor)) static void ig_test_reg_##name(void) {                            \
-        ig_test_register(#name, ig_test_##name);                                                   \
+        ig_test_register(#name, ig_test_##name, slow);                                             \
     }                                                                                              \
     static void ig_test_##name(void)
+#define IG_TEST(name) IG_TEST_DEFINE_(name, false)
+/* A test that takes seconds (a real model, large shapes on lavapipe):
+ * `ignis_tests --fast` (make check) leaves it out, `--slow` runs only these. */
+#define IG_TEST_SLOW(name) IG_TEST_DEFINE_(name, true)
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \

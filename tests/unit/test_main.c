@@ -1,5 +1,8 @@
-/* Runs every registered test (or those whose name contains argv[1]) and
- * prints "N passed, N failed". Exit status is non-zero on any failure. */
+/* Runs the registered tests and prints "N passed, N failed". Usage:
+ *   ignis_tests [--fast | --slow] [filter]
+ * --fast leaves out the tests marked IG_TEST_SLOW, --slow runs only those;
+ * a filter keeps the tests whose name contains it. Exit status is non-zero
+ * on any failure or a bad argument. */
 #include "test.h"
 
 #include "ignis.h"
@@ -15,16 +18,21 @@
 static struct {
     const char *name;
     ig_test_fn fn;
+    bool slow;
 } g_tests[MAX_TESTS];
 static int g_n_tests;
 static int g_current_failed;
 static int g_current_skipped;
+static int g_n_overflow;
 
-void ig_test_register(const char *name, ig_test_fn fn) {
+void ig_test_register(const char *name, ig_test_fn fn, bool slow) {
     if (g_n_tests < MAX_TESTS) {
         g_tests[g_n_tests].name = name;
         g_tests[g_n_tests].fn = fn;
+        g_tests[g_n_tests].slow = slow;
         g_n_tests++;
+    } else {
+        g_n_overflow++;
     }
 }
 
@@ -45,7 +53,17 @@ void ig_test_skip(const char *why) {
 
 const char *ig_test_fixtures(void) {
     const char *env = getenv("IGNIS_FIXTURES");
-    return env && *env ? env : IG_SOURCE_DIR "/../shared/fixtures";
+    return env && *env ? env : IG_SOURCE_DIR "/tests/fixtures";
+}
+
+const char *ig_test_tokenizer_json(void) {
+    static char path[4096];
+    const char *env = getenv("IGNIS_FIXTURES");
+    if (env && *env) {
+        snprintf(path, sizeof path, "%s/tokenizer/gemma3/tokenizer.json", env);
+        if (access(path, R_OK) == 0) return path;
+    }
+    return IG_BINARY_DIR "/fixtures/tokenizer/gemma3/tokenizer.json";
 }
 
 const char *ig_test_real_model(void) {
@@ -64,11 +82,29 @@ static int cmp_tests(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-    const char *filter = argc > 1 ? argv[1] : NULL;
+    const char *filter = NULL;
+    int want_slow = -1; /* -1: every test, 0: --fast, 1: --slow */
+    for (int a = 1; a < argc; a++) {
+        if (strcmp(argv[a], "--fast") == 0) {
+            want_slow = 0;
+        } else if (strcmp(argv[a], "--slow") == 0) {
+            want_slow = 1;
+        } else if (argv[a][0] == '-' || filter) {
+            fprintf(stderr, "usage: %s [--fast | --slow] [filter]\n", argv[0]);
+            return 2;
+        } else {
+            filter = argv[a];
+        }
+    }
+    if (g_n_overflow) {
+        fprintf(stderr, "%d tests not registered: raise MAX_TESTS\n", g_n_overflow);
+        return 2;
+    }
     qsort(g_tests, (size_t)g_n_tests, sizeof g_tests[0], cmp_tests);
     int passed = 0, failed = 0, skipped = 0;
     for (int i = 0; i < g_n_tests; i++) {
         if (filter && !strstr(g_tests[i].name, filter)) continue;
+        if (want_slow >= 0 && g_tests[i].slow != (want_slow == 1)) continue;
         g_current_failed = 0;
         g_current_skipped = 0;
         fprintf(stderr, "[ RUN  ] %s\n", g_tests[i].name);

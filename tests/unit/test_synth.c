@@ -630,9 +630,9 @@ static void check_270m_file(ig_synth_ftype ft) {
     unlink(path);
 }
 
-IG_TEST(synth_270m_f16_loads) { check_270m_file(IG_SYNTH_F16); }
-IG_TEST(synth_270m_q8_0_loads) { check_270m_file(IG_SYNTH_Q8_0); }
-IG_TEST(synth_270m_q4_k_m_loads) { check_270m_file(IG_SYNTH_Q4_K_M); }
+IG_TEST_SLOW(synth_270m_f16_loads) { check_270m_file(IG_SYNTH_F16); }
+IG_TEST_SLOW(synth_270m_q8_0_loads) { check_270m_file(IG_SYNTH_Q8_0); }
+IG_TEST_SLOW(synth_270m_q4_k_m_loads) { check_270m_file(IG_SYNTH_Q4_K_M); }
 
 /* Tensor data bytes of a GGUF (everything after the data offset). */
 static bool same_tensor_data(const char *a, const char *b, bool *same) {

@@ -31,8 +31,7 @@ __attribute__((destructor)) static void free_shared(void) {
 const ig_tokenizer *tok_test_hf(void) {
     if (!g_hf_tried) {
         g_hf_tried = true;
-        char path[4096];
-        snprintf(path, sizeof path, "%s/tokenizer/gemma3/tokenizer.json", ig_test_fixtures());
+        const char *path = ig_test_tokenizer_json();
         ig_status st = ig_tokenizer_from_hf_json(path, &g_hf);
         if (st != IG_OK) fprintf(stderr, "  loading %s: %s\n", path, ig_last_error());
     }
@@ -685,8 +684,7 @@ IG_TEST(tokenizer_json_malformed) {
     ig_tokenizer_free(t);
 
     /* the real file, truncated, and a missing file */
-    char path[4096];
-    snprintf(path, sizeof path, "%s/tokenizer/gemma3/tokenizer.json", ig_test_fixtures());
+    const char *path = ig_test_tokenizer_json();
     char *buf = NULL;
     size_t len = 0;
     REQUIRE_OK(ig_file_read_all(path, (size_t)1 << 30, &buf, &len));

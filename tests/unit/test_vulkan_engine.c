@@ -226,7 +226,7 @@ IG_TEST(vulkan_engine_incremental) {
 
 /* The same with L2 prefetches of the weights ahead in the decode graphs (8
  * KiB next to each small op, at most 1 MiB ahead): they change no result. */
-IG_TEST(vulkan_engine_incremental_prefetch) {
+IG_TEST_SLOW(vulkan_engine_incremental_prefetch) {
     if (!have_device()) return;
     tuning = "prefetch_stage=8192,prefetch_ahead=1048576,prefetch_max_tokens=8";
     incremental();
@@ -279,10 +279,10 @@ static void mixed(const char *head_cap) {
     free_ref(&r);
 }
 
-IG_TEST(vulkan_engine_mixed_batches) {
+IG_TEST_SLOW(vulkan_engine_mixed_batches) {
     if (have_device()) mixed(NULL);
 }
-IG_TEST(vulkan_engine_output_chunks) {
+IG_TEST_SLOW(vulkan_engine_output_chunks) {
     if (have_device()) mixed("head_cap=2");
 }
 
@@ -315,7 +315,7 @@ static void permuted_same(ig_model *m, const int32_t *tokens, int n) {
     ig_context_free(b);
 }
 
-IG_TEST(vulkan_engine_permuted_graph) {
+IG_TEST_SLOW(vulkan_engine_permuted_graph) {
     if (!have_device()) return;
     const int32_t tokens[] = {2, 818, 5279, 529, 7001, 563};
     ig_model *m = load_fixture("tiny-27b-like", "f32");
@@ -331,7 +331,7 @@ IG_TEST(vulkan_engine_permuted_graph) {
     ig_model_free(m);
 }
 
-IG_TEST(vulkan_engine_contexts) {
+IG_TEST_SLOW(vulkan_engine_contexts) {
     if (!have_device()) return;
     ref_data r;
     REQUIRE(load_ref("tiny-1b-like", &r) == 0);
@@ -396,7 +396,7 @@ static void run_real(ig_model *m, const int32_t *prompt, int n_prompt, int steps
     ig_context_free(ctx);
 }
 
-IG_TEST(vulkan_engine_real_270m) {
+IG_TEST_SLOW(vulkan_engine_real_270m) {
     const char *path = ig_test_real_model();
     if (!path) {
         ig_test_skip("real model not present");

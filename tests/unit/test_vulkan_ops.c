@@ -598,7 +598,7 @@ static int64_t awkward_in(ig_dtype t) {
     return be == 1 ? 203 : be == 32 ? 32 * 11 : 256 * 3;
 }
 
-IG_TEST(vulkan_matmul) {
+IG_TEST_SLOW(vulkan_matmul) {
     ig_vk_device *d = device();
     if (!d) return;
     const int toks[] = {1, 3, 17, 64};
@@ -923,7 +923,7 @@ static void run_attention(ig_vk_device *d, attn_case c) {
     free(sc);
 }
 
-IG_TEST(vulkan_attention) {
+IG_TEST_SLOW(vulkan_attention) {
     ig_vk_device *d = device();
     if (!d) return;
     const int hds[] = {32, 128, 256};
@@ -983,7 +983,7 @@ static void attention_tiled_cases(int cm) {
     run_attention(d, (attn_case){4, 2, 128, 1, 0, 2, 4096, IG_KV_F16, 0.0f, 1500, true});
 }
 
-IG_TEST(vulkan_attention_tiled) {
+IG_TEST_SLOW(vulkan_attention_tiled) {
     if (!device()) return;
     attention_tiled_cases(ATTN_TILE);
 }
@@ -1129,7 +1129,7 @@ IG_TEST(vulkan_attention_int8_copy) {
  * share a block of 256 and heads of several blocks, a row with no valid
  * position (zeros), long contexts of 32 chunks; by default a kv head's
  * query heads split over two workgroups where their unit is too large. */
-IG_TEST(vulkan_attention_merge) {
+IG_TEST_SLOW(vulkan_attention_merge) {
     ig_vk_device *d = device();
     if (!d) return;
     /* dm merges units of any size; ds never (attn_reduce.comp); dq merges
@@ -1463,7 +1463,7 @@ static int64_t fast_in(ig_dtype t) {
     return be == 1 ? 200 : be == 32 ? 32 * 11 : 256 * 3;
 }
 
-IG_TEST(vulkan_matmul_fast) {
+IG_TEST_SLOW(vulkan_matmul_fast) {
     ig_vk_device *d = device();
     if (!d) return;
     const int toks[] = {1, 3, 8};
@@ -1494,7 +1494,7 @@ IG_TEST(vulkan_matmul_fast) {
 /* The int8 mat-vec: every quantized type, 1-8 tokens, GEGLU, output rows,
  * split weights and staging copies; and the int8 copy shared by matmuls of
  * one input but made again once the input is rewritten. */
-IG_TEST(vulkan_matmul_int8) {
+IG_TEST_SLOW(vulkan_matmul_int8) {
     ig_vk_device *d = device_int8();
     if (!d) return;
     const int toks[] = {1, 2, 5, 8};
@@ -2318,7 +2318,7 @@ static void check_qkv_tail_applies(ig_vk_device *d, int n_tok, ig_vk_matmul_path
     weight_free(&w);
 }
 
-IG_TEST(vulkan_qkv_tail) {
+IG_TEST_SLOW(vulkan_qkv_tail) {
     ig_vk_device *d = device_int8();
     if (!d) return;
     /* 270M-like (640-wide rows, Q5_0 / Q8_0), 27B-like heads of 128 (Q4_K
