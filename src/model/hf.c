@@ -6,7 +6,7 @@
 
 #include "model/hparams.h"
 
-#include <jansson.h>
+#include "core/json.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,17 +114,18 @@ static bool plain_file_name(const char *s) {
 static ig_status open_sharded(hf_model *m, const char *dir, const char *index_path) {
     char *text = NULL;
     IG_TRY(ig_file_read_all(index_path, HF_MAX_INDEX, &text, NULL));
-    json_error_t jerr;
-    json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+    ig_json_error jerr;
+    ig_json_doc *doc = ig_json_parse(text, strlen(text), IG_JSON_REJECT_DUPLICATES, &jerr);
     free(text);
+    const ig_json *root = ig_json_root(doc);
     if (!root)
         return ig_fail(IG_ERR_FORMAT, "%s: bad JSON (line %d col %d): %s", index_path, jerr.line,
                        jerr.column, jerr.text);
     ig_status st = IG_OK;
     const char **files = NULL;
-    json_t *wm = json_is_object(root) ? json_object_get(root, "weight_map") : NULL;
-    size_t n_entries = json_object_size(wm);
-    if (!json_is_object(wm) || n_entries == 0) {
+    const ig_json *wm = ig_json_is_object(root) ? ig_json_get(root, "weight_map") : NULL;
+    size_t n_entries = ig_json_size(wm);
+    if (!ig_json_is_object(wm) || n_entries == 0) {
         st = ig_fail(IG_ERR_FORMAT, "%s: no non-empty \"weight_map\" object", index_path);
         goto done;
     }
@@ -135,9 +136,10 @@ static ig_status open_sharded(hf_model *m, const char *dir, const char *index_pa
     }
     size_t n_files = 0;
     const char *key;
-    json_t *val;
-    json_object_foreach(wm, key, val) {
-        const char *file = json_string_value(val);
+    for (size_t i = 0; i < n_entries; i++) {
+        const ig_json *val = ig_json_at(wm, i);
+        key = val->key;
+        const char *file = ig_json_str(val);
         if (!file || !plain_file_name(file)) {
             st = ig_fail(IG_ERR_FORMAT, "%s: weight_map[\"%s\"] is not a shard file name",
                          index_path, key);
@@ -167,8 +169,10 @@ static ig_status open_sharded(hf_model *m, const char *dir, const char *index_pa
         }
         for (size_t i = 0; i < tt->count; i++) names[i] = tt->items[i].name;
         qsort(names, tt->count, sizeof *names, cmp_str_ptr);
-        json_object_foreach(wm, key, val) {
-            if (strcmp(json_string_value(val), files[s])) continue;
+        for (size_t i = 0; i < n_entries; i++) {
+            const ig_json *val = ig_json_at(wm, i);
+            key = val->key;
+            if (strcmp(ig_json_str(val), files[s])) continue;
             if (!bsearch(&key, names, tt->count, sizeof *names, cmp_str_ptr)) {
                 st = ig_fail(IG_ERR_FORMAT, "%s lists tensor '%s' in %s, which does not have it",
                              index_path, key, files[s]);
@@ -179,7 +183,7 @@ static ig_status open_sharded(hf_model *m, const char *dir, const char *index_pa
     }
 done:
     free(files);
-    json_decref(root);
+    ig_json_free(doc);
     return st;
 }
 
@@ -226,30 +230,31 @@ static ig_status read_chat_template(hf_model *m, const char *dir) {
     if (is_file(path)) {
         char *text = NULL;
         st = ig_file_read_all(path, HF_MAX_TOKCFG, &text, NULL);
-        json_t *root = NULL;
-        json_error_t jerr;
+        ig_json_doc *doc = NULL;
+        ig_json_error jerr;
         if (st == IG_OK) {
-            root = json_loads(text, 0, &jerr);
-            if (!root)
+            doc = ig_json_parse(text, strlen(text), 0, &jerr);
+            if (!doc)
                 st = ig_fail(IG_ERR_FORMAT, "%s: bad JSON (line %d col %d): %s", path, jerr.line,
                              jerr.column, jerr.text);
         }
         free(text);
-        json_t *ct = json_is_object(root) ? json_object_get(root, "chat_template") : NULL;
-        if (json_is_array(ct)) {
-            size_t i;
-            json_t *e, *found = NULL;
-            json_array_foreach(ct, i, e) {
-                const char *nm = json_string_value(json_object_get(e, "name"));
-                if (nm && !strcmp(nm, "default")) found = json_object_get(e, "template");
+        const ig_json *root = ig_json_root(doc);
+        const ig_json *ct = ig_json_is_object(root) ? ig_json_get(root, "chat_template") : NULL;
+        if (ig_json_is_array(ct)) {
+            const ig_json *found = NULL;
+            for (size_t i = 0; i < ig_json_size(ct); i++) {
+                const ig_json *e = ig_json_at(ct, i);
+                const char *nm = ig_json_str(ig_json_get(e, "name"));
+                if (nm && !strcmp(nm, "default")) found = ig_json_get(e, "template");
             }
             ct = found;
         }
-        if (st == IG_OK && ct && !json_is_null(ct)) {
-            if (!json_is_string(ct)) st = ig_fail(IG_ERR_FORMAT, "%s: chat_template is not a string", path);
-            else if (!(m->chat_template = ig_strdup(json_string_value(ct)))) st = IG_ERR_NO_MEMORY;
+        if (st == IG_OK && ct && !ig_json_is_null(ct)) {
+            if (!ig_json_is_string(ct)) st = ig_fail(IG_ERR_FORMAT, "%s: chat_template is not a string", path);
+            else if (!(m->chat_template = ig_strdup(ig_json_str(ct)))) st = IG_ERR_NO_MEMORY;
         }
-        json_decref(root);
+        ig_json_free(doc);
     }
     free(path);
     if (st != IG_OK || m->chat_template) return st;

@@ -3,7 +3,7 @@
  * defaults). See shared/docs/gemma3.md §2–§4. */
 #include "model/hparams.h"
 
-#include <jansson.h>
+#include "core/json.h"
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -262,19 +262,19 @@ ig_status hparams_from_gguf(const gguf_file *f, ig_hparams *hp) {
 /* ---- config.json ------------------------------------------------------ */
 
 /* Integer key of obj: absent or null → *out unchanged. */
-static ig_status js_int(const json_t *obj, const char *key, int *out) {
-    json_t *v = json_object_get(obj, key);
-    if (!v || json_is_null(v)) return IG_OK;
-    if (json_is_integer(v)) {
-        json_int_t i = json_integer_value(v);
+static ig_status js_int(const ig_json *obj, const char *key, int *out) {
+    const ig_json *v = ig_json_get(obj, key);
+    if (!v || ig_json_is_null(v)) return IG_OK;
+    if (ig_json_is_integer(v)) {
+        long long i = ig_json_int(v);
         if (i < INT_MIN || i > INT_MAX)
             return ig_fail(IG_ERR_FORMAT, "config.json: \"%s\" = %lld is out of range", key,
                            (long long)i);
         *out = (int)i;
         return IG_OK;
     }
-    if (json_is_real(v)) {
-        double d = json_real_value(v);
+    if (ig_json_is_real(v)) {
+        double d = ig_json_real(v);
         if (d == floor(d) && d >= INT_MIN && d <= INT_MAX) {
             *out = (int)d;
             return IG_OK;
@@ -284,14 +284,14 @@ static ig_status js_int(const json_t *obj, const char *key, int *out) {
 }
 
 /* Number key of obj: absent or null → *out unchanged, *present false. */
-static ig_status js_float(const json_t *obj, const char *key, const char *ctx, float *out,
+static ig_status js_float(const ig_json *obj, const char *key, const char *ctx, float *out,
                           bool *present) {
-    json_t *v = json_object_get(obj, key);
+    const ig_json *v = ig_json_get(obj, key);
     if (present) *present = false;
-    if (!v || json_is_null(v)) return IG_OK;
-    if (!json_is_number(v))
+    if (!v || ig_json_is_null(v)) return IG_OK;
+    if (!ig_json_is_number(v))
         return ig_fail(IG_ERR_FORMAT, "config.json: \"%s%s\" must be a number", ctx, key);
-    double d = json_number_value(v);
+    double d = ig_json_number(v);
     if (!isfinite(d) || fabs(d) > 3.0e38)
         return ig_fail(IG_ERR_FORMAT, "config.json: \"%s%s\" = %g is out of range", ctx, key, d);
     *out = (float)d;
@@ -301,38 +301,38 @@ static ig_status js_float(const json_t *obj, const char *key, const char *ctx, f
 
 /* Token id key: an integer, or a list whose first entry is used (IT
  * configs list eos as [1, 106]). Looked up in primary, then in fallback. */
-static ig_status js_token_id(const json_t *primary, const json_t *fallback, const char *key,
+static ig_status js_token_id(const ig_json *primary, const ig_json *fallback, const char *key,
                              int *out) {
-    json_t *v = json_object_get(primary, key);
-    if ((!v || json_is_null(v)) && fallback) v = json_object_get(fallback, key);
-    if (!v || json_is_null(v)) return IG_OK;
-    if (json_is_array(v)) {
-        if (json_array_size(v) == 0) return IG_OK;
-        v = json_array_get(v, 0);
+    const ig_json *v = ig_json_get(primary, key);
+    if ((!v || ig_json_is_null(v)) && fallback) v = ig_json_get(fallback, key);
+    if (!v || ig_json_is_null(v)) return IG_OK;
+    if (ig_json_is_array(v)) {
+        if (ig_json_size(v) == 0) return IG_OK;
+        v = ig_json_at(v, 0);
     }
-    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT_MAX)
+    if (!ig_json_is_integer(v) || ig_json_int(v) < 0 || ig_json_int(v) > INT_MAX)
         return ig_fail(IG_ERR_FORMAT, "config.json: \"%s\" must be a token id", key);
-    *out = (int)json_integer_value(v);
+    *out = (int)ig_json_int(v);
     return IG_OK;
 }
 
 /* {rope_type|type, factor, rope_theta}: theta into *base when given, linear
  * factor into *scale (1 for "default"). ctx names the object in errors. */
-static ig_status js_rope(const json_t *obj, const char *ctx, float *base, float *scale) {
+static ig_status js_rope(const ig_json *obj, const char *ctx, float *base, float *scale) {
     *scale = 1.0f;
-    if (!obj || json_is_null(obj)) return IG_OK;
-    if (!json_is_object(obj))
+    if (!obj || ig_json_is_null(obj)) return IG_OK;
+    if (!ig_json_is_object(obj))
         return ig_fail(IG_ERR_FORMAT, "config.json: \"%s\" must be an object", ctx);
     char pfx[96];
     snprintf(pfx, sizeof pfx, "%s.", ctx);
     if (base) IG_TRY(js_float(obj, "rope_theta", pfx, base, NULL));
-    json_t *t = json_object_get(obj, "rope_type");
-    if (!t || json_is_null(t)) t = json_object_get(obj, "type");
+    const ig_json *t = ig_json_get(obj, "rope_type");
+    if (!t || ig_json_is_null(t)) t = ig_json_get(obj, "type");
     const char *type = "default";
-    if (t && !json_is_null(t)) {
-        if (!json_is_string(t))
+    if (t && !ig_json_is_null(t)) {
+        if (!ig_json_is_string(t))
             return ig_fail(IG_ERR_FORMAT, "config.json: \"%s.rope_type\" must be a string", ctx);
-        type = json_string_value(t);
+        type = ig_json_str(t);
     }
     if (!strcmp(type, "default")) return IG_OK;
     if (strcmp(type, "linear"))
@@ -348,31 +348,31 @@ static ig_status js_rope(const json_t *obj, const char *ctx, float *base, float 
     return IG_OK;
 }
 
-static ig_status check_model_type(const json_t *obj, const char *ctx) {
-    json_t *mt = json_object_get(obj, "model_type");
-    if (!mt || json_is_null(mt)) return IG_OK;
-    if (!json_is_string(mt))
+static ig_status check_model_type(const ig_json *obj, const char *ctx) {
+    const ig_json *mt = ig_json_get(obj, "model_type");
+    if (!mt || ig_json_is_null(mt)) return IG_OK;
+    if (!ig_json_is_string(mt))
         return ig_fail(IG_ERR_FORMAT, "config.json: \"%smodel_type\" must be a string", ctx);
-    const char *s = json_string_value(mt);
+    const char *s = ig_json_str(mt);
     if (strcmp(s, "gemma3") && strcmp(s, "gemma3_text"))
         return ig_fail(IG_ERR_UNSUPPORTED, "config.json: model_type \"%s\" is not Gemma 3", s);
     return IG_OK;
 }
 
-static ig_status from_config(const json_t *root, ig_hparams *hp) {
-    if (!json_is_object(root))
+static ig_status from_config(const ig_json *root, ig_hparams *hp) {
+    if (!ig_json_is_object(root))
         return ig_fail(IG_ERR_FORMAT, "config.json: top level is not an object");
     IG_TRY(check_model_type(root, ""));
-    const json_t *cfg = root;
-    json_t *tc = json_object_get(root, "text_config");
-    if (tc && !json_is_null(tc)) {
-        if (!json_is_object(tc))
+    const ig_json *cfg = root;
+    const ig_json *tc = ig_json_get(root, "text_config");
+    if (tc && !ig_json_is_null(tc)) {
+        if (!ig_json_is_object(tc))
             return ig_fail(IG_ERR_FORMAT, "config.json: \"text_config\" must be an object");
         IG_TRY(check_model_type(tc, "text_config."));
         cfg = tc;
     }
-    json_t *np = json_object_get(root, "_name_or_path");
-    if (json_is_string(np)) snprintf(hp->name, sizeof hp->name, "%s", json_string_value(np));
+    const ig_json *np = ig_json_get(root, "_name_or_path");
+    if (ig_json_is_string(np)) snprintf(hp->name, sizeof hp->name, "%s", ig_json_str(np));
 
     /* Gemma3TextConfig defaults: a sparse text_config relies on them. */
     hp->n_vocab = 262208;
@@ -412,12 +412,12 @@ static ig_status from_config(const json_t *root, ig_hparams *hp) {
     /* RoPE: transformers 5 per-layer-type rope_parameters, else hub keys. */
     IG_TRY(js_float(cfg, "rope_theta", "", &hp->rope_base_global, NULL));
     IG_TRY(js_float(cfg, "rope_local_base_freq", "", &hp->rope_base_local, NULL));
-    json_t *rp = json_object_get(cfg, "rope_parameters");
-    if (rp && !json_is_null(rp)) {
-        if (!json_is_object(rp))
+    const ig_json *rp = ig_json_get(cfg, "rope_parameters");
+    if (rp && !ig_json_is_null(rp)) {
+        if (!ig_json_is_object(rp))
             return ig_fail(IG_ERR_FORMAT, "config.json: \"rope_parameters\" must be an object");
-        json_t *full = json_object_get(rp, "full_attention");
-        json_t *slide = json_object_get(rp, "sliding_attention");
+        const ig_json *full = ig_json_get(rp, "full_attention");
+        const ig_json *slide = ig_json_get(rp, "sliding_attention");
         if (full || slide) {
             IG_TRY(js_rope(full, "rope_parameters.full_attention", &hp->rope_base_global,
                            &hp->rope_scale_global));
@@ -427,25 +427,25 @@ static ig_status from_config(const json_t *root, ig_hparams *hp) {
             IG_TRY(js_rope(rp, "rope_parameters", &hp->rope_base_global, &hp->rope_scale_global));
         }
     } else {
-        IG_TRY(js_rope(json_object_get(cfg, "rope_scaling"), "rope_scaling", NULL,
+        IG_TRY(js_rope(ig_json_get(cfg, "rope_scaling"), "rope_scaling", NULL,
                        &hp->rope_scale_global));
     }
 
     /* Sliding-window layers. */
-    json_t *sw = json_object_get(cfg, "sliding_window");
-    if (sw && json_is_null(sw)) hp->sliding_window = 0;
+    const ig_json *sw = ig_json_get(cfg, "sliding_window");
+    if (sw && ig_json_is_null(sw)) hp->sliding_window = 0;
     else IG_TRY(js_int(cfg, "sliding_window", &hp->sliding_window));
     if (hp->sliding_window < 0)
         return ig_fail(IG_ERR_FORMAT, "config.json: sliding_window %d is negative",
                        hp->sliding_window);
-    json_t *lt = json_object_get(cfg, "layer_types");
-    if (lt && !json_is_null(lt)) {
-        if (!json_is_array(lt) || json_array_size(lt) != (size_t)hp->n_layer)
+    const ig_json *lt = ig_json_get(cfg, "layer_types");
+    if (lt && !ig_json_is_null(lt)) {
+        if (!ig_json_is_array(lt) || ig_json_size(lt) != (size_t)hp->n_layer)
             return ig_fail(IG_ERR_FORMAT,
                            "config.json: \"layer_types\" must be a list of %d layer types",
                            hp->n_layer);
         for (int l = 0; l < hp->n_layer; l++) {
-            const char *s = json_string_value(json_array_get(lt, (size_t)l));
+            const char *s = ig_json_str(ig_json_at(lt, (size_t)l));
             if (s && !strcmp(s, "sliding_attention")) hp->layer_is_swa[l] = 1;
             else if (s && !strcmp(s, "full_attention")) hp->layer_is_swa[l] = 0;
             else
@@ -457,7 +457,7 @@ static ig_status from_config(const json_t *root, ig_hparams *hp) {
     } else {
         int period = 6;
         IG_TRY(js_int(cfg, "sliding_window_pattern", &period));
-        if (!json_object_get(cfg, "sliding_window_pattern"))
+        if (!ig_json_get(cfg, "sliding_window_pattern"))
             IG_TRY(js_int(cfg, "_sliding_window_pattern", &period));
         if (period < 1)
             return ig_fail(IG_ERR_FORMAT, "config.json: sliding_window_pattern %d must be >= 1",
@@ -479,13 +479,13 @@ static ig_status from_config(const json_t *root, ig_hparams *hp) {
 ig_status hparams_from_hf_config(const char *json, ig_hparams *hp) {
     if (!json || !hp) return ig_fail(IG_ERR_INVALID_ARG, "hparams_from_hf_config: NULL argument");
     hp_defaults(hp);
-    json_error_t err;
-    json_t *root = json_loads(json, JSON_REJECT_DUPLICATES, &err);
-    if (!root)
+    ig_json_error err;
+    ig_json_doc *doc = ig_json_parse(json, strlen(json), IG_JSON_REJECT_DUPLICATES, &err);
+    if (!doc)
         return ig_fail(IG_ERR_FORMAT, "config.json: bad JSON (line %d col %d): %s", err.line,
                        err.column, err.text);
-    ig_status st = from_config(root, hp);
-    json_decref(root);
+    ig_status st = from_config(ig_json_root(doc), hp);
+    ig_json_free(doc);
     if (st != IG_OK) return st;
     return hparams_validate(hp);
 }

@@ -4,7 +4,7 @@
  * header length, offsets and sizes are all checked against the file. */
 #include "model/hf.h"
 
-#include <jansson.h>
+#include "core/json.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,9 +28,9 @@ static bool st_dtype(const char *s, ig_dtype *type, size_t *elem_size) {
 }
 
 /* A JSON integer in [0, max]. */
-static bool json_to_u64(const json_t *v, uint64_t max, uint64_t *out) {
-    if (json_is_integer(v)) {
-        json_int_t i = json_integer_value(v);
+static bool json_to_u64(const ig_json *v, uint64_t max, uint64_t *out) {
+    if (ig_json_is_integer(v)) {
+        long long i = ig_json_int(v);
         if (i < 0 || (uint64_t)i > max) return false;
         *out = (uint64_t)i;
         return true;
@@ -38,26 +38,26 @@ static bool json_to_u64(const json_t *v, uint64_t max, uint64_t *out) {
     return false;
 }
 
-static ig_status parse_entry(const char *name, json_t *obj, const uint8_t *base, size_t data_size,
+static ig_status parse_entry(const char *name, const ig_json *obj, const uint8_t *base, size_t data_size,
                              ig_tensor *t) {
-    if (!json_is_object(obj))
+    if (!ig_json_is_object(obj))
         return ig_fail(IG_ERR_FORMAT, "safetensors: entry '%s' is not an object", name);
-    json_t *jd = json_object_get(obj, "dtype");
-    json_t *js = json_object_get(obj, "shape");
-    json_t *jo = json_object_get(obj, "data_offsets");
-    if (!json_is_string(jd))
+    const ig_json *jd = ig_json_get(obj, "dtype");
+    const ig_json *js = ig_json_get(obj, "shape");
+    const ig_json *jo = ig_json_get(obj, "data_offsets");
+    if (!ig_json_is_string(jd))
         return ig_fail(IG_ERR_FORMAT, "safetensors: tensor '%s' has no string \"dtype\"", name);
-    if (!json_is_array(js))
+    if (!ig_json_is_array(js))
         return ig_fail(IG_ERR_FORMAT, "safetensors: tensor '%s' has no array \"shape\"", name);
-    if (!json_is_array(jo) || json_array_size(jo) != 2)
+    if (!ig_json_is_array(jo) || ig_json_size(jo) != 2)
         return ig_fail(IG_ERR_FORMAT,
                        "safetensors: tensor '%s' has no two-element array \"data_offsets\"", name);
     size_t esize;
-    if (!st_dtype(json_string_value(jd), &t->type, &esize))
+    if (!st_dtype(ig_json_str(jd), &t->type, &esize))
         return ig_fail(IG_ERR_UNSUPPORTED,
                        "safetensors: tensor '%s' has unsupported dtype %s (only F32, F16, BF16)",
-                       name, json_string_value(jd));
-    size_t nd = json_array_size(js);
+                       name, ig_json_str(jd));
+    size_t nd = ig_json_size(js);
     if (nd > IG_MAX_DIMS)
         return ig_fail(IG_ERR_UNSUPPORTED, "safetensors: tensor '%s' has %zu dimensions (max %d)",
                        name, nd, IG_MAX_DIMS);
@@ -66,7 +66,7 @@ static ig_status parse_entry(const char *name, json_t *obj, const uint8_t *base,
     uint64_t total = 1;
     for (size_t i = 0; i < nd; i++) {
         uint64_t dim;
-        if (!json_to_u64(json_array_get(js, i), (uint64_t)INT64_MAX, &dim))
+        if (!json_to_u64(ig_json_at(js, i), (uint64_t)INT64_MAX, &dim))
             return ig_fail(IG_ERR_FORMAT,
                            "safetensors: tensor '%s' shape[%zu] is not a non-negative integer",
                            name, i);
@@ -79,8 +79,8 @@ static ig_status parse_entry(const char *name, json_t *obj, const uint8_t *base,
         t->ne[nd - 1 - i] = (int64_t)dim;
     }
     uint64_t b, e;
-    if (!json_to_u64(json_array_get(jo, 0), UINT64_MAX >> 1, &b) ||
-        !json_to_u64(json_array_get(jo, 1), UINT64_MAX >> 1, &e))
+    if (!json_to_u64(ig_json_at(jo, 0), UINT64_MAX >> 1, &b) ||
+        !json_to_u64(ig_json_at(jo, 1), UINT64_MAX >> 1, &e))
         return ig_fail(IG_ERR_FORMAT,
                        "safetensors: tensor '%s' data_offsets are not non-negative integers", name);
     if (b > e || e > data_size)
@@ -113,27 +113,29 @@ static ig_status parse(const uint8_t *data, size_t size, st_file *f) {
     if (n > ST_MAX_HEADER)
         return ig_fail(IG_ERR_FORMAT, "safetensors: header length %llu is implausibly large",
                        (unsigned long long)n);
-    json_error_t jerr;
-    json_t *root = json_loadb((const char *)data + 8, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root)
+    ig_json_error jerr;
+    ig_json_doc *doc =
+        ig_json_parse((const char *)data + 8, (size_t)n, IG_JSON_REJECT_DUPLICATES, &jerr);
+    if (!doc)
         return ig_fail(IG_ERR_FORMAT, "safetensors: bad JSON header (line %d col %d): %s",
                        jerr.line, jerr.column, jerr.text);
-    if (!json_is_object(root)) {
-        json_decref(root);
+    const ig_json *root = ig_json_root(doc);
+    if (!ig_json_is_object(root)) {
+        ig_json_free(doc);
         return ig_fail(IG_ERR_FORMAT, "safetensors: JSON header is not an object");
     }
-    size_t cap = json_object_size(root);
+    size_t cap = ig_json_size(root);
     f->tensors.items = ig_calloc_array(cap, sizeof *f->tensors.items);
     if (!f->tensors.items) {
-        json_decref(root);
+        ig_json_free(doc);
         return IG_ERR_NO_MEMORY;
     }
     const uint8_t *base = data + 8 + n;
     size_t data_size = size - 8 - (size_t)n;
     ig_status st = IG_OK;
-    const char *key;
-    json_t *val;
-    json_object_foreach(root, key, val) {
+    for (size_t i = 0; i < cap; i++) {
+        const ig_json *val = ig_json_at(root, i);
+        const char *key = val->key;
         if (!strcmp(key, "__metadata__")) continue;
         if (!*key) {
             st = ig_fail(IG_ERR_FORMAT, "safetensors: tensor with an empty name");
@@ -146,7 +148,7 @@ static ig_status parse(const uint8_t *data, size_t size, st_file *f) {
         }
         f->tensors.count++;
     }
-    json_decref(root);
+    ig_json_free(doc);
     return st;
 }
 

@@ -17,7 +17,7 @@
  * tokens are not applied (all false in Gemma 3's file). */
 #include "tokenizer/tok_internal.h"
 
-#include <jansson.h>
+#include "core/json.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,29 +29,28 @@ static bool looks_like_byte(const char *p, size_t n) {
     return n == 6 && p[0] == '<' && p[1] == '0' && p[2] == 'x' && p[5] == '>';
 }
 
-static bool str_is(const json_t *v, const char *s) {
-    return json_is_string(v) && strcmp(json_string_value(v), s) == 0;
+static bool str_is(const ig_json *v, const char *s) {
+    return ig_json_is_string(v) && strcmp(ig_json_str(v), s) == 0;
 }
 
 /* One normalizer step (or a Sequence of them). */
-static ig_status apply_normalizer(ig_tokenizer *t, const json_t *n, int depth) {
-    if (!n || json_is_null(n)) return IG_OK;
-    if (!json_is_object(n) || depth > 8)
+static ig_status apply_normalizer(ig_tokenizer *t, const ig_json *n, int depth) {
+    if (!n || ig_json_is_null(n)) return IG_OK;
+    if (!ig_json_is_object(n) || depth > 8)
         return ig_fail(IG_ERR_FORMAT, "tokenizer.json: normalizer is not an object");
-    const json_t *type = json_object_get(n, "type");
+    const ig_json *type = ig_json_get(n, "type");
     if (str_is(type, "Sequence")) {
-        const json_t *list = json_object_get(n, "normalizers");
-        if (!json_is_array(list))
+        const ig_json *list = ig_json_get(n, "normalizers");
+        if (!ig_json_is_array(list))
             return ig_fail(IG_ERR_FORMAT, "tokenizer.json: Sequence normalizer without a list");
-        size_t i;
-        const json_t *v;
-        json_array_foreach(list, i, v) IG_TRY(apply_normalizer(t, v, depth + 1));
+        for (size_t i = 0; i < ig_json_size(list); i++)
+            IG_TRY(apply_normalizer(t, ig_json_at(list, i), depth + 1));
         return IG_OK;
     }
     if (str_is(type, "Replace")) {
-        const json_t *pat = json_object_get(n, "pattern");
-        const json_t *s = json_is_object(pat) ? json_object_get(pat, "String") : NULL;
-        if (str_is(s, " ") && str_is(json_object_get(n, "content"), U2581)) {
+        const ig_json *pat = ig_json_get(n, "pattern");
+        const ig_json *s = ig_json_is_object(pat) ? ig_json_get(pat, "String") : NULL;
+        if (str_is(s, " ") && str_is(ig_json_get(n, "content"), U2581)) {
             t->escape_spaces = true;
             return IG_OK;
         }
@@ -59,59 +58,58 @@ static ig_status apply_normalizer(ig_tokenizer *t, const json_t *n, int depth) {
                                            "normalizer is supported");
     }
     if (str_is(type, "Prepend")) {
-        if (!str_is(json_object_get(n, "prepend"), U2581))
+        if (!str_is(ig_json_get(n, "prepend"), U2581))
             return ig_fail(IG_ERR_UNSUPPORTED,
                            "tokenizer.json: Prepend of something else than U+2581");
         t->add_space_prefix = true;
         return IG_OK;
     }
     return ig_fail(IG_ERR_UNSUPPORTED, "tokenizer.json: normalizer type '%s' is not supported",
-                   json_is_string(type) ? json_string_value(type) : "?");
+                   ig_json_is_string(type) ? ig_json_str(type) : "?");
 }
 
 /* Only pre-tokenizers that are no-ops after the normalizer are accepted:
  * none, or a Split on ' ' (spaces are already U+2581 by then). */
-static ig_status check_pre_tokenizer(const json_t *p) {
-    if (!p || json_is_null(p)) return IG_OK;
-    if (!json_is_object(p))
+static ig_status check_pre_tokenizer(const ig_json *p) {
+    if (!p || ig_json_is_null(p)) return IG_OK;
+    if (!ig_json_is_object(p))
         return ig_fail(IG_ERR_FORMAT, "tokenizer.json: pre_tokenizer is not an object");
-    const json_t *type = json_object_get(p, "type");
-    const json_t *pat = json_object_get(p, "pattern");
-    if (str_is(type, "Split") && json_is_object(pat) && str_is(json_object_get(pat, "String"), " "))
+    const ig_json *type = ig_json_get(p, "type");
+    const ig_json *pat = ig_json_get(p, "pattern");
+    if (str_is(type, "Split") && ig_json_is_object(pat) && str_is(ig_json_get(pat, "String"), " "))
         return IG_OK;
     return ig_fail(IG_ERR_UNSUPPORTED, "tokenizer.json: pre_tokenizer '%s' is not supported",
-                   json_is_string(type) ? json_string_value(type) : "?");
+                   ig_json_is_string(type) ? ig_json_str(type) : "?");
 }
 
 /* BOS from a TemplateProcessing post-processor whose single-sequence
  * template starts with a special token. */
-static void find_template_bos(ig_tokenizer *t, const json_t *pp) {
-    if (!json_is_object(pp)) return;
-    const json_t *type = json_object_get(pp, "type");
+static void find_template_bos(ig_tokenizer *t, const ig_json *pp) {
+    if (!ig_json_is_object(pp)) return;
+    const ig_json *type = ig_json_get(pp, "type");
     if (str_is(type, "Sequence")) {
-        const json_t *list = json_object_get(pp, "processors");
-        size_t i;
-        const json_t *v;
-        if (json_is_array(list)) json_array_foreach(list, i, v) find_template_bos(t, v);
+        const ig_json *list = ig_json_get(pp, "processors");
+        if (ig_json_is_array(list))
+            for (size_t i = 0; i < ig_json_size(list); i++) find_template_bos(t, ig_json_at(list, i));
         return;
     }
     if (!str_is(type, "TemplateProcessing")) return;
-    const json_t *single = json_object_get(pp, "single");
-    if (!json_is_array(single) || json_array_size(single) == 0) return;
-    const json_t *sp = json_object_get(json_array_get(single, 0), "SpecialToken");
-    const json_t *id = json_is_object(sp) ? json_object_get(sp, "id") : NULL;
-    if (!json_is_string(id)) return;
-    int32_t tok = ig_tok_find(t, json_string_value(id), json_string_length(id));
+    const ig_json *single = ig_json_get(pp, "single");
+    if (!ig_json_is_array(single) || ig_json_size(single) == 0) return;
+    const ig_json *sp = ig_json_get(ig_json_at(single, 0), "SpecialToken");
+    const ig_json *id = ig_json_is_object(sp) ? ig_json_get(sp, "id") : NULL;
+    if (!ig_json_is_string(id)) return;
+    int32_t tok = ig_tok_find(t, ig_json_str(id), ig_json_str_len(id));
     if (tok >= 0) {
         t->bos = tok;
         t->add_bos = true;
     }
 }
 
-static ig_status json_id(const json_t *v, const char *what, int32_t *out) {
-    if (!json_is_integer(v))
+static ig_status json_id(const ig_json *v, const char *what, int32_t *out) {
+    if (!ig_json_is_integer(v))
         return ig_fail(IG_ERR_FORMAT, "tokenizer.json: %s id is not an integer", what);
-    json_int_t i = json_integer_value(v);
+    long long i = ig_json_int(v);
     if (i < 0 || i >= IG_TOK_MAX_VOCAB)
         return ig_fail(IG_ERR_FORMAT, "tokenizer.json: %s id %lld out of range", what,
                        (long long)i);
@@ -120,22 +118,22 @@ static ig_status json_id(const json_t *v, const char *what, int32_t *out) {
 }
 
 /* Splits one merge entry into its two pieces: ["a", "b"] or "a b". */
-static ig_status merge_parts(const json_t *m, size_t rank, const char **a, size_t *na,
+static ig_status merge_parts(const ig_json *m, size_t rank, const char **a, size_t *na,
                              const char **b, size_t *nb) {
-    if (json_is_array(m)) {
-        const json_t *x = json_array_get(m, 0), *y = json_array_get(m, 1);
-        if (json_array_size(m) != 2 || !json_is_string(x) || !json_is_string(y))
+    if (ig_json_is_array(m)) {
+        const ig_json *x = ig_json_at(m, 0), *y = ig_json_at(m, 1);
+        if (ig_json_size(m) != 2 || !ig_json_is_string(x) || !ig_json_is_string(y))
             return ig_fail(IG_ERR_FORMAT, "tokenizer.json: merge %zu is not a pair of strings",
                            rank);
-        *a = json_string_value(x);
-        *na = json_string_length(x);
-        *b = json_string_value(y);
-        *nb = json_string_length(y);
+        *a = ig_json_str(x);
+        *na = ig_json_str_len(x);
+        *b = ig_json_str(y);
+        *nb = ig_json_str_len(y);
         return IG_OK;
     }
-    if (json_is_string(m)) {
-        const char *s = json_string_value(m);
-        size_t n = json_string_length(m);
+    if (ig_json_is_string(m)) {
+        const char *s = ig_json_str(m);
+        size_t n = ig_json_str_len(m);
         const char *sp = memchr(s, ' ', n);
         if (!sp || memchr(sp + 1, ' ', n - (size_t)(sp + 1 - s)))
             return ig_fail(IG_ERR_FORMAT, "tokenizer.json: merge %zu is not 'a b'", rank);
@@ -148,9 +146,9 @@ static ig_status merge_parts(const json_t *m, size_t rank, const char **a, size_
     return ig_fail(IG_ERR_FORMAT, "tokenizer.json: merge %zu has the wrong type", rank);
 }
 
-static ig_status apply_merges(ig_tokenizer *t, const json_t *merges) {
+static ig_status apply_merges(ig_tokenizer *t, const ig_json *merges) {
     enum { SEEN = 1u << 7 }; /* scratch bit in attr while ranking */
-    size_t n_merges = json_array_size(merges);
+    size_t n_merges = ig_json_size(merges);
     if (n_merges > ((size_t)1 << 24)) /* ranks must stay exact as float scores */
         return ig_fail(IG_ERR_UNSUPPORTED, "tokenizer.json: %zu merges is too many", n_merges);
     IG_TRY(ig_tok_merges_alloc(t, n_merges));
@@ -158,9 +156,8 @@ static ig_status apply_merges(ig_tokenizer *t, const json_t *merges) {
     char *cat = ig_malloc(cap);
     if (!cat) return IG_ERR_NO_MEMORY;
     ig_status st = IG_OK;
-    size_t rank;
-    const json_t *m;
-    json_array_foreach(merges, rank, m) {
+    for (size_t rank = 0; rank < n_merges; rank++) {
+        const ig_json *m = ig_json_at(merges, rank);
         const char *a = NULL, *b = NULL;
         size_t na = 0, nb = 0;
         st = merge_parts(m, rank, &a, &na, &b, &nb);
@@ -193,46 +190,41 @@ static ig_status apply_merges(ig_tokenizer *t, const json_t *merges) {
     return st;
 }
 
-static ig_status load_json(const json_t *root, ig_tokenizer **out) {
-    if (!json_is_object(root)) return ig_fail(IG_ERR_FORMAT, "tokenizer.json: not a JSON object");
-    const json_t *model = json_object_get(root, "model");
-    if (!json_is_object(model)) return ig_fail(IG_ERR_FORMAT, "tokenizer.json: no 'model' object");
-    const json_t *mtype = json_object_get(model, "type");
+static ig_status load_json(const ig_json *root, ig_tokenizer **out) {
+    if (!ig_json_is_object(root)) return ig_fail(IG_ERR_FORMAT, "tokenizer.json: not a JSON object");
+    const ig_json *model = ig_json_get(root, "model");
+    if (!ig_json_is_object(model)) return ig_fail(IG_ERR_FORMAT, "tokenizer.json: no 'model' object");
+    const ig_json *mtype = ig_json_get(model, "type");
     if (mtype && !str_is(mtype, "BPE"))
         return ig_fail(IG_ERR_UNSUPPORTED,
                        "tokenizer.json: model type '%s' is not supported (BPE only)",
-                       json_is_string(mtype) ? json_string_value(mtype) : "?");
-    const json_t *vocab = json_object_get(model, "vocab");
-    const json_t *merges = json_object_get(model, "merges");
-    if (!json_is_object(vocab))
+                       ig_json_is_string(mtype) ? ig_json_str(mtype) : "?");
+    const ig_json *vocab = ig_json_get(model, "vocab");
+    const ig_json *merges = ig_json_get(model, "merges");
+    if (!ig_json_is_object(vocab))
         return ig_fail(IG_ERR_FORMAT, "tokenizer.json: model.vocab is not an object");
-    if (!json_is_array(merges))
+    if (!ig_json_is_array(merges))
         return ig_fail(IG_ERR_FORMAT, "tokenizer.json: model.merges is not an array");
-    const json_t *added = json_object_get(root, "added_tokens");
-    if (added && !json_is_null(added) && !json_is_array(added))
+    const ig_json *added = ig_json_get(root, "added_tokens");
+    if (added && !ig_json_is_null(added) && !ig_json_is_array(added))
         return ig_fail(IG_ERR_FORMAT, "tokenizer.json: added_tokens is not an array");
-    const json_t *bf = json_object_get(model, "byte_fallback");
-    bool byte_fallback = json_is_true(bf);
+    const ig_json *bf = ig_json_get(model, "byte_fallback");
+    bool byte_fallback = ig_json_is_true(bf);
 
     /* vocabulary size: largest id + 1 */
     int32_t max_id = -1, id;
-    const char *key;
-    size_t key_len;
-    json_t *val;
-    json_object_keylen_foreach((json_t *)vocab, key, key_len, val) {
-        IG_TRY(json_id(val, "vocab", &id));
+    size_t n_vocab = ig_json_size(vocab);
+    for (size_t v = 0; v < n_vocab; v++) {
+        IG_TRY(json_id(ig_json_at(vocab, v), "vocab", &id));
         if (id > max_id) max_id = id;
     }
-    size_t i;
-    const json_t *a;
-    if (json_is_array(added)) {
-        json_array_foreach(added, i, a) {
-            if (!json_is_object(a))
-                return ig_fail(IG_ERR_FORMAT, "tokenizer.json: added token %zu is not an object",
-                               i);
-            IG_TRY(json_id(json_object_get(a, "id"), "added token", &id));
-            if (id > max_id) max_id = id;
-        }
+    size_t n_added = ig_json_size(added);
+    for (size_t i = 0; i < n_added; i++) {
+        const ig_json *a = ig_json_at(added, i);
+        if (!ig_json_is_object(a))
+            return ig_fail(IG_ERR_FORMAT, "tokenizer.json: added token %zu is not an object", i);
+        IG_TRY(json_id(ig_json_get(a, "id"), "added token", &id));
+        if (id > max_id) max_id = id;
     }
     if (max_id < 0) return ig_fail(IG_ERR_FORMAT, "tokenizer.json: empty vocabulary");
 
@@ -242,8 +234,11 @@ static ig_status load_json(const json_t *root, ig_tokenizer **out) {
     t->add_space_prefix = false;
     t->add_bos = false;
     ig_status st = IG_OK;
-    json_object_keylen_foreach((json_t *)vocab, key, key_len, val) {
-        id = (int32_t)json_integer_value(val);
+    for (size_t v = 0; v < n_vocab; v++) {
+        const ig_json *val = ig_json_at(vocab, v);
+        const char *key = val->key;
+        size_t key_len = val->key_len;
+        id = (int32_t)ig_json_int(val);
         if (t->piece[id]) {
             st = ig_fail(IG_ERR_FORMAT, "tokenizer.json: id %d is used twice in model.vocab",
                          (int)id);
@@ -254,30 +249,28 @@ static ig_status load_json(const json_t *root, ig_tokenizer **out) {
         t->type[id] = IG_TOKEN_NORMAL;
         if (byte_fallback && looks_like_byte(key, key_len)) t->type[id] = IG_TOKEN_BYTE;
     }
-    if (st == IG_OK && json_is_array(added)) {
-        json_array_foreach(added, i, a) {
-            const json_t *content = json_object_get(a, "content");
-            if (!json_is_string(content)) {
-                st = ig_fail(IG_ERR_FORMAT, "tokenizer.json: added token %zu has no content string",
-                             i);
-                break;
-            }
-            id = (int32_t)json_integer_value(json_object_get(a, "id"));
-            st = ig_tok_set_piece(t, id, json_string_value(content), json_string_length(content));
-            if (st != IG_OK) break;
-            t->type[id] = json_is_true(json_object_get(a, "special")) ? IG_TOKEN_CONTROL
-                                                                      : IG_TOKEN_USER_DEFINED;
+    for (size_t i = 0; st == IG_OK && i < n_added; i++) {
+        const ig_json *a = ig_json_at(added, i);
+        const ig_json *content = ig_json_get(a, "content");
+        if (!ig_json_is_string(content)) {
+            st = ig_fail(IG_ERR_FORMAT, "tokenizer.json: added token %zu has no content string", i);
+            break;
         }
+        id = (int32_t)ig_json_int(ig_json_get(a, "id"));
+        st = ig_tok_set_piece(t, id, ig_json_str(content), ig_json_str_len(content));
+        if (st != IG_OK) break;
+        t->type[id] = ig_json_is_true(ig_json_get(a, "special")) ? IG_TOKEN_CONTROL
+                                                                  : IG_TOKEN_USER_DEFINED;
     }
-    if (st == IG_OK) st = apply_normalizer(t, json_object_get(root, "normalizer"), 0);
-    if (st == IG_OK) st = check_pre_tokenizer(json_object_get(root, "pre_tokenizer"));
+    if (st == IG_OK) st = apply_normalizer(t, ig_json_get(root, "normalizer"), 0);
+    if (st == IG_OK) st = check_pre_tokenizer(ig_json_get(root, "pre_tokenizer"));
     if (st == IG_OK) st = ig_tok_finalize(t);
     if (st == IG_OK) st = apply_merges(t, merges);
     if (st == IG_OK) {
-        const json_t *unk = json_object_get(model, "unk_token");
-        if (json_is_string(unk))
-            t->unk = ig_tok_find(t, json_string_value(unk), json_string_length(unk));
-        find_template_bos(t, json_object_get(root, "post_processor"));
+        const ig_json *unk = ig_json_get(model, "unk_token");
+        if (ig_json_is_string(unk))
+            t->unk = ig_tok_find(t, ig_json_str(unk), ig_json_str_len(unk));
+        find_template_bos(t, ig_json_get(root, "post_processor"));
         if (t->bos < 0) t->bos = ig_token_lookup(t, "<bos>");
         t->eos = ig_token_lookup(t, "<eos>");
         t->pad = ig_token_lookup(t, "<pad>");
@@ -294,13 +287,13 @@ ig_status ig_tokenizer_from_hf_json_buf(const char *text, size_t len, ig_tokeniz
     if (out) *out = NULL;
     if (!out || (!text && len))
         return ig_fail(IG_ERR_INVALID_ARG, "ig_tokenizer_from_hf_json_buf: NULL argument");
-    json_error_t err;
-    json_t *root = json_loadb(text ? text : "", len, 0, &err);
-    if (!root)
+    ig_json_error err;
+    ig_json_doc *doc = ig_json_parse(text ? text : "", len, 0, &err);
+    if (!doc)
         return ig_fail(IG_ERR_FORMAT, "tokenizer.json: line %d column %d: %s", err.line, err.column,
                        err.text);
-    ig_status st = load_json(root, out);
-    json_decref(root);
+    ig_status st = load_json(ig_json_root(doc), out);
+    ig_json_free(doc);
     return st;
 }
 
