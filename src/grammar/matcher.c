@@ -28,13 +28,18 @@
 
 /* ---- token trie -------------------------------------------------------------- */
 
+/* One trie node, in pre-order: the walk reads them front to back. */
+typedef struct trie_node {
+    int32_t end;       /* index after the node's subtree */
+    int32_t first_tok; /* a token whose bytes end here, or -1 */
+    uint16_t depth;    /* 1 for the root's children */
+    uint8_t byte;      /* edge byte into the node */
+} trie_node;
+
 struct ig_token_trie {
     int n_vocab;
     size_t n_nodes;
-    uint8_t *byte;      /* edge byte into the node */
-    uint16_t *depth;    /* 1 for the root's children */
-    int32_t *end;       /* index after the node's subtree (pre-order) */
-    int32_t *first_tok; /* a token whose bytes end here, or -1 */
+    trie_node *node;
     int32_t *next_tok;  /* [n_vocab] next token with the same bytes, or -1 */
     char *bytes;        /* all tokens' bytes */
     size_t *off;        /* [n_vocab + 1] */
@@ -58,10 +63,7 @@ static int cmp_tok(const void *x, const void *y) {
 
 void ig_token_trie_free(ig_token_trie *t) {
     if (!t) return;
-    free(t->byte);
-    free(t->depth);
-    free(t->end);
-    free(t->first_tok);
+    free(t->node);
     free(t->next_tok);
     free(t->bytes);
     free(t->off);
@@ -95,13 +97,10 @@ static ig_status trie_build(ig_token_trie *t) {
     }
     qsort(refs, m, sizeof *refs, cmp_tok);
     size_t cap = total ? total : 1;
-    t->byte = ig_calloc_array(cap, 1);
-    t->depth = ig_calloc_array(cap, sizeof *t->depth);
-    t->end = ig_calloc_array(cap, sizeof *t->end);
-    t->first_tok = ig_calloc_array(cap, sizeof *t->first_tok);
+    t->node = ig_calloc_array(cap, sizeof *t->node);
     int32_t path[TRIE_MAX_TOKEN_LEN + 1];
     int32_t last_tok[TRIE_MAX_TOKEN_LEN + 1];
-    if (!t->byte || !t->depth || !t->end || !t->first_tok) {
+    if (!t->node) {
         free(refs);
         return IG_ERR_NO_MEMORY;
     }
@@ -114,22 +113,22 @@ static ig_status trie_build(ig_token_trie *t) {
         if (prev)
             while (l < prev->len && l < r->len && prev->b[l] == r->b[l]) l++;
         /* close the nodes below the common prefix */
-        while (plen > l) t->end[path[--plen]] = (int32_t)nn;
+        while (plen > l) t->node[path[--plen]].end = (int32_t)nn;
         for (uint32_t d = l; d < r->len; d++) {
-            t->byte[nn] = (uint8_t)r->b[d];
-            t->depth[nn] = (uint16_t)(d + 1);
-            t->first_tok[nn] = -1;
+            t->node[nn].byte = (uint8_t)r->b[d];
+            t->node[nn].depth = (uint16_t)(d + 1);
+            t->node[nn].first_tok = -1;
             path[plen++] = (int32_t)nn;
             nn++;
         }
         int32_t node = path[r->len - 1];
-        if (t->first_tok[node] < 0) t->first_tok[node] = r->id;
+        if (t->node[node].first_tok < 0) t->node[node].first_tok = r->id;
         else t->next_tok[last_tok[r->len - 1]] = r->id;
         last_tok[r->len - 1] = r->id;
         if ((int)r->len > t->max_depth) t->max_depth = (int)r->len;
         prev = r;
     }
-    while (plen > 0) t->end[path[--plen]] = (int32_t)nn;
+    while (plen > 0) t->node[path[--plen]].end = (int32_t)nn;
     t->n_nodes = nn;
     free(refs);
     return IG_OK;
@@ -651,21 +650,32 @@ ig_status ig_grammar_matcher_mask(ig_grammar_matcher *m, const ig_token_trie *t,
             return IG_OK;
         }
     }
+    /* per depth: the state and its transition table (stable pointers) */
     int32_t stk[TRIE_MAX_TOKEN_LEN + 1];
+    const int32_t *stk_tr[TRIE_MAX_TOKEN_LEN + 1];
     stk[0] = m->cur;
+    stk_tr[0] = m->st[m->cur].tr;
     int count = 0;
     size_t i = 0, nn = t->n_nodes, visited = 0;
+    const trie_node *node = t->node;
     while (i < nn) {
-        int d = t->depth[i];
-        int32_t s = trans(m, stk[d - 1], t->byte[i]);
+        const trie_node *x = &node[i];
+        int d = x->depth;
+        const int32_t *tr = stk_tr[d - 1];
+        int32_t s = tr ? tr[x->byte] : TR_UNKNOWN;
+        if (IG_UNLIKELY(s == TR_UNKNOWN)) {
+            s = trans_slow(m, stk[d - 1], x->byte);
+            stk_tr[d - 1] = m->st[stk[d - 1]].tr;
+        }
         visited++;
         if (s == DEAD) {
             if (m->failed) break;
-            i = (size_t)t->end[i];
+            i = (size_t)x->end;
             continue;
         }
         stk[d] = s;
-        for (int32_t k = t->first_tok[i]; k >= 0; k = t->next_tok[k]) {
+        stk_tr[d] = m->st[s].tr;
+        for (int32_t k = x->first_tok; k >= 0; k = t->next_tok[k]) {
             mask[k >> 5] |= 1u << (k & 31);
             count++;
         }

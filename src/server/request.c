@@ -5,6 +5,7 @@
 
 #include <jansson.h>
 #include <limits.h>
+#include <pthread.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -503,6 +504,150 @@ static bool parse_options(json_t *root, const srv_limits *lim, srv_request *r, s
     return true;
 }
 
+/* ---- structured output ----------------------------------------------------- */
+
+/* Compiled grammars by source text, so a schema sent with every request is
+ * compiled once: a small table, least recently used out. */
+#define GRAMMAR_CACHE 32
+
+typedef struct grammar_slot {
+    uint64_t hash;
+    char *text; /* kind byte + source */
+    size_t len;
+    ig_grammar *g;
+    uint64_t used;
+} grammar_slot;
+
+static grammar_slot g_cache[GRAMMAR_CACHE];
+static uint64_t g_cache_clock;
+static pthread_mutex_t g_cache_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t text_hash(const char *s, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+/* kind: 'g' GBNF, 's' JSON Schema, 'o' any object. A new reference in *out. */
+static ig_status grammar_get(char kind, const char *src, size_t n, ig_grammar **out) {
+    *out = NULL;
+    char *key = malloc(n + 1);
+    if (!key) return IG_ERR_NO_MEMORY;
+    key[0] = kind;
+    memcpy(key + 1, src, n);
+    uint64_t h = text_hash(key, n + 1);
+    pthread_mutex_lock(&g_cache_mu);
+    for (int i = 0; i < GRAMMAR_CACHE; i++) {
+        grammar_slot *sl = &g_cache[i];
+        if (sl->g && sl->hash == h && sl->len == n + 1 && !memcmp(sl->text, key, n + 1)) {
+            sl->used = ++g_cache_clock;
+            *out = ig_grammar_ref(sl->g);
+            pthread_mutex_unlock(&g_cache_mu);
+            free(key);
+            return IG_OK;
+        }
+    }
+    pthread_mutex_unlock(&g_cache_mu);
+    ig_grammar *g = NULL;
+    ig_status st = kind == 'g' ? ig_grammar_from_gbnf(src, n, "root", &g)
+                   : kind == 's' ? ig_grammar_from_json_schema(src, n, &g)
+                                 : ig_grammar_json_object(&g);
+    if (st != IG_OK) {
+        free(key);
+        return st;
+    }
+    pthread_mutex_lock(&g_cache_mu);
+    int victim = 0;
+    for (int i = 1; i < GRAMMAR_CACHE; i++)
+        if (g_cache[i].used < g_cache[victim].used) victim = i;
+    grammar_slot *sl = &g_cache[victim];
+    ig_grammar_free(sl->g);
+    free(sl->text);
+    *sl = (grammar_slot){.hash = h, .text = key, .len = n + 1, .g = ig_grammar_ref(g),
+                         .used = ++g_cache_clock};
+    pthread_mutex_unlock(&g_cache_mu);
+    *out = g;
+    return IG_OK;
+}
+
+static bool grammar_error(srv_error *err, const char *param, ig_status st, const char *what) {
+    if (st == IG_ERR_NO_MEMORY) return oom(err);
+    srv_error_bad(err, param, "%s: %s", what, *ig_last_error() ? ig_last_error() : ig_status_str(st));
+    return false;
+}
+
+static bool parse_structured(json_t *root, srv_request *r, srv_error *err) {
+    json_t *rf = json_object_get(root, "response_format");
+    json_t *gr = json_object_get(root, "grammar");
+    bool constrained = false;
+    if (rf && !json_is_null(rf)) {
+        json_t *type = json_is_object(rf) ? json_object_get(rf, "type") : NULL;
+        if (!type || !json_is_string(type)) {
+            srv_error_bad(err, "response_format", "'response_format' must be an object with a "
+                          "string 'type' (text, json_object or json_schema)");
+            return false;
+        }
+        const char *t = json_string_value(type);
+        if (!strcmp(t, "json_object")) {
+            ig_status st = grammar_get('o', "", 0, &r->grammar);
+            if (st != IG_OK) return grammar_error(err, "response_format", st, "json_object");
+            constrained = true;
+        } else if (!strcmp(t, "json_schema")) {
+            json_t *js = json_object_get(rf, "json_schema");
+            if (!js || !json_is_object(js)) {
+                srv_error_bad(err, "response_format", "'response_format.json_schema' must be an "
+                              "object with 'name' and 'schema'");
+                return false;
+            }
+            json_t *name = json_object_get(js, "name"), *strict = json_object_get(js, "strict");
+            if (name && !json_is_string(name)) {
+                srv_error_bad(err, "response_format", "'response_format.json_schema.name' must "
+                              "be a string");
+                return false;
+            }
+            if (strict && !json_is_null(strict) && !json_is_boolean(strict)) {
+                srv_error_bad(err, "response_format", "'response_format.json_schema.strict' must "
+                              "be a boolean");
+                return false;
+            }
+            json_t *schema = json_object_get(js, "schema");
+            if (!schema || !(json_is_object(schema) || json_is_true(schema))) {
+                srv_error_bad(err, "response_format", "'response_format.json_schema.schema' must "
+                              "be a JSON Schema object");
+                return false;
+            }
+            char *text = json_dumps(schema, JSON_COMPACT | JSON_ENCODE_ANY);
+            if (!text) return oom(err);
+            ig_status st = grammar_get('s', text, strlen(text), &r->grammar);
+            free(text);
+            if (st != IG_OK)
+                return grammar_error(err, "response_format", st, "Invalid JSON schema");
+            constrained = true;
+        } else if (strcmp(t, "text") != 0) {
+            srv_error_bad(err, "response_format", "'response_format.type' must be 'text', "
+                          "'json_object' or 'json_schema', got '%.64s'", t);
+            return false;
+        }
+    }
+    if (gr && !json_is_null(gr)) {
+        if (!json_is_string(gr)) {
+            srv_error_bad(err, "grammar", "'grammar' must be a string (GBNF)");
+            return false;
+        }
+        if (constrained) {
+            srv_error_bad(err, "grammar", "'grammar' cannot be combined with a JSON "
+                          "response_format");
+            return false;
+        }
+        ig_status st = grammar_get('g', json_string_value(gr), json_string_length(gr), &r->grammar);
+        if (st != IG_OK) return grammar_error(err, "grammar", st, "Invalid grammar");
+    }
+    return true;
+}
+
 bool srv_parse_request(srv_kind kind, const char *body, size_t len, const srv_limits *lim,
                        srv_request *out, srv_error *err) {
     srv_limits dl = srv_default_limits();
@@ -520,6 +665,7 @@ bool srv_parse_request(srv_kind kind, const char *body, size_t len, const srv_li
     bool ok = kind == SRV_CHAT ? parse_messages(root, lim, out, err)
                                : parse_prompt(root, lim, out, err);
     if (ok) ok = parse_options(root, lim, out, err);
+    if (ok) ok = parse_structured(root, out, err);
     json_decref(root);
     if (!ok) {
         srv_request_free(out);
@@ -542,6 +688,7 @@ void srv_request_free(srv_request *r) {
         for (size_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->stop);
     free(r->logit_bias);
+    ig_grammar_free(r->grammar);
     memset(r, 0, sizeof *r);
 }
 

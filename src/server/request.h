@@ -4,6 +4,7 @@
 #ifndef IG_SERVER_REQUEST_H
 #define IG_SERVER_REQUEST_H
 
+#include "grammar/grammar.h"
 #include "ignis.h"
 
 #include <stdbool.h>
@@ -82,6 +83,10 @@ typedef struct srv_request {
     int top_logprobs;
     bool stream;
     bool include_usage;
+    /* Constrained output: response_format json_object / json_schema, or the
+     * "grammar" extension (GBNF). A reference (srv_request_free drops it);
+     * NULL: free text. */
+    ig_grammar *grammar;
 } srv_request;
 
 /* Parses a request body. Returns true and fills *out (release with

@@ -110,6 +110,7 @@ struct srv_sched {
     uint64_t seed_counter;
 
     slot *slots;
+    ig_token_trie *trie; /* built at the first constrained request (under mu) */
     /* engine-thread scratch */
     int32_t *b_tok, *b_pos, *b_seq;
     uint8_t *b_want;
@@ -134,6 +135,8 @@ static uint64_t random_seed(srv_sched *s) {
 }
 
 static task *task_create(srv_sched *s, srv_job *j, int index, uint64_t seed) {
+    if (j->req.grammar && !s->trie && ig_token_trie_create(s->tok, s->n_vocab, &s->trie) != IG_OK)
+        return NULL;
     task *t = calloc(1, sizeof *t);
     if (!t) return NULL;
     t->index = index;
@@ -166,6 +169,8 @@ static task *task_create(srv_sched *s, srv_job *j, int index, uint64_t seed) {
         .n_prompt = j->n_prompt,
         .logprobs = r->logprobs,
         .top_logprobs = r->top_logprobs,
+        .grammar = r->grammar,
+        .trie = r->grammar ? s->trie : NULL,
     };
     if (ig_gen_seq_create(&gp, &t->gen) != IG_OK) {
         free(t);
@@ -303,8 +308,17 @@ static void process_token(srv_sched *s, task *t, const float *logits) {
     srv_job *j = t->job;
     ig_gen_event ev;
     ig_status st = ig_gen_seq_step(t->gen, logits, &ev);
+    if (st == IG_OK && ev.token < 0 && ev.finish != IG_FINISH_NONE) {
+        /* the grammar is complete and nothing may follow */
+        if (!emit(t, &ev)) finish(s, t, NULL, "out of memory");
+        else finish(s, t, "stop", NULL);
+        return;
+    }
     if (ev.token < 0) { /* nothing sampled */
-        finish(s, t, NULL, st == IG_ERR_NO_MEMORY ? "out of memory" : "sampling failed");
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", st == IG_ERR_NO_MEMORY ? "out of memory"
+                                        : *ig_last_error() ? ig_last_error() : "sampling failed");
+        finish(s, t, NULL, msg);
         return;
     }
     double now = ig_time_now();
@@ -609,6 +623,7 @@ void srv_sched_free(srv_sched *s) {
     free(s->b_pos);
     free(s->b_seq);
     free(s->b_want);
+    ig_token_trie_free(s->trie);
     pthread_cond_destroy(&s->idle_cv);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
