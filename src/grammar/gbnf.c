@@ -786,6 +786,8 @@ static void parser_free(parser *p) {
 void ig_grammar_free(ig_grammar *g) {
     if (!g) return;
     if (atomic_fetch_sub(&g->refs, 1) != 1) return;
+    for (int i = 0; i < IG_GRAMMAR_SHARED_MASKS; i++) free(g->masks[i].mask);
+    pthread_mutex_destroy(&g->mu);
     free(g->rule_alt);
     free(g->alts);
     free(g->elems);
@@ -841,6 +843,7 @@ ig_status ig_grammar_from_gbnf(const char *text, size_t len, const char *root, i
             ok = poom(&p);
         } else {
             atomic_init(&g->refs, 1);
+            pthread_mutex_init(&g->mu, NULL);
             g->n_rules = (int32_t)p.n_rules;
             g->root = root_id;
             size_t ai = 0, ei = 0;
@@ -865,6 +868,7 @@ ig_status ig_grammar_from_gbnf(const char *text, size_t len, const char *root, i
     if (!ok) {
         if (g) {
             atomic_init(&g->refs, 1);
+            pthread_mutex_init(&g->mu, NULL);
             ig_grammar_free(g);
         }
         return st;

@@ -59,7 +59,13 @@ void ig_grammar_free(ig_grammar *g);
 /* GBNF text for a JSON Schema (malloc'ed, NUL-terminated). Unsupported
  * keywords are IG_ERR_UNSUPPORTED naming the keyword and where it is. */
 ig_status ig_json_schema_to_gbnf(const char *json, size_t len, char **gbnf);
-/* The GBNF of any JSON value / object, static text. */
+/* The rules alone, every name starting with prefix (at most 8 characters of
+ * [a-z0-9-]), the start rule named prefix + "root", without the shared base
+ * rules (ig_gbnf_json), to combine several schemas in one grammar. */
+ig_status ig_json_schema_to_gbnf_rules(const char *json, size_t len, const char *prefix,
+                                       char **gbnf);
+/* The shared base rules (ws, string, number, value, object, ..., fmt-*),
+ * static text; "object" is any JSON object. */
 const char *ig_gbnf_json(void);
 
 /* ---- token trie: every token's bytes, built once per vocabulary ---------- */

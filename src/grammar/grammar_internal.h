@@ -4,6 +4,7 @@
 
 #include "grammar/grammar.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 enum {
@@ -25,8 +26,24 @@ static inline bool ig_byteset_has(const ig_byteset *s, unsigned b) {
     return (s->w[b >> 5] >> (b & 31)) & 1u;
 }
 
+/* Masks shared by every matcher of a grammar, keyed by the content of the
+ * automaton state (two independent hashes of its stacks) and the trie. */
+#define IG_GRAMMAR_SHARED_MASKS 64
+
+typedef struct ig_shared_mask {
+    uint64_t h1, h2;
+    const void *trie;
+    uint32_t *mask;
+    size_t words;
+    int n_allowed;
+    uint64_t used;
+} ig_shared_mask;
+
 struct ig_grammar {
     atomic_int refs;
+    pthread_mutex_t mu; /* guards masks */
+    ig_shared_mask masks[IG_GRAMMAR_SHARED_MASKS];
+    uint64_t mask_clock;
     int32_t n_rules;
     int32_t root;
     int32_t *rule_alt; /* n_rules + 1 offsets into alts */

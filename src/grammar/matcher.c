@@ -204,6 +204,8 @@ typedef struct mstate {
     bool accept;   /* the sentence may end here */
     int32_t *tr;   /* 256 transitions (TR_UNKNOWN until computed), or NULL */
     uint64_t hash;
+    bool has_key;  /* k1, k2: content hashes, the same in every matcher */
+    uint64_t k1, k2;
 } mstate;
 
 typedef struct mcache {
@@ -219,6 +221,7 @@ struct ig_grammar_matcher {
     /* nodes */
     int32_t *npos, *npar;
     uint16_t *ndepth;
+    uint64_t *nh1, *nh2; /* content hashes of the stack ending at the node */
     size_t n_nodes, cap_nodes;
     int32_t *nhash;
     size_t nhash_cap;
@@ -294,16 +297,22 @@ static int32_t cons(ig_grammar_matcher *m, int32_t pos, int32_t par) {
         if (m->npos[n] == pos && m->npar[n] == par) return n;
         k = (k + 1) & (m->nhash_cap - 1);
     }
-    size_t c1 = m->cap_nodes, c2 = m->cap_nodes, c3 = m->cap_nodes;
+    size_t c1 = m->cap_nodes, c2 = m->cap_nodes, c3 = m->cap_nodes, c4 = m->cap_nodes,
+           c5 = m->cap_nodes;
     if (!grow((void **)&m->npos, &c1, m->n_nodes + 1, sizeof *m->npos) ||
         !grow((void **)&m->npar, &c2, m->n_nodes + 1, sizeof *m->npar) ||
-        !grow((void **)&m->ndepth, &c3, m->n_nodes + 1, sizeof *m->ndepth))
+        !grow((void **)&m->ndepth, &c3, m->n_nodes + 1, sizeof *m->ndepth) ||
+        !grow((void **)&m->nh1, &c4, m->n_nodes + 1, sizeof *m->nh1) ||
+        !grow((void **)&m->nh2, &c5, m->n_nodes + 1, sizeof *m->nh2))
         return -3;
-    m->cap_nodes = c1 < c2 ? (c1 < c3 ? c1 : c3) : (c2 < c3 ? c2 : c3);
+    m->cap_nodes = IG_MIN(IG_MIN(IG_MIN(c1, c2), IG_MIN(c3, c4)), c5);
     int32_t n = (int32_t)m->n_nodes++;
     m->npos[n] = pos;
     m->npar[n] = par;
     m->ndepth[n] = (uint16_t)depth;
+    uint64_t p1 = par < 0 ? 0x51ED27052ull : m->nh1[par], p2 = par < 0 ? 0x7A3B9C11Dull : m->nh2[par];
+    m->nh1[n] = mix64(p1 * 0x9E3779B97F4A7C15ull + (uint64_t)(uint32_t)pos + 1);
+    m->nh2[n] = mix64((p2 ^ ((uint64_t)(uint32_t)pos << 17)) + 0xD1B54A32D192ED03ull);
     m->nhash[k] = n;
     return n;
 }
@@ -458,6 +467,7 @@ static int32_t intern(ig_grammar_matcher *m) {
     s->accept = m->accept_flag;
     s->tr = NULL;
     s->hash = h;
+    s->has_key = false;
     if (m->n_scr) memcpy(m->tops + m->n_tops, m->scr, m->n_scr * sizeof *m->scr);
     m->n_tops += m->n_scr;
     m->shash[k] = (int32_t)m->n_st;
@@ -591,6 +601,8 @@ void ig_grammar_matcher_free(ig_grammar_matcher *m) {
     free(m->npos);
     free(m->npar);
     free(m->ndepth);
+    free(m->nh1);
+    free(m->nh2);
     free(m->nhash);
     free(m->st);
     free(m->tops);
@@ -651,6 +663,52 @@ ig_status ig_grammar_matcher_mask(ig_grammar_matcher *m, const ig_token_trie *t,
         }
     }
     /* per depth: the state and its transition table (stable pointers) */
+    /* a mask another matcher of this grammar computed for the same state */
+    mstate *cs = &m->st[m->cur];
+    if (!cs->has_key) {
+        uint64_t a = cs->accept ? 0x1234567ull : 0x7654321ull, b = a ^ 0xABCDEFull;
+        for (int32_t i = 0; i < cs->n; i++) { /* order-independent: sums of mixed hashes */
+            int32_t n = m->tops[cs->off + (size_t)i];
+            a += mix64(m->nh1[n]);
+            b += mix64(m->nh2[n] ^ 0x5555555555555555ull);
+        }
+        cs->k1 = mix64(a + (uint64_t)cs->n);
+        cs->k2 = mix64(b ^ ((uint64_t)cs->n << 40));
+        cs->has_key = true;
+    }
+    uint64_t k1 = cs->k1, k2 = cs->k2;
+    ig_grammar *g = m->g;
+    bool shared_hit = false;
+    pthread_mutex_lock(&g->mu);
+    for (int i = 0; i < IG_GRAMMAR_SHARED_MASKS; i++) {
+        ig_shared_mask *e = &g->masks[i];
+        if (e->mask && e->h1 == k1 && e->h2 == k2 && e->trie == (const void *)t && e->words == words) {
+            memcpy(mask, e->mask, words * sizeof *mask);
+            if (n_allowed) *n_allowed = e->n_allowed;
+            e->used = ++g->mask_clock;
+            shared_hit = true;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g->mu);
+    if (shared_hit) {
+        m->stats.mask_cache_hits++;
+        int cnt = n_allowed ? *n_allowed : 0;
+        mcache *c = &m->cache[m->cache_next];
+        if (c->words != words) {
+            free(c->mask);
+            c->mask = ig_calloc_array(words, sizeof *c->mask);
+            c->words = c->mask ? words : 0;
+        }
+        if (c->mask) {
+            memcpy(c->mask, mask, words * sizeof *mask);
+            c->state = m->cur;
+            c->trie = t;
+            c->n_allowed = cnt;
+            m->cache_next = (m->cache_next + 1) % MASK_CACHE;
+        }
+        return IG_OK;
+    }
     int32_t stk[TRIE_MAX_TOKEN_LEN + 1];
     const int32_t *stk_tr[TRIE_MAX_TOKEN_LEN + 1];
     stk[0] = m->cur;
@@ -688,6 +746,26 @@ ig_status ig_grammar_matcher_mask(ig_grammar_matcher *m, const ig_token_trie *t,
                        "grammar matcher: out of memory or the grammar is too complex to track");
     }
     if (n_allowed) *n_allowed = count;
+    /* share it: replace the least recently used entry */
+    pthread_mutex_lock(&g->mu);
+    int victim = 0;
+    for (int v = 1; v < IG_GRAMMAR_SHARED_MASKS; v++)
+        if (g->masks[v].used < g->masks[victim].used) victim = v;
+    ig_shared_mask *e = &g->masks[victim];
+    if (e->words != words) {
+        free(e->mask);
+        e->mask = ig_calloc_array(words, sizeof *e->mask);
+        e->words = e->mask ? words : 0;
+    }
+    if (e->mask) {
+        memcpy(e->mask, mask, words * sizeof *mask);
+        e->h1 = k1;
+        e->h2 = k2;
+        e->trie = t;
+        e->n_allowed = count;
+        e->used = ++g->mask_clock;
+    }
+    pthread_mutex_unlock(&g->mu);
     mcache *c = &m->cache[m->cache_next];
     if (c->words != words) {
         free(c->mask);

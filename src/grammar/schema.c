@@ -199,6 +199,7 @@ typedef struct refname {
 
 typedef struct gen {
     const ig_json *root;
+    const char *prefix; /* of every generated rule name */
     sbuf rules;
     refname *refs;
     size_t n_refs, cap_refs;
@@ -221,7 +222,7 @@ static bool gfail(gen *g, ig_status st, const char *path, const char *fmt, ...) 
     return false;
 }
 
-static void new_name(gen *g, char out[24]) { snprintf(out, 24, "s%d", g->n_rules++); }
+static void new_name(gen *g, char out[24]) { snprintf(out, 24, "%ss%d", g->prefix, g->n_rules++); }
 
 static void add_rule(gen *g, const char *name, const sbuf *body) {
     sb_puts(&g->rules, name);
@@ -1053,9 +1054,11 @@ static bool gen_schema(gen *g, const ig_json *s, const char *path, char name[24]
     return ok;
 }
 
-ig_status ig_json_schema_to_gbnf(const char *json, size_t len, char **gbnf) {
+static ig_status schema_rules(const char *json, size_t len, const char *prefix, bool base,
+                              char **gbnf) {
     if (gbnf) *gbnf = NULL;
     if (!json || !gbnf) return ig_fail(IG_ERR_INVALID_ARG, "JSON schema: NULL argument");
+    if (strlen(prefix) > 8) return ig_fail(IG_ERR_INVALID_ARG, "JSON schema: prefix too long");
     if (len > IG_GRAMMAR_MAX_TEXT)
         return ig_fail(IG_ERR_INVALID_ARG, "JSON schema: %zu bytes is too long", len);
     ig_json_error jerr;
@@ -1063,15 +1066,15 @@ ig_status ig_json_schema_to_gbnf(const char *json, size_t len, char **gbnf) {
     if (!doc)
         return ig_fail(IG_ERR_FORMAT, "JSON schema: malformed JSON at line %d column %d: %s",
                        jerr.line, jerr.column, jerr.text);
-    gen g = {.root = ig_json_root(doc)};
+    gen g = {.root = ig_json_root(doc), .prefix = prefix};
     char root[24];
     bool ok = gen_schema(&g, g.root, "#", root);
     char *out = NULL;
     if (ok) {
         sbuf all = {0};
-        sb_printf(&all, "root ::= %s\n", root);
+        sb_printf(&all, "%sroot ::= %s\n", prefix, root);
         sb_put(&all, g.rules.p ? g.rules.p : "", g.rules.n);
-        sb_puts(&all, BASE_GBNF);
+        if (base) sb_puts(&all, BASE_GBNF);
         if (all.oom || g.rules.oom) {
             free(all.p);
             ok = false;
@@ -1084,6 +1087,15 @@ ig_status ig_json_schema_to_gbnf(const char *json, size_t len, char **gbnf) {
     if (!ok) return g.st ? g.st : IG_ERR_INTERNAL;
     *gbnf = out;
     return IG_OK;
+}
+
+ig_status ig_json_schema_to_gbnf(const char *json, size_t len, char **gbnf) {
+    return schema_rules(json, len, "", true, gbnf);
+}
+
+ig_status ig_json_schema_to_gbnf_rules(const char *json, size_t len, const char *prefix,
+                                       char **gbnf) {
+    return schema_rules(json, len, prefix ? prefix : "", false, gbnf);
 }
 
 ig_status ig_grammar_from_json_schema(const char *json, size_t len, ig_grammar **out) {

@@ -46,6 +46,8 @@ void srv_job_unref(srv_job *j) {
     if (left) return;
     for (int i = 0; i < j->n_choices; i++) {
         srv_buf_free(&j->out[i].text);
+        srv_buf_free(&j->out[i].held);
+        srv_tool_calls_free(j->out[i].calls, j->out[i].n_calls);
         free(j->out[i].lps);
     }
     free(j->out);
@@ -243,7 +245,8 @@ static bool emit(task *t, const ig_gen_event *ev) {
     bool ok = true;
     size_t k = ev->n_lps;
     pthread_mutex_lock(&j->mu);
-    if (ev->n_text) ok = srv_buf_append(&o->text, ev->text, ev->n_text);
+    if (ev->n_text)
+        ok = srv_buf_append(srv_tools_active(&j->req) ? &o->held : &o->text, ev->text, ev->n_text);
     if (ok && k) {
         if (o->n_lps + k > o->cap_lps) {
             size_t cap = o->cap_lps ? o->cap_lps : 16;
@@ -280,7 +283,8 @@ static void finish(srv_sched *s, task *t, const char *reason, const char *fail_m
     }
     pthread_mutex_lock(&s->m->mu);
     s->m->running = s->n_running;
-    if (reason && !strcmp(reason, "stop")) s->m->requests_finished_stop++;
+    if (reason && (!strcmp(reason, "stop") || !strcmp(reason, "tool_calls")))
+        s->m->requests_finished_stop++;
     else if (reason) s->m->requests_finished_length++;
     else s->m->requests_cancelled++;
     if (reason) srv_hist_observe(&s->m->e2e, now - j->t_submit);
@@ -290,6 +294,21 @@ static void finish(srv_sched *s, task *t, const char *reason, const char *fail_m
 
     pthread_mutex_lock(&j->mu);
     srv_choice_out *o = &j->out[t->index];
+    if (srv_tools_active(&j->req) && o->held.len) {
+        /* the held text: content up to the first call, then the calls */
+        size_t content_len = o->held.len;
+        int n = reason ? srv_parse_tool_calls(&j->req, o->held.data, o->held.len, &o->calls,
+                                              &content_len)
+                       : 0;
+        if (n > 0) {
+            o->n_calls = n;
+            if (!strcmp(reason, "stop")) reason = "tool_calls"; /* a cut keeps "length" */
+        }
+        if (n < 0 || !srv_buf_append(&o->text, o->held.data, content_len)) {
+            reason = NULL;
+            fail_msg = "out of memory";
+        }
+    }
     o->finish = reason;
     o->n_gen = t->n_gen;
     o->done = true;
