@@ -278,3 +278,114 @@ def test_bad_requests_are_400_and_server_keeps_serving(server: Server, body, par
     assert needle in err["message"], err["message"]
     ok = post(server, {"messages": ask("x"), "max_tokens": 2, "temperature": 0})
     assert ok.status_code == 200
+
+
+# ------------------------------------------------------------------ tools
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather of a city",
+    "parameters": {"type": "object",
+                   "properties": {"city": {"type": "string", "maxLength": 30},
+                                  "unit": {"enum": ["c", "f"]}},
+                   "required": ["city", "unit"], "additionalProperties": False}}}
+CLOCK = {"type": "function", "function": {"name": "get_time", "parameters": {
+    "type": "object", "properties": {"zone": {"enum": ["UTC", "CET"]}}, "required": ["zone"],
+    "additionalProperties": False}}}
+QUESTION = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+def test_tool_round_trip(client: openai.OpenAI):
+    r = client.chat.completions.create(
+        model=MODEL, messages=QUESTION, tools=[WEATHER, CLOCK], tool_choice="required",
+        parallel_tool_calls=False, temperature=1.0, seed=3, max_tokens=80)
+    c = r.choices[0]
+    assert c.finish_reason == "tool_calls", c
+    assert len(c.message.tool_calls) == 1
+    call = c.message.tool_calls[0]
+    assert call.type == "function" and call.id.startswith("call_")
+    assert call.function.name in ("get_weather", "get_time")
+    args = json.loads(call.function.arguments)
+    params = (WEATHER if call.function.name == "get_weather" else CLOCK)["function"]["parameters"]
+    jsonschema.validate(args, params)
+    # the result goes back; the final answer is text
+    history = QUESTION + [
+        {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+        {"role": "tool", "tool_call_id": call.id, "content": "18 C, light rain"},
+    ]
+    r2 = client.chat.completions.create(model=MODEL, messages=history, tools=[WEATHER, CLOCK],
+                                        tool_choice="none", temperature=0, max_tokens=12)
+    c2 = r2.choices[0]
+    assert c2.finish_reason in ("stop", "length")
+    assert c2.message.tool_calls is None
+    assert isinstance(c2.message.content, str) and c2.message.content
+    # the tool result reached the prompt: it costs tokens
+    r3 = client.chat.completions.create(model=MODEL, messages=history[:2] + [
+        {"role": "tool", "tool_call_id": call.id, "content": "x"}], temperature=0, max_tokens=1)
+    assert r2.usage.prompt_tokens > r3.usage.prompt_tokens
+
+
+def test_named_tool_choice_and_streaming(client: openai.OpenAI):
+    kw = dict(model=MODEL, messages=QUESTION, tools=[WEATHER, CLOCK],
+              tool_choice={"type": "function", "function": {"name": "get_time"}},
+              temperature=1.0, seed=4, max_tokens=60)
+    r = client.chat.completions.create(**kw)
+    c = r.choices[0]
+    assert c.finish_reason == "tool_calls"
+    assert [t.function.name for t in c.message.tool_calls] == ["get_time"]
+    assert json.loads(c.message.tool_calls[0].function.arguments)["zone"] in ("UTC", "CET")
+    # streamed: delta.tool_calls chunks carry the same call
+    chunks = list(client.chat.completions.create(stream=True, **kw))
+    deltas = [tc for ch in chunks for choice in ch.choices
+              for tc in (choice.delta.tool_calls or [])]
+    assert deltas and deltas[0].function.name == "get_time" and deltas[0].index == 0
+    assert json.loads("".join(d.function.arguments or "" for d in deltas)) == \
+        json.loads(c.message.tool_calls[0].function.arguments)
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+
+
+def test_auto_tool_choice_gives_text_or_calls(client: openai.OpenAI):
+    r = client.chat.completions.create(model=MODEL, messages=QUESTION, tools=[WEATHER],
+                                       temperature=1.0, seed=5, max_tokens=24)
+    c = r.choices[0]
+    if c.message.tool_calls:
+        assert c.finish_reason in ("tool_calls", "length")
+        for t in c.message.tool_calls:
+            assert t.function.name == "get_weather"
+            json.loads(t.function.arguments)
+    else:
+        assert c.finish_reason in ("stop", "length")
+        assert c.message.content
+
+
+@pytest.mark.parametrize("body,param,needle", [
+    ({"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "nope"}}},
+     "tool_choice", "'nope'"),
+    ({"tools": [WEATHER], "tool_choice": "sometimes"}, "tool_choice", "'tool_choice' must be"),
+    ({"tool_choice": "required"}, "tool_choice", "needs 'tools'"),
+    ({"tools": [{"type": "function", "function": {"name": "bad name!"}}]}, "tools", "name"),
+    ({"tools": [{"type": "retrieval"}]}, "tools", "must be"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"a": {"type": "string", "format": "ipv4"}}}}}]},
+     "tools", "format 'ipv4'"),
+    ({"messages": [{"role": "tool", "content": "x"}]}, "messages", "tool_call_id"),
+    ({"messages": [{"role": "tool", "tool_call_id": "call_1", "content": "x"}]}, "messages",
+     "matches no earlier"),
+    ({"messages": [{"role": "user", "content": "hi"},
+                   {"role": "assistant", "tool_calls": [{"id": "c", "type": "function",
+                                                         "function": {"name": "f",
+                                                                      "arguments": "{oops"}}]}]},
+     "messages", "not a JSON object"),
+    ({"messages": [{"role": "user", "content": "hi"},
+                   {"role": "assistant", "tool_calls": [{"id": 3}]}]}, "messages", "tool_calls[0]"),
+    ({"messages": [{"role": "user", "content": "hi", "tool_calls": []}]}, "messages",
+     "only assistant"),
+])
+def test_bad_tool_requests_are_400(server: Server, body, param, needle):
+    full = {"messages": QUESTION, "max_tokens": 4, **body}
+    r = post(server, full)
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["param"] == param
+    assert needle in err["message"], err["message"]
+    ok = post(server, {"messages": QUESTION, "max_tokens": 2, "temperature": 0})
+    assert ok.status_code == 200
