@@ -27,7 +27,7 @@
  * Annotations (title, description, default, examples, $schema, $id,
  * $comment, deprecated, readOnly, writeOnly, x-*) are ignored.
  * Whitespace between tokens is limited to one space or a newline with up
- * to 20 spaces or tabs, integer parts to 16 digits and fractions to 16, so
+ * to 16 spaces, integer parts to 16 digits and fractions to 16, so
  * the output cannot grow forever inside a number or between tokens. */
 #include "grammar/grammar.h"
 
@@ -41,7 +41,7 @@
 #include <string.h>
 
 static const char BASE_GBNF[] =
-    "ws ::= | \" \" | \"\\n\" [ \\t]{0,20}\n"
+    "ws ::= | \" \" | \"\\n\" \" \"{0,16}\n"
     "char ::= [^\"\\\\\\x00-\\x1f] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} )\n"
     "string ::= \"\\\"\" char* \"\\\"\"\n"
     "int ::= \"0\" | [1-9] [0-9]{0,15}\n"
