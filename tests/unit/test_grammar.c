@@ -228,6 +228,19 @@ IG_TEST(grammar_mask_small_vocab) {
     ig_grammar_matcher_stats(m, &stats);
     CHECK(stats.mask_cache_hits >= 1);
     CHECK_EQ_INT(n, 2);
+    /* another matcher of the grammar finds the masks this one computed */
+    ig_grammar_matcher *m2 = NULL;
+    REQUIRE_OK(ig_grammar_matcher_create(g, &m2));
+    REQUIRE(ig_grammar_matcher_accept_token(m2, t, 4));
+    uint32_t mask2[1];
+    int n2 = 0;
+    REQUIRE_OK(ig_grammar_matcher_mask(m2, t, mask2, &n2));
+    ig_grammar_matcher_stats(m2, &stats);
+    CHECK_EQ_INT(stats.mask_cache_hits, 1);
+    CHECK_EQ_INT(stats.trie_nodes_visited, 0);
+    CHECK_EQ_INT(n2, 5);
+    CHECK(bit(mask2, 5) && bit(mask2, 14) && !bit(mask2, 6));
+    ig_grammar_matcher_free(m2);
     ig_grammar_matcher_free(m);
     ig_grammar_free(g);
     ig_token_trie_free(t);
