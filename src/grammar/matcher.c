@@ -34,13 +34,21 @@ typedef struct trie_node {
     int32_t first_tok; /* a token whose bytes end here, or -1 */
     uint16_t depth;    /* 1 for the root's children */
     uint8_t byte;      /* edge byte into the node */
+    uint8_t plain;     /* every byte of the subtree, this one included, is plain */
 } trie_node;
+
+/* Plain bytes: printable ASCII but '"' and '\\'. A state that returns to
+ * itself on each of them (inside a JSON string, say) allows every token of
+ * a plain subtree, which the walk then takes whole. */
+static inline bool plain_byte(unsigned b) { return b >= 0x20 && b <= 0x7E && b != '"' && b != '\\'; }
 
 struct ig_token_trie {
     int n_vocab;
     size_t n_nodes;
     trie_node *node;
     int32_t *next_tok;  /* [n_vocab] next token with the same bytes, or -1 */
+    int32_t *seq_tok;   /* the tokens in pre-order of their nodes */
+    int32_t *seq_off;   /* [n_nodes + 1] first entry of seq_tok at or after node i */
     char *bytes;        /* all tokens' bytes */
     size_t *off;        /* [n_vocab + 1] */
     int max_depth;
@@ -65,6 +73,8 @@ void ig_token_trie_free(ig_token_trie *t) {
     if (!t) return;
     free(t->node);
     free(t->next_tok);
+    free(t->seq_tok);
+    free(t->seq_off);
     free(t->bytes);
     free(t->off);
     free(t);
@@ -131,6 +141,22 @@ static ig_status trie_build(ig_token_trie *t) {
     while (plen > 0) t->node[path[--plen]].end = (int32_t)nn;
     t->n_nodes = nn;
     free(refs);
+    /* plain subtrees (children before parents: reverse pre-order) */
+    for (size_t i = nn; i-- > 0;) {
+        bool pl = plain_byte(t->node[i].byte);
+        for (size_t j = i + 1; pl && j < (size_t)t->node[i].end; j = (size_t)t->node[j].end)
+            pl = t->node[j].plain;
+        t->node[i].plain = pl;
+    }
+    t->seq_tok = ig_calloc_array(n ? n : 1, sizeof *t->seq_tok);
+    t->seq_off = ig_calloc_array(nn + 1, sizeof *t->seq_off);
+    if (!t->seq_tok || !t->seq_off) return IG_ERR_NO_MEMORY;
+    int32_t k = 0;
+    for (size_t i = 0; i < nn; i++) {
+        t->seq_off[i] = k;
+        for (int32_t id = t->node[i].first_tok; id >= 0; id = t->next_tok[id]) t->seq_tok[k++] = id;
+    }
+    t->seq_off[nn] = k;
     return IG_OK;
 }
 
@@ -204,6 +230,7 @@ typedef struct mstate {
     bool accept;   /* the sentence may end here */
     int32_t *tr;   /* 256 transitions (TR_UNKNOWN until computed), or NULL */
     uint64_t hash;
+    int8_t loops;  /* returns to itself on every plain byte: 1 yes, 0 no, -1 unknown */
     bool has_key;  /* k1, k2: content hashes, the same in every matcher */
     uint64_t k1, k2;
 } mstate;
@@ -468,6 +495,7 @@ static int32_t intern(ig_grammar_matcher *m) {
     s->tr = NULL;
     s->hash = h;
     s->has_key = false;
+    s->loops = -1;
     if (m->n_scr) memcpy(m->tops + m->n_tops, m->scr, m->n_scr * sizeof *m->scr);
     m->n_tops += m->n_scr;
     m->shash[k] = (int32_t)m->n_st;
@@ -507,6 +535,17 @@ static inline int32_t trans(ig_grammar_matcher *m, int32_t s, unsigned b) {
         if (v != TR_UNKNOWN) return v;
     }
     return trans_slow(m, s, b);
+}
+
+static bool state_loops(ig_grammar_matcher *m, int32_t s) {
+    if (m->st[s].loops < 0) {
+        bool loops = true;
+        for (unsigned b = 0x20; b <= 0x7E && loops; b++)
+            if (plain_byte(b)) loops = trans(m, s, b) == s;
+        if (m->failed) return false;
+        m->st[s].loops = loops;
+    }
+    return m->st[s].loops;
 }
 
 static void clear_cache(ig_grammar_matcher *m) {
@@ -719,6 +758,17 @@ ig_status ig_grammar_matcher_mask(ig_grammar_matcher *m, const ig_token_trie *t,
     while (i < nn) {
         const trie_node *x = &node[i];
         int d = x->depth;
+        if (x->plain && state_loops(m, stk[d - 1])) {
+            /* the whole subtree is allowed */
+            for (int32_t q = t->seq_off[i]; q < t->seq_off[x->end]; q++) {
+                int32_t k = t->seq_tok[q];
+                mask[k >> 5] |= 1u << (k & 31);
+            }
+            count += t->seq_off[x->end] - t->seq_off[i];
+            visited++;
+            i = (size_t)x->end;
+            continue;
+        }
         const int32_t *tr = stk_tr[d - 1];
         int32_t s = tr ? tr[x->byte] : TR_UNKNOWN;
         if (IG_UNLIKELY(s == TR_UNKNOWN)) {

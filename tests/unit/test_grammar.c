@@ -417,3 +417,55 @@ IG_TEST(grammar_schema_errors) {
     /* self-reference without progress is refused by the grammar compiler */
     schema_error("{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/a\"}},\"$ref\":\"#/$defs/a\"}", "");
 }
+
+/* The mask equals feeding each token's bytes on its own, on a random
+ * vocabulary over bytes that matter to JSON (plain ASCII, quotes,
+ * backslashes, UTF-8 pieces), in states inside and outside strings. */
+IG_TEST(grammar_mask_matches_brute_force) {
+    static const char alphabet[] = "ab {}[]:,\"\\1-.e\xc3\xa9\xe6\x97\xa5\n";
+    enum { NV = 400 };
+    char *bytes[NV];
+    size_t lens[NV];
+    uint64_t x = 0x1234567;
+    for (int i = 0; i < NV; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        size_t len = 1 + (x >> 60) % 6;
+        bytes[i] = malloc(len + 1);
+        for (size_t k = 0; k < len; k++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            bytes[i][k] = alphabet[(x >> 33) % (sizeof alphabet - 1)];
+        }
+        lens[i] = len;
+    }
+    ig_token_trie *t = NULL;
+    ig_grammar *g = NULL;
+    REQUIRE_OK(ig_token_trie_from_bytes((const char *const *)bytes, lens, NV, &t));
+    REQUIRE_OK(ig_grammar_json_object(&g));
+    const char *prefixes[] = {"", "{", "{\"", "{\"ab", "{\"a\\", "{\"a\xc3", "{\"a\": ",
+                              "{\"a\": [1, -1.", "{\"a\": \"b", "{\"a\": {}}"};
+    for (size_t p = 0; p < IG_ARRAY_LEN(prefixes); p++) {
+        ig_grammar_matcher *m = NULL;
+        REQUIRE_OK(ig_grammar_matcher_create(g, &m));
+        REQUIRE(ig_grammar_matcher_accept_bytes(m, prefixes[p], strlen(prefixes[p])));
+        uint32_t mask[(NV + 31) / 32];
+        int n = 0;
+        REQUIRE_OK(ig_grammar_matcher_mask(m, t, mask, &n));
+        int want_n = 0;
+        for (int i = 0; i < NV; i++) {
+            ig_grammar_matcher *b = NULL;
+            REQUIRE_OK(ig_grammar_matcher_create(g, &b));
+            bool ok = ig_grammar_matcher_accept_bytes(b, prefixes[p], strlen(prefixes[p])) &&
+                      ig_grammar_matcher_accept_bytes(b, bytes[i], lens[i]);
+            ig_grammar_matcher_free(b);
+            want_n += ok;
+            if (ok != bit(mask, i))
+                ig_test_fail_at(__FILE__, __LINE__, "prefix '%s' token %d '%.*s': mask %d, feed %d",
+                                prefixes[p], i, (int)lens[i], bytes[i], bit(mask, i), ok);
+        }
+        CHECK_EQ_INT(n, want_n);
+        ig_grammar_matcher_free(m);
+    }
+    ig_grammar_free(g);
+    ig_token_trie_free(t);
+    for (int i = 0; i < NV; i++) free(bytes[i]);
+}
