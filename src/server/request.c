@@ -749,8 +749,8 @@ static bool tool_grammar(srv_request *r, srv_error *err) {
                             "\\\"arguments\\\": \" t%zu-root \"}\\n```\"\n", i, t->name, i);
         if (!ok) break;
         if (t->parameters) {
-            char prefix[16], *rules = NULL;
-            snprintf(prefix, sizeof prefix, "t%zu-", i);
+            char prefix[24], *rules = NULL;
+            snprintf(prefix, sizeof prefix, "t%d-", (int)(i % 1000));
             ig_status st = ig_json_schema_to_gbnf_rules(t->parameters, strlen(t->parameters),
                                                         prefix, &rules);
             if (st != IG_OK) {
