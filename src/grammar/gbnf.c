@@ -852,7 +852,7 @@ ig_status ig_grammar_from_gbnf(const char *text, size_t len, const char *root, i
                 for (size_t a = 0; a < p.rules[i].n_alts; a++) {
                     g->alts[ai++] = (int32_t)ei;
                     const evec *e = &p.rules[i].alts[a];
-                    memcpy(g->elems + ei, e->v, e->n * sizeof *e->v);
+                    if (e->n) memcpy(g->elems + ei, e->v, e->n * sizeof *e->v);
                     ei += e->n;
                     g->elems[ei++] = (ig_gelem){GE_END, 0};
                 }

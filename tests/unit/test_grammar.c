@@ -469,3 +469,67 @@ IG_TEST(grammar_mask_matches_brute_force) {
     ig_token_trie_free(t);
     for (int i = 0; i < NV; i++) free(bytes[i]);
 }
+
+/* Untrusted text: random GBNF-like and schema-like inputs either compile or
+ * fail with a message; nothing crashes (run under the sanitizers too). */
+IG_TEST(grammar_random_inputs_are_safe) {
+    static const char gb[] = "root::= \"a\\[]^-()|*+?{},0123xyz#\n.\\u00e9\xc3\xa9";
+    static const char *const pieces[] = {
+        "{", "}", "[", "]", ",", ":", "\"type\"", "\"object\"", "\"string\"", "\"integer\"",
+        "\"properties\"", "\"items\"", "\"$ref\"", "\"#\"", "\"#/$defs/a\"", "\"$defs\"", "\"a\"",
+        "\"anyOf\"", "\"enum\"", "\"pattern\"", "\"^(a|b)*$\"", "\"minimum\"", "-3", "7", "1e3",
+        "\"maxItems\"", "\"required\"", "true", "null", "\"format\"", "\"date\"", "\"[^a-\""};
+    uint64_t x = 42;
+    int compiled = 0, refused = 0;
+    for (int it = 0; it < 3000; it++) {
+        char buf[160];
+        size_t n = 0;
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        size_t len = (x >> 58) + 4;
+        if (it % 2 == 0) {
+            memcpy(buf, "root ::= ", 9);
+            n = 9;
+            for (size_t k = 0; k < len && n < sizeof buf - 1; k++) {
+                x = x * 6364136223846793005ull + 1442695040888963407ull;
+                buf[n++] = gb[(x >> 33) % (sizeof gb - 1)];
+            }
+            ig_grammar *g = NULL;
+            if (ig_grammar_from_gbnf(buf, n, NULL, &g) == IG_OK) {
+                compiled++;
+                match(g, "aaa");
+                ig_grammar_free(g);
+            } else {
+                refused++;
+                CHECK(ig_last_error()[0] != '\0');
+            }
+        } else {
+            for (size_t k = 0; k < len / 2; k++) {
+                x = x * 6364136223846793005ull + 1442695040888963407ull;
+                const char *p = pieces[(x >> 33) % IG_ARRAY_LEN(pieces)];
+                size_t pl = strlen(p);
+                if (n + pl >= sizeof buf) break;
+                memcpy(buf + n, p, pl);
+                n += pl;
+            }
+            ig_grammar *g = NULL;
+            if (ig_grammar_from_json_schema(buf, n, &g) == IG_OK) {
+                compiled++;
+                match(g, "{}");
+                ig_grammar_free(g);
+            } else {
+                refused++;
+            }
+        }
+    }
+    CHECK(compiled > 0);
+    CHECK(refused > 0);
+    /* a valid schema nested deeper than the limit is refused, not recursed on */
+    char deep[8192];
+    size_t n = 0;
+    for (int i = 0; i < 300; i++) n += (size_t)snprintf(deep + n, sizeof deep - n, "{\"items\":");
+    n += (size_t)snprintf(deep + n, sizeof deep - n, "true");
+    for (int i = 0; i < 300; i++) deep[n++] = '}';
+    ig_grammar *g = NULL;
+    CHECK(ig_grammar_from_json_schema(deep, n, &g) != IG_OK);
+    CHECK(g == NULL);
+}
