@@ -255,6 +255,7 @@ def test_gbnf_grammars_enforced(server: Server, name, grammar, check):
             assert c["finish_reason"] == "length"
 
 
+@pytest.mark.asan
 def test_completions_endpoint_takes_a_grammar(server: Server):
     r = request(server.base, "POST", "/v1/completions",
                 {"prompt": "The answer:", "max_tokens": 40, "temperature": 1.0, "seed": 1,
@@ -292,6 +293,7 @@ def test_completions_endpoint_takes_a_grammar(server: Server):
     ({"grammar": "root ::= \"a\"\n", "response_format": {"type": "json_object"}}, "grammar",
      "cannot be combined"),
 ])
+@pytest.mark.asan
 def test_bad_requests_are_400_and_server_keeps_serving(server: Server, body, param, needle):
     full = {"messages": ask("x"), "max_tokens": 4, **body}
     r = post(server, full)
@@ -403,6 +405,7 @@ def test_auto_tool_choice_gives_text_or_calls(client: openai.OpenAI):
     ({"messages": [{"role": "user", "content": "hi", "tool_calls": []}]}, "messages",
      "only assistant"),
 ])
+@pytest.mark.asan
 def test_bad_tool_requests_are_400(server: Server, body, param, needle):
     full = {"messages": QUESTION, "max_tokens": 4, **body}
     r = post(server, full)
@@ -412,3 +415,31 @@ def test_bad_tool_requests_are_400(server: Server, body, param, needle):
     assert needle in err["message"], err["message"]
     ok = post(server, {"messages": QUESTION, "max_tokens": 2, "temperature": 0})
     assert ok.status_code == 200
+
+
+# ------------------------------------------------------------------ CLI
+
+def test_cli_json_schema_and_grammar(ignis_build: Path, tmp_path: Path):
+    import subprocess
+    from test_server import model_path
+    schema_file = REPO_ROOT / "tests/fixtures/schemas/int_small_range.json"
+    schema = json.loads(schema_file.read_text())
+    out = subprocess.run([str(ignis_build / "ignis"), "run", str(model_path()), "-p", "Dice:",
+                          "--json-schema", str(schema_file), "-n", "60", "--seed", "1", "-t", "2"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "the grammar is complete" in out.stderr or "stopped at" in out.stderr, out.stderr
+    jsonschema.validate(json.loads(out.stdout), schema)
+    g = tmp_path / "yn.gbnf"
+    g.write_text('root ::= ("yes" | "no") "!"\n')
+    out = subprocess.run([str(ignis_build / "ignis"), "run", str(model_path()), "-p", "Sure?",
+                          "--grammar", str(g), "-n", "20", "--seed", "2", "-t", "2"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() in ("yes!", "no!")
+    bad = tmp_path / "bad.gbnf"
+    bad.write_text("root ::= missing\n")
+    out = subprocess.run([str(ignis_build / "ignis"), "run", str(model_path()), "-p", "x",
+                          "--grammar", str(bad)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2
+    assert "'missing' is used but not defined" in out.stderr
