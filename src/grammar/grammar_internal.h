@@ -28,7 +28,7 @@ static inline bool ig_byteset_has(const ig_byteset *s, unsigned b) {
 
 /* Masks shared by every matcher of a grammar, keyed by the content of the
  * automaton state (two independent hashes of its stacks) and the trie. */
-#define IG_GRAMMAR_SHARED_MASKS 64
+#define IG_GRAMMAR_SHARED_MASKS 128
 
 typedef struct ig_shared_mask {
     uint64_t h1, h2;

@@ -628,7 +628,7 @@ static bool parse_options(json_t *root, const srv_limits *lim, srv_request *r, s
 
 /* Compiled grammars by source text, so a schema sent with every request is
  * compiled once: a small table, least recently used out. */
-#define GRAMMAR_CACHE 32
+#define GRAMMAR_CACHE 16
 
 typedef struct grammar_slot {
     uint64_t hash;
