@@ -35,11 +35,14 @@ typedef struct trie_node {
     uint16_t depth;    /* 1 for the root's children */
     uint8_t byte;      /* edge byte into the node */
     uint8_t plain;     /* every byte of the subtree, this one included, is plain */
+    uint16_t sub_len;  /* longest token of the subtree, in bytes from this node on */
 } trie_node;
 
-/* Plain bytes: printable ASCII but '"' and '\\'. A state that returns to
- * itself on each of them (inside a JSON string, say) allows every token of
- * a plain subtree, which the walk then takes whole. */
+/* Plain bytes: printable ASCII but '"' and '\\'. When every plain byte
+ * leads a state to one same next state, and so on for at least the length
+ * of a plain subtree's longest token (inside a JSON string: forever; in a
+ * string of bounded length: as many bytes as remain), every token of that
+ * subtree is allowed, and the walk takes it whole. */
 static inline bool plain_byte(unsigned b) { return b >= 0x20 && b <= 0x7E && b != '"' && b != '\\'; }
 
 struct ig_token_trie {
@@ -144,9 +147,13 @@ static ig_status trie_build(ig_token_trie *t) {
     /* plain subtrees (children before parents: reverse pre-order) */
     for (size_t i = nn; i-- > 0;) {
         bool pl = plain_byte(t->node[i].byte);
-        for (size_t j = i + 1; pl && j < (size_t)t->node[i].end; j = (size_t)t->node[j].end)
-            pl = t->node[j].plain;
+        unsigned len = 1;
+        for (size_t j = i + 1; j < (size_t)t->node[i].end; j = (size_t)t->node[j].end) {
+            pl = pl && t->node[j].plain;
+            if (t->node[j].sub_len + 1u > len) len = t->node[j].sub_len + 1u;
+        }
         t->node[i].plain = pl;
+        t->node[i].sub_len = (uint16_t)IG_MIN(len, 65535u);
     }
     t->seq_tok = ig_calloc_array(n ? n : 1, sizeof *t->seq_tok);
     t->seq_off = ig_calloc_array(nn + 1, sizeof *t->seq_off);
@@ -230,7 +237,7 @@ typedef struct mstate {
     bool accept;   /* the sentence may end here */
     int32_t *tr;   /* 256 transitions (TR_UNKNOWN until computed), or NULL */
     uint64_t hash;
-    int8_t loops;  /* returns to itself on every plain byte: 1 yes, 0 no, -1 unknown */
+    int32_t run;   /* plain bytes always accepted from here (PLAIN_RUN_INF: any number), -1 unknown */
     bool has_key;  /* k1, k2: content hashes, the same in every matcher */
     uint64_t k1, k2;
 } mstate;
@@ -495,7 +502,7 @@ static int32_t intern(ig_grammar_matcher *m) {
     s->tr = NULL;
     s->hash = h;
     s->has_key = false;
-    s->loops = -1;
+    s->run = -1;
     if (m->n_scr) memcpy(m->tops + m->n_tops, m->scr, m->n_scr * sizeof *m->scr);
     m->n_tops += m->n_scr;
     m->shash[k] = (int32_t)m->n_st;
@@ -537,15 +544,54 @@ static inline int32_t trans(ig_grammar_matcher *m, int32_t s, unsigned b) {
     return trans_slow(m, s, b);
 }
 
-static bool state_loops(ig_grammar_matcher *m, int32_t s) {
-    if (m->st[s].loops < 0) {
-        bool loops = true;
-        for (unsigned b = 0x20; b <= 0x7E && loops; b++)
-            if (plain_byte(b)) loops = trans(m, s, b) == s;
-        if (m->failed) return false;
-        m->st[s].loops = loops;
+#define PLAIN_RUN_INF 65536
+#define PLAIN_RUN_CHAIN 1024
+
+/* The state every plain byte leads s to, DEAD when they differ (or die). */
+static int32_t plain_next(ig_grammar_matcher *m, int32_t s) {
+    int32_t q = trans(m, s, ' ');
+    for (unsigned b = 0x21; b <= 0x7E && q != DEAD; b++)
+        if (plain_byte(b) && trans(m, s, b) != q) q = DEAD;
+    return m->failed ? DEAD : q;
+}
+
+/* How many plain bytes in a row s surely accepts (memoised along the chain
+ * of next states; a cycle means any number). */
+static int32_t plain_run(ig_grammar_matcher *m, int32_t s) {
+    if (m->st[s].run >= 0) return m->st[s].run;
+    int32_t chain[PLAIN_RUN_CHAIN];
+    int n = 0;
+    int32_t cur = s, tail;
+    for (;;) {
+        if (m->st[cur].run >= 0) {
+            tail = m->st[cur].run;
+            break;
+        }
+        if (n == PLAIN_RUN_CHAIN) {
+            tail = 0;
+            break;
+        }
+        bool seen = false;
+        for (int k = 0; k < n && !seen; k++) seen = chain[k] == cur;
+        if (seen) {
+            tail = PLAIN_RUN_INF;
+            break;
+        }
+        chain[n++] = cur;
+        int32_t q = plain_next(m, cur);
+        if (q == DEAD) {
+            m->st[cur].run = 0;
+            n--;
+            tail = 0;
+            break;
+        }
+        cur = q;
     }
-    return m->st[s].loops;
+    for (int k = n; k-- > 0;) {
+        tail = tail >= PLAIN_RUN_INF ? PLAIN_RUN_INF : tail + 1;
+        m->st[chain[k]].run = tail;
+    }
+    return m->st[s].run;
 }
 
 static void clear_cache(ig_grammar_matcher *m) {
@@ -758,7 +804,7 @@ ig_status ig_grammar_matcher_mask(ig_grammar_matcher *m, const ig_token_trie *t,
     while (i < nn) {
         const trie_node *x = &node[i];
         int d = x->depth;
-        if (x->plain && state_loops(m, stk[d - 1])) {
+        if (x->plain && x->sub_len <= plain_run(m, stk[d - 1])) {
             /* the whole subtree is allowed */
             for (int32_t q = t->seq_off[i]; q < t->seq_off[x->end]; q++) {
                 int32_t k = t->seq_tok[q];

@@ -466,6 +466,34 @@ IG_TEST(grammar_mask_matches_brute_force) {
         ig_grammar_matcher_free(m);
     }
     ig_grammar_free(g);
+    /* strings of bounded length: the plain run shrinks with every byte */
+    const char *sch = "{\"type\":\"object\",\"properties\":{\"ab\":{\"type\":\"string\","
+                      "\"maxLength\":4}},\"required\":[\"ab\"]}";
+    REQUIRE_OK(ig_grammar_from_json_schema(sch, strlen(sch), &g));
+    const char *prefixes2[] = {"{\"ab\": \"", "{\"ab\": \"a", "{\"ab\": \"ab1", "{\"ab\":\"\\n-."};
+    for (size_t p = 0; p < IG_ARRAY_LEN(prefixes2); p++) {
+        ig_grammar_matcher *m = NULL;
+        REQUIRE_OK(ig_grammar_matcher_create(g, &m));
+        REQUIRE(ig_grammar_matcher_accept_bytes(m, prefixes2[p], strlen(prefixes2[p])));
+        uint32_t mask[(NV + 31) / 32];
+        int n = 0, want_n = 0;
+        REQUIRE_OK(ig_grammar_matcher_mask(m, t, mask, &n));
+        for (int i = 0; i < NV; i++) {
+            ig_grammar_matcher *b = NULL;
+            REQUIRE_OK(ig_grammar_matcher_create(g, &b));
+            bool ok = ig_grammar_matcher_accept_bytes(b, prefixes2[p], strlen(prefixes2[p])) &&
+                      ig_grammar_matcher_accept_bytes(b, bytes[i], lens[i]);
+            ig_grammar_matcher_free(b);
+            want_n += ok;
+            if (ok != bit(mask, i))
+                ig_test_fail_at(__FILE__, __LINE__, "prefix '%s' token %d '%.*s': mask %d, feed %d",
+                                prefixes2[p], i, (int)lens[i], bytes[i], bit(mask, i), ok);
+        }
+        CHECK_EQ_INT(n, want_n);
+        CHECK(want_n > 0);
+        ig_grammar_matcher_free(m);
+    }
+    ig_grammar_free(g);
     ig_token_trie_free(t);
     for (int i = 0; i < NV; i++) free(bytes[i]);
 }
