@@ -35,6 +35,8 @@ typedef struct trie_node {
     uint16_t depth;    /* 1 for the root's children */
     uint8_t byte;      /* edge byte into the node */
     uint8_t plain;     /* every byte of the subtree, this one included, is plain */
+    uint8_t u8;        /* the node starts a character and every token of the subtree is
+                          plain ASCII and well-formed UTF-8 beyond ASCII */
     uint16_t sub_len;  /* longest token of the subtree, in bytes from this node on */
 } trie_node;
 
@@ -44,6 +46,47 @@ typedef struct trie_node {
  * string of bounded length: as many bytes as remain), every token of that
  * subtree is allowed, and the walk takes it whole. */
 static inline bool plain_byte(unsigned b) { return b >= 0x20 && b <= 0x7E && b != '"' && b != '\\'; }
+
+/* Second byte ranges of a UTF-8 lead byte (the rest are 80-BF); lo > hi
+ * when b does not lead a well-formed sequence. n: continuation bytes. */
+static void utf8_lead(unsigned b, int *n, unsigned *lo, unsigned *hi) {
+    *n = 0;
+    *lo = 0x80;
+    *hi = 0xBF;
+    if (b >= 0xC2 && b <= 0xDF) *n = 1;
+    else if (b >= 0xE0 && b <= 0xEF) {
+        *n = 2;
+        if (b == 0xE0) *lo = 0xA0;
+        if (b == 0xED) *hi = 0x9F;
+    } else if (b >= 0xF0 && b <= 0xF4) {
+        *n = 3;
+        if (b == 0xF0) *lo = 0x90;
+        if (b == 0xF4) *hi = 0x8F;
+    } else {
+        *lo = 1;
+        *hi = 0;
+    }
+}
+
+/* Whether s[0..n) is plain ASCII and well-formed multi-byte UTF-8. */
+static bool plain_text(const uint8_t *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        if (s[i] < 0x80) {
+            if (!plain_byte(s[i])) return false;
+            i++;
+            continue;
+        }
+        int k;
+        unsigned lo, hi;
+        utf8_lead(s[i], &k, &lo, &hi);
+        if (k == 0 || i + (size_t)k >= n) return false; /* bytes i..i+k must exist */
+        if (s[i + 1] < lo || s[i + 1] > hi) return false;
+        for (int j = 2; j <= k; j++)
+            if (s[i + (size_t)j] < 0x80 || s[i + (size_t)j] > 0xBF) return false;
+        i += (size_t)k + 1;
+    }
+    return true;
+}
 
 struct ig_token_trie {
     int n_vocab;
@@ -145,6 +188,18 @@ static ig_status trie_build(ig_token_trie *t) {
     t->n_nodes = nn;
     free(refs);
     /* plain subtrees (children before parents: reverse pre-order) */
+    /* per node: every token of the subtree is plain text (kept in u8 for now) */
+    for (size_t i = nn; i-- > 0;) {
+        bool all = true;
+        for (int32_t id = t->node[i].first_tok; id >= 0 && all; id = t->next_tok[id])
+            all = plain_text((const uint8_t *)t->bytes + t->off[id], t->off[id + 1] - t->off[id]);
+        for (size_t j = i + 1; all && j < (size_t)t->node[i].end; j = (size_t)t->node[j].end)
+            all = t->node[j].u8 != 0;
+        t->node[i].u8 = all;
+    }
+    /* then only where the node starts a character (its byte is no continuation) */
+    for (size_t i = 0; i < nn; i++)
+        if ((t->node[i].byte & 0xC0) == 0x80) t->node[i].u8 = 0;
     for (size_t i = nn; i-- > 0;) {
         bool pl = plain_byte(t->node[i].byte);
         unsigned len = 1;
@@ -238,6 +293,7 @@ typedef struct mstate {
     int32_t *tr;   /* 256 transitions (TR_UNKNOWN until computed), or NULL */
     uint64_t hash;
     int32_t run;   /* plain bytes always accepted from here (PLAIN_RUN_INF: any number), -1 unknown */
+    int8_t loops_text; /* every plain character (any length) leads back here: 1, 0, -1 unknown */
     bool has_key;  /* k1, k2: content hashes, the same in every matcher */
     uint64_t k1, k2;
 } mstate;
@@ -503,6 +559,7 @@ static int32_t intern(ig_grammar_matcher *m) {
     s->hash = h;
     s->has_key = false;
     s->run = -1;
+    s->loops_text = -1;
     if (m->n_scr) memcpy(m->tops + m->n_tops, m->scr, m->n_scr * sizeof *m->scr);
     m->n_tops += m->n_scr;
     m->shash[k] = (int32_t)m->n_st;
@@ -592,6 +649,33 @@ static int32_t plain_run(ig_grammar_matcher *m, int32_t s) {
         m->st[chain[k]].run = tail;
     }
     return m->st[s].run;
+}
+
+/* Whether every plain ASCII byte and every well-formed multi-byte UTF-8
+ * character lead s back to s (inside a JSON string, say). The bytes after
+ * a lead byte are checked one level at a time: all of a level's bytes must
+ * lead to one same state. */
+static bool state_loops_text(ig_grammar_matcher *m, int32_t s) {
+    if (m->st[s].loops_text >= 0) return m->st[s].loops_text;
+    bool ok = true;
+    for (unsigned b = 0x20; b <= 0x7E && ok; b++)
+        if (plain_byte(b)) ok = trans(m, s, b) == s;
+    for (unsigned lead = 0xC2; lead <= 0xF4 && ok; lead++) {
+        int k;
+        unsigned lo, hi;
+        utf8_lead(lead, &k, &lo, &hi);
+        int32_t q = trans(m, s, lead);
+        for (int level = 1; level <= k && ok && q != DEAD; level++) {
+            unsigned a = level == 1 ? lo : 0x80, z = level == 1 ? hi : 0xBF;
+            int32_t next = trans(m, q, a);
+            for (unsigned c = a + 1; c <= z && ok; c++) ok = trans(m, q, c) == next;
+            q = next;
+        }
+        ok = ok && q == s;
+    }
+    if (m->failed) return false;
+    m->st[s].loops_text = ok;
+    return ok;
 }
 
 static void clear_cache(ig_grammar_matcher *m) {
@@ -804,7 +888,8 @@ ig_status ig_grammar_matcher_mask(ig_grammar_matcher *m, const ig_token_trie *t,
     while (i < nn) {
         const trie_node *x = &node[i];
         int d = x->depth;
-        if (x->plain && x->sub_len <= plain_run(m, stk[d - 1])) {
+        if ((x->u8 && state_loops_text(m, stk[d - 1])) ||
+            (x->plain && x->sub_len <= plain_run(m, stk[d - 1]))) {
             /* the whole subtree is allowed */
             for (int32_t q = t->seq_off[i]; q < t->seq_off[x->end]; q++) {
                 int32_t k = t->seq_tok[q];
