@@ -561,3 +561,74 @@ IG_TEST(grammar_random_inputs_are_safe) {
     CHECK(ig_grammar_from_json_schema(deep, n, &g) != IG_OK);
     CHECK(g == NULL);
 }
+
+/* On Gemma 3's real vocabulary: special tokens have no bytes (never
+ * allowed, image markers included, which decoding also leaves out), and a
+ * mask allows exactly the tokens whose text fits. */
+IG_TEST(grammar_real_vocab_masks) {
+    const char *path = ig_test_real_model();
+    if (!path) {
+        if (getenv("IGNIS_ALLOW_MISSING_MODEL")) ig_test_skip("no real model");
+        else ig_test_fail_at(__FILE__, __LINE__, "the real model is missing");
+        return;
+    }
+    ig_model_params mp = ig_model_default_params();
+    ig_model *model = NULL;
+    REQUIRE_OK(ig_model_load(path, &mp, &model));
+    const ig_tokenizer *tok = ig_model_tokenizer(model);
+    int32_t img = ig_token_lookup(tok, "<start_of_image>");
+    int32_t eot = ig_token_lookup(tok, "<end_of_turn>");
+    REQUIRE(img >= 0 && eot >= 0);
+    CHECK(ig_token_is_control(tok, img));
+    char *text = NULL;
+    int32_t ids[3] = {img, ig_token_lookup(tok, "x"), eot};
+    REQUIRE_OK(ig_detokenize(tok, ids, 3, false, &text));
+    CHECK(!strcmp(text, "x"));
+    free(text);
+    REQUIRE_OK(ig_detokenize(tok, ids, 3, true, &text));
+    CHECK(!strcmp(text, "<start_of_image>x<end_of_turn>"));
+    free(text);
+
+    int V = ig_model_hparams(model)->n_vocab_real;
+    ig_token_trie *t = NULL;
+    REQUIRE_OK(ig_token_trie_create(tok, V, &t));
+    size_t len;
+    CHECK(ig_token_trie_bytes(t, img, &len) == NULL);
+    CHECK(ig_token_trie_bytes(t, eot, &len) == NULL);
+    ig_grammar *g = NULL;
+    REQUIRE_OK(ig_grammar_json_object(&g));
+    ig_grammar_matcher *m = NULL;
+    REQUIRE_OK(ig_grammar_matcher_create(g, &m));
+    uint32_t *mask = calloc(((size_t)V + 31) / 32, sizeof *mask);
+    REQUIRE(mask);
+    int n = 0;
+    REQUIRE_OK(ig_grammar_matcher_mask(m, t, mask, &n));
+    /* every allowed token starts with "{"; these are among them */
+    for (int id = 0; id < V; id++) {
+        const char *b = ig_token_trie_bytes(t, id, &len);
+        if (bit(mask, id) && (!b || b[0] != '{'))
+            ig_test_fail_at(__FILE__, __LINE__, "token %d allowed", id);
+    }
+    const char *fits[] = {"{", "{\"", "{}", "{\n"};
+    int found = 0;
+    for (size_t k = 0; k < IG_ARRAY_LEN(fits); k++) {
+        int32_t id = ig_token_lookup(tok, fits[k]);
+        if (id < 0) continue;
+        found++;
+        if (!bit(mask, id)) ig_test_fail_at(__FILE__, __LINE__, "'%s' refused", fits[k]);
+    }
+    CHECK(found >= 2);
+    CHECK(n >= found && n < 1000);
+    CHECK(!bit(mask, img) && !bit(mask, eot));
+    /* inside a string nearly everything fits, never a control token */
+    REQUIRE(ig_grammar_matcher_accept_bytes(m, "{\"", 2));
+    REQUIRE_OK(ig_grammar_matcher_mask(m, t, mask, &n));
+    CHECK(n > V * 9 / 10);
+    CHECK(!bit(mask, img) && !bit(mask, eot) && !bit(mask, ig_token_lookup(tok, "<bos>")));
+    CHECK(bit(mask, ig_token_lookup(tok, "x")));
+    free(mask);
+    ig_grammar_matcher_free(m);
+    ig_grammar_free(g);
+    ig_token_trie_free(t);
+    ig_model_free(model);
+}
