@@ -8,7 +8,12 @@
  *   tgN@bB    B sequences, each with the same short prompt, then N steps of
  *             B tokens (one per sequence) through one ig_decode per step;
  *   ...@dD    (-d D) every test after D tokens already in each sequence's
- *             cache (untimed, made once per test): speed at a context depth.
+ *             cache (untimed, made once per test): speed at a context depth;
+ *   tgN free / tgN schema  (--json-schema FILE) generation through the
+ *             sampler (temperature 1, top-k 64, top-p 0.95, fixed seed),
+ *             feeding back each sampled token, without and with the
+ *             schema's grammar mask; the schema row adds the mask time per
+ *             token (p50, p99). A document that completes starts over.
  * Each row also carries the fraction of the machine's limit: the larger of
  * the bytes floor (weights + KV cache read, over the measured memory read
  * bandwidth) and the flops floor (matrix and attention arithmetic, over the
@@ -17,6 +22,9 @@
 #include "cli.h"
 
 #include "bench/bench.h"
+#include "core/util.h"
+#include "gen/seq.h"
+#include "grammar/grammar.h"
 #ifdef IGNIS_HAVE_VULKAN
 #include "backend/vulkan/vk_backend.h"
 #endif
@@ -36,7 +44,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: ignis bench [MODEL] [-p N] [-n N] [-r N] [-t N,...] [--batch B,...]\n"
             "                   [-d N] [-b N] [--kv f16|f32] [--backend cpu|vulkan] [--device N]\n"
-            "                   [--json FILE]\n"
+            "                   [--json FILE] [--json-schema FILE]\n"
             "Measures prompt processing (ppN) and generation (tgN, and tgN@bB: B sequences\n"
             "decoding together, one ig_decode per step) in tokens/s, mean ± sd over the\n"
             "repetitions after one warm-up, and quotes each against the machine's limit\n"
@@ -50,7 +58,9 @@ static void usage(FILE *f) {
             "                test (untimed; default 0)\n"
             "  -b N          n_batch: the most tokens per ig_decode (default 512)\n"
             "  --kv TYPE     KV cache type (default f16)\n"
-            "  --json FILE   also write the results as JSON\n");
+            "  --json FILE   also write the results as JSON\n"
+            "  --json-schema FILE  add tgN free / tgN schema: sampled generation without\n"
+            "                and with the schema's grammar, and the mask time per token\n");
 }
 
 /* Parses "1,2,4" into out[]: integers in [min, max], at most MAX_LIST. */
@@ -92,6 +102,7 @@ typedef struct bench_cfg {
     ig_kv_type kv;
     ig_model_params mp;
     const char *json_path;
+    const char *schema_path;
 } bench_cfg;
 
 typedef struct machine {
@@ -112,6 +123,8 @@ typedef struct result {
     double bytes, flops;    /* per repetition, the floors' numerators */
     double limit_ts;        /* tokens/s at the larger floor; 0 = unknown */
     const char *bound;      /* "bandwidth" or "compute" */
+    bool has_mask;
+    double mask_p50_ms, mask_p99_ms; /* grammar mask per token (schema rows) */
 } result;
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
@@ -216,6 +229,72 @@ static int run_tg(ig_context *ctx, batch_buf *b, int n_seq, int steps, int depth
     return 0;
 }
 
+/* What a sampled tg test runs with (tgN free / tgN schema). */
+typedef struct gen_mode {
+    const ig_grammar *grammar; /* NULL: unconstrained */
+    const ig_token_trie *trie;
+    const ig_tokenizer *tok;
+    double *mask_s;            /* per step, when grammar */
+    int n_mask;
+} gen_mode;
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Generation through ig_gen_seq: a short prompt, then `steps` tokens, each
+ * sampled from the logits (masked by the grammar) and fed back. */
+static int run_tg_sampled(ig_context *ctx, batch_buf *b, int steps, int n_batch, const ig_hparams *hp,
+                          gen_mode *gm, double *dt) {
+    ig_seq_clear(ctx, 0);
+    if (fill_seq(ctx, b, 0, 0, TG_PROMPT, NULL, n_batch, hp->n_vocab_real)) return 1;
+    int32_t stop_ids[2] = {hp->eot_id, hp->eos_id};
+    ig_gen_seq_params sp = {
+        .sampling = ig_sampler_default_params(),
+        .n_vocab = hp->n_vocab_real,
+        .tok = gm->tok,
+        .stop_ids = stop_ids,
+        .n_stop_ids = 2,
+        .max_tokens = -1,
+        .grammar = gm->grammar,
+        .trie = gm->grammar ? gm->trie : NULL,
+    };
+    sp.sampling.seed = 1234;
+    ig_gen_seq *gs = NULL;
+    gm->n_mask = 0;
+    double t0 = ig_time_now();
+    for (int k = 0; k < steps; k++) {
+        if (!gs && ig_gen_seq_create(&sp, &gs) != IG_OK) return decode_fail("sequence", IG_ERR_NO_MEMORY);
+        ig_gen_event ev;
+        ig_status st = ig_gen_seq_step(gs, ig_get_logits(ctx, 0), &ev);
+        if (st != IG_OK) {
+            ig_gen_seq_free(gs);
+            return decode_fail("sampling", st);
+        }
+        if (gm->grammar) gm->mask_s[gm->n_mask++] = ig_gen_seq_mask_seconds(gs);
+        int32_t tok = ev.token;
+        if (ev.finish != IG_FINISH_NONE) { /* a complete document: start another */
+            ig_gen_seq_free(gs);
+            gs = NULL;
+        }
+        if (tok < 0 || ev.stop_token) tok = hp->bos_id >= 0 ? hp->bos_id : 2;
+        b->tok[0] = tok;
+        b->pos[0] = TG_PROMPT + k;
+        b->seq[0] = 0;
+        b->want[0] = 1;
+        ig_batch batch = {1, b->tok, b->pos, b->seq, b->want};
+        st = ig_decode(ctx, &batch);
+        if (st != IG_OK) {
+            ig_gen_seq_free(gs);
+            return decode_fail("generation step", st);
+        }
+    }
+    *dt = ig_time_now() - t0;
+    ig_gen_seq_free(gs);
+    return 0;
+}
+
 static void mean_sd(const double *v, int n, double *mean, double *sd) {
     double s = 0;
     for (int i = 0; i < n; i++) s += v[i];
@@ -305,7 +384,7 @@ static int probe_vulkan(const bench_cfg *cfg, machine *mcs) {
 
 /* Runs one test (pp when n_seq == 0, else tg with n_seq sequences). */
 static int run_test(ig_model *model, const bench_cfg *cfg, const machine *mc, int threads,
-                    int n_seq, int batched, result *r) {
+                    int n_seq, int batched, gen_mode *gm, result *r) {
     const ig_hparams *hp = ig_model_hparams(model);
     const int is_pp = n_seq == 0;
     memset(r, 0, sizeof *r);
@@ -315,6 +394,10 @@ static int run_test(ig_model *model, const bench_cfg *cfg, const machine *mc, in
     if (is_pp) snprintf(r->test, sizeof r->test, "pp%ld", cfg->n_prompt);
     else if (batched) snprintf(r->test, sizeof r->test, "tg%ld@b%d", cfg->n_gen, n_seq);
     else snprintf(r->test, sizeof r->test, "tg%ld", cfg->n_gen);
+    if (gm) {
+        const size_t len = strlen(r->test);
+        snprintf(r->test + len, sizeof r->test - len, gm->grammar ? " schema" : " free");
+    }
     if (cfg->depth > 0) {
         const size_t len = strlen(r->test);
         snprintf(r->test + len, sizeof r->test - len, "@d%ld", cfg->depth);
@@ -348,6 +431,10 @@ static int run_test(ig_model *model, const bench_cfg *cfg, const machine *mc, in
     batch_buf b;
     int32_t *prompt = NULL;
     int rc = batch_alloc(&b, n_batch);
+    /* mask times of every timed repetition (schema rows) */
+    int n_mask_all = gm && gm->grammar ? (int)(cfg->n_gen * cfg->reps) : 0, n_mask_total = 0;
+    double *mask_all = n_mask_all ? calloc((size_t)n_mask_all, sizeof *mask_all) : NULL;
+    if (n_mask_all && !mask_all) rc = 1;
     if (!rc && is_pp) {
         prompt = malloc(sizeof *prompt * (size_t)cfg->n_prompt);
         if (!prompt) rc = 1;
@@ -361,10 +448,22 @@ static int run_test(ig_model *model, const bench_cfg *cfg, const machine *mc, in
         if (is_pp) rc = run_pp(ctx, &b, prompt, (int)cfg->n_prompt, n_batch, (int)cfg->depth, hp->n_vocab_real, &dt);
         else {
             int steps = rep < 0 && cfg->n_gen > TG_WARMUP ? TG_WARMUP : (int)cfg->n_gen;
-            rc = run_tg(ctx, &b, n_seq, steps, (int)cfg->depth, n_batch, hp->n_vocab_real, &dt);
+            if (gm) rc = run_tg_sampled(ctx, &b, steps, n_batch, hp, gm, &dt);
+            else rc = run_tg(ctx, &b, n_seq, steps, (int)cfg->depth, n_batch, hp->n_vocab_real, &dt);
+            if (!rc && rep >= 0 && gm && gm->grammar && n_mask_all) {
+                memcpy(mask_all + n_mask_total, gm->mask_s, (size_t)gm->n_mask * sizeof *mask_all);
+                n_mask_total += gm->n_mask;
+            }
         }
         if (!rc && rep >= 0) r->ts[r->n_ts++] = dt > 0 ? r->tokens / dt : 0;
     }
+    if (!rc && n_mask_total > 0) {
+        qsort(mask_all, (size_t)n_mask_total, sizeof *mask_all, cmp_double);
+        r->has_mask = true;
+        r->mask_p50_ms = 1e3 * mask_all[n_mask_total / 2];
+        r->mask_p99_ms = 1e3 * mask_all[IG_MIN(n_mask_total - 1, (int)(n_mask_total * 0.99))];
+    }
+    free(mask_all);
     if (tty_progress) fprintf(stderr, "\r\033[K");
     free(prompt);
     batch_free(&b);
@@ -426,6 +525,10 @@ static json_t *result_json(const result *r) {
         json_object_set_new(o, "bound", json_null());
         json_object_set_new(o, "fraction_of_limit", json_null());
     }
+    if (r->has_mask) {
+        json_object_set_new(o, "mask_p50_ms", json_real(r->mask_p50_ms));
+        json_object_set_new(o, "mask_p99_ms", json_real(r->mask_p99_ms));
+    }
     return o;
 }
 
@@ -481,6 +584,13 @@ static int parse_args(int argc, char **argv, bench_cfg *c) {
             long d;
             if (cli_parse_int(a, v, 0, 64, &d)) return 2;
             c->mp.device = (int)d;
+            i++;
+        } else if (!strcmp(a, "--json-schema")) {
+            if (!v || !*v) {
+                fprintf(stderr, "ignis bench: --json-schema needs a file name\n");
+                return 2;
+            }
+            c->schema_path = v;
             i++;
         } else if (!strcmp(a, "--json")) {
             if (!v || !*v) {
@@ -562,6 +672,28 @@ int cmd_bench(int argc, char **argv) {
                    mc->fma.gflops, mc->fma.isa);
         }
     }
+    ig_grammar *schema = NULL;
+    ig_token_trie *trie = NULL;
+    double *mask_buf = NULL;
+    if (cfg.schema_path) {
+        char *text = NULL;
+        size_t len = 0;
+        ig_status st = ig_file_read_all(cfg.schema_path, IG_GRAMMAR_MAX_TEXT, &text, &len);
+        if (st == IG_OK) st = ig_grammar_from_json_schema(text, len, &schema);
+        free(text);
+        if (st == IG_OK && ig_model_tokenizer(model))
+            st = ig_token_trie_create(ig_model_tokenizer(model), hp->n_vocab_real, &trie);
+        else if (st == IG_OK) st = ig_fail(IG_ERR_UNSUPPORTED, "the model has no tokenizer");
+        mask_buf = calloc((size_t)cfg.n_gen + 1, sizeof *mask_buf);
+        if (st != IG_OK || !mask_buf) {
+            fprintf(stderr, "ignis bench: %s: %s\n", cfg.schema_path, ig_last_error());
+            ig_grammar_free(schema);
+            ig_token_trie_free(trie);
+            free(mask_buf);
+            ig_model_free(model);
+            return 1;
+        }
+    }
     printf("model: %s (%s, weights read per step %.2f MiB)\n\n", path, model_label,
            (double)info.weight_bytes / (1024.0 * 1024.0));
     print_header();
@@ -578,12 +710,28 @@ int cmd_bench(int argc, char **argv) {
             if (k == 0 && cfg.n_prompt == 0) continue;
             if (k >= 1 && cfg.n_gen == 0) continue;
             int n_seq = k == 0 ? 0 : k == 1 ? 1 : cfg.batches[k - 2];
-            rc = run_test(model, &cfg, mc, th, n_seq, k >= 2, &r);
+            rc = run_test(model, &cfg, mc, th, n_seq, k >= 2, NULL, &r);
             if (rc) break;
             print_row(model_label, &info, backend, &r);
             json_array_append_new(results, result_json(&r));
         }
+        /* sampled generation without and with the schema's grammar */
+        for (int k = 0; k < 2 && !rc && schema && cfg.n_gen > 0; k++) {
+            result r;
+            gen_mode gm = {.grammar = k ? schema : NULL, .trie = trie, .tok = ig_model_tokenizer(model),
+                           .mask_s = mask_buf};
+            rc = run_test(model, &cfg, mc, th, 1, 0, &gm, &r);
+            if (rc) break;
+            print_row(model_label, &info, backend, &r);
+            if (r.has_mask)
+                printf("|   grammar mask per token: p50 %.3f ms, p99 %.3f ms\n", r.mask_p50_ms,
+                       r.mask_p99_ms);
+            json_array_append_new(results, result_json(&r));
+        }
     }
+    ig_grammar_free(schema);
+    ig_token_trie_free(trie);
+    free(mask_buf);
 
     if (!rc && cfg.json_path) {
         json_t *root = json_object();

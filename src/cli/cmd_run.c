@@ -1,6 +1,7 @@
 /* ignis run [MODEL] -p PROMPT: one prompt in, streamed text out. */
 #include "cli.h"
 #include "gen_options.h"
+#include "grammar/grammar.h"
 #include "tokenizer/tokenizer.h"
 
 #include <errno.h>
@@ -131,6 +132,8 @@ int cmd_run(int argc, char **argv) {
     ig_token_list in = {0}, out = {0};
     char *rendered = NULL;
     ig_context *ctx = NULL;
+    ig_grammar *grammar = NULL;
+    ig_token_trie *trie = NULL;
     ig_model *m = cli_load_model(o.model, &o.mp);
     if (!m) goto done;
     const ig_tokenizer *tok = ig_model_tokenizer(m);
@@ -179,8 +182,18 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "ignis run: %s\n", ig_last_error());
         goto done;
     }
+    if (gen_options_grammar(&o, &grammar) != 0) {
+        rc = 2;
+        goto done;
+    }
+    if (grammar && (!tok || ig_token_trie_create(tok, ig_model_hparams(m)->n_vocab_real, &trie) != IG_OK)) {
+        fprintf(stderr, "ignis run: a grammar needs the model's tokenizer: %s\n", ig_last_error());
+        goto done;
+    }
     signal(SIGINT, on_sigint);
     ig_gen_params gp = {
+        .grammar = grammar,
+        .trie = trie,
         .n_predict = o.n_predict,
         .sampling = o.sp,
         .stop = o.stop,
@@ -210,6 +223,8 @@ int cmd_run(int argc, char **argv) {
         const ig_hparams *hp = ig_model_hparams(m);
         snprintf(why, sizeof why, "stopped at %s (id %d)",
                  stats.stop_token == hp->eot_id ? "<end_of_turn>" : "<eos>", (int)stats.stop_token);
+    } else if (stats.finish == IG_FINISH_STOP && grammar) {
+        snprintf(why, sizeof why, "stopped: the grammar is complete");
     } else if (stats.finish == IG_FINISH_STOP) {
         snprintf(why, sizeof why, "stopped at a stop string");
     } else if (stats.finish == IG_FINISH_INTERRUPT) {
@@ -223,6 +238,8 @@ int cmd_run(int argc, char **argv) {
             stats.t_generate > 0 ? stats.n_generated / stats.t_generate : 0.0, why);
     rc = 0;
 done:
+    ig_grammar_free(grammar);
+    ig_token_trie_free(trie);
     ig_context_free(ctx);
     ig_model_free(m);
     ig_token_list_free(&in);

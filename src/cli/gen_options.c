@@ -1,6 +1,10 @@
 #include "gen_options.h"
 
+#include "core/util.h"
+#include "grammar/grammar.h"
+
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,6 +31,8 @@ void gen_options_help(FILE *f) {
                "  --seed S          make sampling reproducible\n"
                "  --stop TEXT       stop when TEXT is generated (repeatable)\n"
                "  --system TEXT     system prompt (chat template)\n"
+               "  --grammar FILE    constrain the output to a GBNF grammar (root rule: root)\n"
+               "  --json-schema FILE  constrain the output to JSON valid under a JSON Schema\n"
                "  --ctx N           context length (default min(trained, 4096))\n"
                "  --batch N         prompt tokens per step (default 512)\n"
                "  --kv f16|f32      KV cache type (default f16)\n"
@@ -85,6 +91,20 @@ int gen_options_parse(gen_options *o, int argc, char **argv, int *i) {
         o->stop[o->n_stop++] = s;
         return 1;
     }
+    if (!strcmp(a, "--grammar") || !strcmp(a, "--json-schema")) {
+        const char *f = val(argc, argv, i);
+        if (!f) {
+            fprintf(stderr, "ignis: %s needs a file\n", a);
+            return -1;
+        }
+        if (a[2] == 'g') o->grammar_file = f;
+        else o->schema_file = f;
+        if (o->grammar_file && o->schema_file) {
+            fprintf(stderr, "ignis: give either --grammar or --json-schema, not both\n");
+            return -1;
+        }
+        return 1;
+    }
     if (!strcmp(a, "--system")) {
         o->system = val(argc, argv, i);
         if (!o->system) {
@@ -110,4 +130,24 @@ int gen_options_parse(gen_options *o, int argc, char **argv, int *i) {
 void gen_options_finish(gen_options *o) {
     if (!o->seed_set) o->sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
     o->cp.n_threads = o->mp.n_threads;
+}
+
+int gen_options_grammar(const gen_options *o, ig_grammar **out) {
+    *out = NULL;
+    const char *path = o->grammar_file ? o->grammar_file : o->schema_file;
+    if (!path) return 0;
+    char *text = NULL;
+    size_t len = 0;
+    if (ig_file_read_all(path, IG_GRAMMAR_MAX_TEXT, &text, &len) != IG_OK) {
+        fprintf(stderr, "ignis: cannot read %s: %s\n", path, ig_last_error());
+        return -1;
+    }
+    ig_status st = o->grammar_file ? ig_grammar_from_gbnf(text, len, "root", out)
+                                   : ig_grammar_from_json_schema(text, len, out);
+    free(text);
+    if (st != IG_OK) {
+        fprintf(stderr, "ignis: %s: %s\n", path, ig_last_error());
+        return -1;
+    }
+    return 0;
 }

@@ -20,6 +20,8 @@ typedef struct gen_options {
     const char *stop[GEN_MAX_STOP];
     int n_stop;
     const char *system;
+    const char *grammar_file; /* --grammar: GBNF */
+    const char *schema_file;  /* --json-schema: JSON Schema */
 } gen_options;
 
 void gen_options_init(gen_options *o);
@@ -27,6 +29,9 @@ void gen_options_init(gen_options *o);
  * consumed, 0 when not a shared option, -1 on a bad value (message printed). */
 int gen_options_parse(gen_options *o, int argc, char **argv, int *i);
 void gen_options_help(FILE *f);
+/* Compiles --grammar / --json-schema into *out (NULL when neither was
+ * given). Returns 0, or -1 with the reason printed. */
+int gen_options_grammar(const gen_options *o, ig_grammar **out);
 /* Seeds from the clock when no --seed was given. */
 void gen_options_finish(gen_options *o);
 

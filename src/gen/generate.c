@@ -70,6 +70,8 @@ ig_status ig_generate(ig_context *ctx, int seq, const ig_tokenizer *tok, const i
         .max_tokens = gp->n_predict,
         .n_ctx = cp->n_ctx,
         .n_prompt = n_prompt,
+        .grammar = gp->grammar,
+        .trie = gp->trie,
     };
     st = ig_gen_seq_create(&sp, &gs);
     if (st != IG_OK) goto done;
@@ -104,7 +106,7 @@ ig_status ig_generate(ig_context *ctx, int seq, const ig_tokenizer *tok, const i
         if (st != IG_OK) goto done;
         if (ev.stop_token) {
             stats->stop_token = ev.token;
-        } else {
+        } else if (ev.token >= 0) {
             stats->n_generated++;
             if (io->on_token) io->on_token(io->user, ev.token);
         }

@@ -19,6 +19,8 @@ typedef struct ig_gen_params {
     int n_stop;
     int n_chunk;                /* prompt tokens per ig_decode (<= n_batch) */
     volatile sig_atomic_t *interrupt; /* set non-zero to stop after the current token */
+    const ig_grammar *grammar;  /* constrained decoding (gen/seq.h), NULL: none */
+    const ig_token_trie *trie;  /* the vocabulary's trie, with grammar */
 } ig_gen_params;
 
 typedef struct ig_gen_stats {

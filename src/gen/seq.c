@@ -40,6 +40,13 @@ struct ig_gen_seq {
     size_t n_lpq, cap_lpq, lp_drop;
     size_t gen_bytes; /* bytes decoded so far */
     size_t rel_bytes; /* bytes released so far */
+
+    /* constrained decoding */
+    ig_grammar_matcher *gm;
+    const ig_token_trie *trie;
+    uint32_t *mask;  /* (n_vocab + 31) / 32 words */
+    float *masked;   /* n_vocab logits with the disallowed ones at -inf */
+    double mask_s;
 };
 
 /* ---- stop strings -------------------------------------------------------- */
@@ -138,6 +145,17 @@ ig_status ig_gen_seq_create(const ig_gen_seq_params *p, ig_gen_seq **out) {
     }
     if (st == IG_OK && p->n_stop && !(s->stop = copy_strings(p->stop, p->n_stop)))
         st = ig_fail(IG_ERR_NO_MEMORY, "out of memory");
+    if (st == IG_OK && (p->grammar || p->trie)) {
+        if (!p->grammar || !p->trie)
+            st = ig_fail(IG_ERR_INVALID_ARG, "ig_gen_seq_create: a grammar needs a token trie");
+        else st = ig_grammar_matcher_create(p->grammar, &s->gm);
+        if (st == IG_OK) {
+            s->trie = p->trie;
+            s->mask = ig_calloc_array(((size_t)p->n_vocab + 31) / 32, sizeof *s->mask);
+            s->masked = ig_calloc_array((size_t)p->n_vocab, sizeof *s->masked);
+            if (!s->mask || !s->masked) st = ig_fail(IG_ERR_NO_MEMORY, "out of memory");
+        }
+    }
     if (st != IG_OK) {
         ig_gen_seq_free(s);
         return st;
@@ -165,7 +183,47 @@ void ig_gen_seq_free(ig_gen_seq *s) {
     free(s->pend);
     free(s->lpq);
     free(s->span);
+    ig_grammar_matcher_free(s->gm);
+    free(s->mask);
+    free(s->masked);
     free(s);
+}
+
+double ig_gen_seq_mask_seconds(const ig_gen_seq *s) { return s ? s->mask_s : 0.0; }
+
+/* Writes into s->masked the logits with every token the grammar does not
+ * allow now at -inf (stop ids allowed when the sentence may end). Returns
+ * the number of allowed tokens (0: none), -1 on failure. */
+static int apply_grammar(ig_gen_seq *s, const float *logits) {
+    double t0 = ig_time_now();
+    int n_allowed = 0;
+    if (ig_grammar_matcher_mask(s->gm, s->trie, s->mask, &n_allowed) != IG_OK) return -1;
+    int V = s->n_vocab, Vt = ig_token_trie_n_vocab(s->trie);
+    if (Vt > V) Vt = V;
+    float *out = s->masked;
+    int i = 0;
+    for (; i + 32 <= Vt; i += 32) {
+        uint32_t w = s->mask[i >> 5];
+        if (w == 0) {
+            for (int k = 0; k < 32; k++) out[i + k] = -INFINITY;
+        } else if (w == UINT32_MAX) {
+            memcpy(out + i, logits + i, 32 * sizeof *out);
+        } else {
+            for (int k = 0; k < 32; k++) out[i + k] = (w >> k) & 1u ? logits[i + k] : -INFINITY;
+        }
+    }
+    for (; i < Vt; i++) out[i] = (s->mask[i >> 5] >> (i & 31)) & 1u ? logits[i] : -INFINITY;
+    for (; i < V; i++) out[i] = -INFINITY;
+    if (ig_grammar_matcher_can_end(s->gm))
+        for (int k = 0; k < s->n_stop_ids; k++) {
+            int32_t id = s->stop_ids[k];
+            if (id >= 0 && id < V) {
+                if (out[id] == -INFINITY) n_allowed++;
+                out[id] = logits[id];
+            }
+        }
+    s->mask_s = ig_time_now() - t0;
+    return n_allowed;
 }
 
 static bool pend_append(ig_gen_seq *s, const char *t, size_t n) {
@@ -293,6 +351,19 @@ ig_status ig_gen_seq_step(ig_gen_seq *s, const float *logits, ig_gen_event *ev) 
     if (!s || !logits) return ig_fail(IG_ERR_INVALID_ARG, "ig_gen_seq_step: NULL argument");
     if (s->done) return ig_fail(IG_ERR_INVALID_ARG, "ig_gen_seq_step: the sequence has ended");
     consume_released(s);
+    if (s->gm) {
+        int n_allowed = apply_grammar(s, logits);
+        if (n_allowed < 0) {
+            s->done = true;
+            return ig_fail(IG_ERR_NO_MEMORY, "grammar: %s", ig_last_error());
+        }
+        if (n_allowed == 0) {
+            if (ig_grammar_matcher_can_end(s->gm)) return drain(s, IG_FINISH_STOP, ev);
+            s->done = true;
+            return ig_fail(IG_ERR_INTERNAL, "grammar: no token can continue the output");
+        }
+        logits = s->masked;
+    }
     if (s->logprobs && !s->lp) {
         s->lp = ig_calloc_array((size_t)s->n_vocab, sizeof *s->lp);
         if (!s->lp) {
@@ -310,6 +381,11 @@ ig_status ig_gen_seq_step(ig_gen_seq *s, const float *logits, ig_gen_event *ev) 
     if (is_stop_id(s, tok)) {
         ev->stop_token = true;
         return drain(s, IG_FINISH_STOP, ev);
+    }
+    if (s->gm && !ig_grammar_matcher_accept_token(s->gm, s->trie, tok)) {
+        s->done = true;
+        return ig_fail(IG_ERR_INTERNAL, "grammar: the sampled token %d leaves the grammar "
+                       "(every allowed token has a zero probability)", (int)tok);
     }
     ig_sampler_accept(s->smp, tok);
     s->n_accepted++;

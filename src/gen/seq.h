@@ -16,6 +16,7 @@
 #ifndef IG_GEN_SEQ_H
 #define IG_GEN_SEQ_H
 
+#include "grammar/grammar.h"
 #include "ignis.h"
 
 #include <stdbool.h>
@@ -65,6 +66,16 @@ typedef struct ig_gen_seq_params {
     int n_prompt;
     bool logprobs;              /* report logprob entries */
     int top_logprobs;           /* alternatives per entry, clamped to 0..IG_GEN_MAX_TOP_LOGPROBS */
+    /* Constrained decoding (both or neither): before sampling, every token
+     * whose bytes would leave the grammar gets -inf, so bias, penalties,
+     * top-k/top-p and logprobs all see only allowed tokens; stop ids are
+     * allowed exactly when the output so far is a complete sentence, other
+     * tokens without bytes (control tokens) never. When the sentence is
+     * complete and nothing may follow, the sequence ends with "stop" without
+     * sampling (ev->token -1) if no stop id is given. The grammar is
+     * referenced (not copied); the trie must outlive the sequence. */
+    const ig_grammar *grammar;
+    const ig_token_trie *trie;
 } ig_gen_seq_params;
 
 typedef struct ig_gen_seq ig_gen_seq;
@@ -97,6 +108,10 @@ void ig_gen_seq_free(ig_gen_seq *s);
  * after the end; the sequence is then over (ev->token says whether a token
  * was sampled). */
 ig_status ig_gen_seq_step(ig_gen_seq *s, const float *logits, ig_gen_event *ev);
+
+/* Seconds the last step spent computing and applying the grammar mask (0
+ * without a grammar). */
+double ig_gen_seq_mask_seconds(const ig_gen_seq *s);
 
 /* Ends a running sequence early (e.g. interrupted): flushes the held-back
  * text, still cut at a stop string (ev->finish is then IG_FINISH_STOP,

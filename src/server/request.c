@@ -5,6 +5,9 @@
 
 #include <jansson.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -178,7 +181,104 @@ static const char *normalize_role(const char *r) {
     if (!strcmp(r, "system") || !strcmp(r, "developer")) return "system";
     if (!strcmp(r, "user")) return "user";
     if (!strcmp(r, "assistant") || !strcmp(r, "model")) return "assistant";
+    if (!strcmp(r, "tool")) return "tool";
     return NULL;
+}
+
+/* ids and names of the tool calls seen so far in the history */
+typedef struct call_seen {
+    const char *id, *name; /* borrowed from the request JSON */
+} call_seen;
+
+/* Renders an assistant message's tool_calls after its content. */
+static bool render_history_calls(json_t *calls, size_t idx, char **content, call_seen **seen,
+                                 size_t *n_seen, srv_error *err) {
+    if (!json_is_array(calls)) {
+        srv_error_bad(err, "messages", "messages[%zu].tool_calls must be an array", idx);
+        return false;
+    }
+    srv_buf b = {0};
+    if (**content && (!srv_buf_puts(&b, *content) || !srv_buf_puts(&b, "\n"))) goto nomem;
+    size_t i;
+    json_t *c;
+    json_array_foreach(calls, i, c) {
+        json_t *id = json_is_object(c) ? json_object_get(c, "id") : NULL;
+        json_t *type = json_is_object(c) ? json_object_get(c, "type") : NULL;
+        json_t *fn = json_is_object(c) ? json_object_get(c, "function") : NULL;
+        json_t *name = json_is_object(fn) ? json_object_get(fn, "name") : NULL;
+        json_t *args = json_is_object(fn) ? json_object_get(fn, "arguments") : NULL;
+        if (!json_is_string(id) || (type && !(json_is_string(type) &&
+                                              !strcmp(json_string_value(type), "function"))) ||
+            !json_is_string(name) || !json_is_string(args)) {
+            srv_buf_free(&b);
+            srv_error_bad(err, "messages", "messages[%zu].tool_calls[%zu] must be {\"id\": string, "
+                          "\"type\": \"function\", \"function\": {\"name\": string, "
+                          "\"arguments\": string}}", idx, i);
+            return false;
+        }
+        json_error_t je;
+        json_t *parsed = json_loads(json_string_value(args), JSON_DECODE_ANY, &je);
+        if (!parsed || !json_is_object(parsed)) {
+            json_decref(parsed);
+            srv_buf_free(&b);
+            srv_error_bad(err, "messages", "messages[%zu].tool_calls[%zu].function.arguments is "
+                          "not a JSON object", idx, i);
+            return false;
+        }
+        char *compact = json_dumps(parsed, JSON_COMPACT);
+        json_decref(parsed);
+        if (!compact) goto nomem;
+        bool ok = srv_buf_printf(&b, "%s```tool_call\n{\"name\": \"%s\", \"arguments\": %s}\n```",
+                                 i ? "\n" : "", json_string_value(name), compact);
+        free(compact);
+        if (!ok) goto nomem;
+        call_seen *v = realloc(*seen, (*n_seen + 1) * sizeof *v);
+        if (!v) goto nomem;
+        *seen = v;
+        v[*n_seen].id = json_string_value(id);
+        v[*n_seen].name = json_string_value(name);
+        (*n_seen)++;
+    }
+    free(*content);
+    *content = b.data ? b.data : calloc(1, 1);
+    return *content ? true : oom(err);
+nomem:
+    srv_buf_free(&b);
+    return oom(err);
+}
+
+/* A tool result becomes a user turn holding a ```tool_result block. */
+static bool render_tool_result(json_t *m, size_t idx, char **content, const call_seen *seen,
+                               size_t n_seen, srv_error *err) {
+    json_t *id = json_object_get(m, "tool_call_id");
+    if (!json_is_string(id)) {
+        srv_error_bad(err, "messages", "messages[%zu]: a tool message needs a string "
+                      "'tool_call_id'", idx);
+        return false;
+    }
+    const char *name = NULL;
+    for (size_t k = n_seen; k-- > 0 && !name;)
+        if (!strcmp(seen[k].id, json_string_value(id))) name = seen[k].name;
+    if (!name) {
+        srv_error_bad(err, "messages", "messages[%zu]: tool_call_id '%.64s' matches no earlier "
+                      "assistant tool call", idx, json_string_value(id));
+        return false;
+    }
+    srv_buf b = {0};
+    if (!srv_buf_printf(&b, "```tool_result\n{\"name\": \"%s\", \"content\": ", name)) goto nomem;
+    json_t *text = json_stringn(*content, strlen(*content));
+    char *enc = text ? json_dumps(text, JSON_ENCODE_ANY) : NULL;
+    json_decref(text);
+    if (!enc) goto nomem;
+    bool ok = srv_buf_puts(&b, enc) && srv_buf_puts(&b, "}\n```");
+    free(enc);
+    if (!ok) goto nomem;
+    free(*content);
+    *content = b.data;
+    return true;
+nomem:
+    srv_buf_free(&b);
+    return oom(err);
 }
 
 static bool parse_content(json_t *c, const char *role, size_t idx, char **out, srv_error *err) {
@@ -252,11 +352,15 @@ static bool parse_messages(json_t *root, const srv_limits *lim, srv_request *r, 
         srv_error_bad(err, "messages", "too many messages (%zu, at most %d)", n, lim->max_messages);
         return false;
     }
-    r->messages = calloc(n, sizeof *r->messages);
+    r->messages = calloc(n + 1, sizeof *r->messages); /* + room for tool instructions */
     if (!r->messages) return oom(err);
+    call_seen *seen = NULL;
+    size_t n_seen = 0;
+    bool ok = true;
     size_t i;
     json_t *m;
     json_array_foreach(msgs, i, m) {
+        ok = false;
         if (!json_is_object(m)) {
             srv_error_bad(err, "messages", "messages[%zu] must be an object", i);
             return false;
@@ -269,16 +373,33 @@ static bool parse_messages(json_t *root, const srv_limits *lim, srv_request *r, 
         const char *nr = normalize_role(json_string_value(role));
         if (!nr) {
             srv_error_bad(err, "messages", "messages[%zu].role '%s' is not supported (use system, "
-                          "developer, user or assistant)", i, json_string_value(role));
-            return false;
+                          "developer, user, assistant or tool)", i, json_string_value(role));
+            break;
         }
-        r->messages[i].role = strdup(nr);
-        if (!r->messages[i].role) return oom(err);
+        bool tool = !strcmp(nr, "tool");
+        r->messages[i].role = strdup(tool ? "user" : nr);
+        if (!r->messages[i].role) {
+            oom(err);
+            break;
+        }
         r->n_messages = i + 1;
-        if (!parse_content(json_object_get(m, "content"), nr, i, &r->messages[i].content, err))
-            return false;
+        json_t *calls = json_object_get(m, "tool_calls");
+        bool has_calls = calls && !json_is_null(calls) && !strcmp(nr, "assistant");
+        if (calls && !json_is_null(calls) && !has_calls) {
+            srv_error_bad(err, "messages", "messages[%zu]: only assistant messages carry "
+                          "tool_calls", i);
+            break;
+        }
+        if (!parse_content(json_object_get(m, "content"), has_calls || tool ? "assistant" : nr, i,
+                           &r->messages[i].content, err))
+            break;
+        if (has_calls && !render_history_calls(calls, i, &r->messages[i].content, &seen, &n_seen, err))
+            break;
+        if (tool && !render_tool_result(m, i, &r->messages[i].content, seen, n_seen, err)) break;
+        ok = true;
     }
-    return true;
+    free(seen);
+    return ok;
 }
 
 /* ---- prompt (completions) ------------------------------------------------ */
@@ -503,6 +624,449 @@ static bool parse_options(json_t *root, const srv_limits *lim, srv_request *r, s
     return true;
 }
 
+/* ---- structured output ----------------------------------------------------- */
+
+/* Compiled grammars by source text, so a schema sent with every request is
+ * compiled once: a small table, least recently used out. */
+#define GRAMMAR_CACHE 16
+
+typedef struct grammar_slot {
+    uint64_t hash;
+    char *text; /* kind byte + source */
+    size_t len;
+    ig_grammar *g;
+    uint64_t used;
+} grammar_slot;
+
+static grammar_slot g_cache[GRAMMAR_CACHE];
+static uint64_t g_cache_clock;
+static pthread_mutex_t g_cache_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t text_hash(const char *s, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+/* kind: 'g' GBNF, 's' JSON Schema, 'o' any object. A new reference in *out. */
+static ig_status grammar_get(char kind, const char *src, size_t n, ig_grammar **out) {
+    *out = NULL;
+    char *key = malloc(n + 1);
+    if (!key) return IG_ERR_NO_MEMORY;
+    key[0] = kind;
+    memcpy(key + 1, src, n);
+    uint64_t h = text_hash(key, n + 1);
+    pthread_mutex_lock(&g_cache_mu);
+    for (int i = 0; i < GRAMMAR_CACHE; i++) {
+        grammar_slot *sl = &g_cache[i];
+        if (sl->g && sl->hash == h && sl->len == n + 1 && !memcmp(sl->text, key, n + 1)) {
+            sl->used = ++g_cache_clock;
+            *out = ig_grammar_ref(sl->g);
+            pthread_mutex_unlock(&g_cache_mu);
+            free(key);
+            return IG_OK;
+        }
+    }
+    pthread_mutex_unlock(&g_cache_mu);
+    ig_grammar *g = NULL;
+    ig_status st = kind == 'g' ? ig_grammar_from_gbnf(src, n, "root", &g)
+                   : kind == 's' ? ig_grammar_from_json_schema(src, n, &g)
+                                 : ig_grammar_json_object(&g);
+    if (st != IG_OK) {
+        free(key);
+        return st;
+    }
+    pthread_mutex_lock(&g_cache_mu);
+    int victim = 0;
+    for (int i = 1; i < GRAMMAR_CACHE; i++)
+        if (g_cache[i].used < g_cache[victim].used) victim = i;
+    grammar_slot *sl = &g_cache[victim];
+    ig_grammar_free(sl->g);
+    free(sl->text);
+    *sl = (grammar_slot){.hash = h, .text = key, .len = n + 1, .g = ig_grammar_ref(g),
+                         .used = ++g_cache_clock};
+    pthread_mutex_unlock(&g_cache_mu);
+    *out = g;
+    return IG_OK;
+}
+
+static bool grammar_error(srv_error *err, const char *param, ig_status st, const char *what) {
+    if (st == IG_ERR_NO_MEMORY) return oom(err);
+    srv_error_bad(err, param, "%s: %s", what, *ig_last_error() ? ig_last_error() : ig_status_str(st));
+    return false;
+}
+
+/* ---- tools ------------------------------------------------------------------ */
+
+static bool tool_name_ok(const char *s) {
+    size_t n = strlen(s);
+    if (n == 0 || n > 64) return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+              (s[i] >= '0' && s[i] <= '9') || s[i] == '_' || s[i] == '-'))
+            return false;
+    return true;
+}
+
+/* The instructions that present the tools (docs/server.md). */
+static bool tool_instructions(const srv_request *r, srv_buf *b) {
+    bool ok = srv_buf_puts(b, "You have access to the following tools. To call a tool, answer "
+                              "with only this block, with the arguments as a JSON object:\n"
+                              "```tool_call\n{\"name\": \"<tool name>\", \"arguments\": "
+                              "{...}}\n```\n");
+    if (r->parallel_tool_calls)
+        ok = ok && srv_buf_puts(b, "To call several tools, write one block after another.\n");
+    ok = ok && srv_buf_puts(b, "Each result comes back in a ```tool_result block. Tools:\n");
+    for (size_t i = 0; ok && i < r->n_tools; i++) {
+        const srv_tool *t = &r->tools[i];
+        ok = srv_buf_printf(b, "- %s", t->name) &&
+             (!t->description || (srv_buf_puts(b, ": ") && srv_buf_puts(b, t->description))) &&
+             srv_buf_puts(b, "\n  parameters: ") &&
+             srv_buf_puts(b, t->parameters ? t->parameters : "{\"type\": \"object\"}") &&
+             srv_buf_puts(b, "\n");
+    }
+    return ok;
+}
+
+/* The grammar of the output when a call is required: one call (of the
+ * named tool when named), or several when parallel calls are allowed. */
+static bool tool_grammar(srv_request *r, srv_error *err) {
+    srv_buf g = {0};
+    bool ok = true;
+    size_t from = r->tool_choice == SRV_TOOLS_NAMED ? (size_t)r->tool_named : 0;
+    size_t to = r->tool_choice == SRV_TOOLS_NAMED ? from + 1 : r->n_tools;
+    ok = srv_buf_puts(&g, r->parallel_tool_calls && r->tool_choice != SRV_TOOLS_NAMED
+                              ? "root ::= call ( \"\\n\" call ){0,7}\ncall ::= "
+                              : "root ::= call\ncall ::= ");
+    for (size_t i = from; ok && i < to; i++) ok = srv_buf_printf(&g, "%sc%zu", i > from ? " | " : "", i);
+    ok = ok && srv_buf_puts(&g, "\n");
+    for (size_t i = from; ok && i < to; i++) {
+        const srv_tool *t = &r->tools[i];
+        ok = srv_buf_printf(&g, "c%zu ::= \"```tool_call\\n{\\\"name\\\": \\\"%s\\\", "
+                            "\\\"arguments\\\": \" t%zu-root \"}\\n```\"\n", i, t->name, i);
+        if (!ok) break;
+        if (t->parameters) {
+            char prefix[24], *rules = NULL;
+            snprintf(prefix, sizeof prefix, "t%d-", (int)(i % 1000));
+            ig_status st = ig_json_schema_to_gbnf_rules(t->parameters, strlen(t->parameters),
+                                                        prefix, &rules);
+            if (st != IG_OK) {
+                srv_buf_free(&g);
+                if (st == IG_ERR_NO_MEMORY) return oom(err);
+                srv_error_bad(err, "tools", "tools[%zu] (%s): invalid parameters: %s", i, t->name,
+                              ig_last_error());
+                return false;
+            }
+            ok = srv_buf_puts(&g, rules);
+            free(rules);
+        } else {
+            ok = srv_buf_printf(&g, "t%zu-root ::= object\n", i);
+        }
+    }
+    ok = ok && srv_buf_puts(&g, ig_gbnf_json());
+    if (!ok) {
+        srv_buf_free(&g);
+        return oom(err);
+    }
+    ig_status st = grammar_get('g', g.data, g.len, &r->grammar);
+    srv_buf_free(&g);
+    if (st != IG_OK) return grammar_error(err, "tools", st, "The tools' parameters");
+    return true;
+}
+
+static bool parse_tools(json_t *root, srv_request *r, srv_error *err) {
+    json_t *tools = json_object_get(root, "tools");
+    json_t *choice = json_object_get(root, "tool_choice");
+    json_t *ptc = json_object_get(root, "parallel_tool_calls");
+    r->parallel_tool_calls = true;
+    if (ptc && !json_is_null(ptc)) {
+        if (!json_is_boolean(ptc)) {
+            srv_error_bad(err, "parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
+            return false;
+        }
+        r->parallel_tool_calls = json_is_true(ptc);
+    }
+    if (tools && !json_is_null(tools)) {
+        if (r->kind != SRV_CHAT) {
+            srv_error_bad(err, "tools", "'tools' is only supported by /v1/chat/completions");
+            return false;
+        }
+        if (!json_is_array(tools) || json_array_size(tools) == 0 || json_array_size(tools) > 128) {
+            srv_error_bad(err, "tools", "'tools' must be an array of 1 to 128 tools");
+            return false;
+        }
+        r->tools = calloc(json_array_size(tools), sizeof *r->tools);
+        if (!r->tools) return oom(err);
+        size_t i;
+        json_t *t;
+        json_array_foreach(tools, i, t) {
+            json_t *type = json_is_object(t) ? json_object_get(t, "type") : NULL;
+            json_t *fn = json_is_object(t) ? json_object_get(t, "function") : NULL;
+            json_t *name = json_is_object(fn) ? json_object_get(fn, "name") : NULL;
+            json_t *desc = json_is_object(fn) ? json_object_get(fn, "description") : NULL;
+            json_t *params = json_is_object(fn) ? json_object_get(fn, "parameters") : NULL;
+            if (!json_is_string(type) || strcmp(json_string_value(type), "function") != 0 ||
+                !json_is_object(fn)) {
+                srv_error_bad(err, "tools", "tools[%zu] must be {\"type\": \"function\", "
+                              "\"function\": {...}}", i);
+                return false;
+            }
+            if (!json_is_string(name) || !tool_name_ok(json_string_value(name))) {
+                srv_error_bad(err, "tools", "tools[%zu].function.name must be 1 to 64 characters "
+                              "of a-z, A-Z, 0-9, _ and -", i);
+                return false;
+            }
+            for (size_t k = 0; k < i; k++)
+                if (!strcmp(r->tools[k].name, json_string_value(name))) {
+                    srv_error_bad(err, "tools", "tools[%zu]: the name '%s' is used twice", i,
+                                  json_string_value(name));
+                    return false;
+                }
+            if ((desc && !json_is_null(desc) && !json_is_string(desc)) ||
+                (params && !json_is_null(params) && !json_is_object(params))) {
+                srv_error_bad(err, "tools", "tools[%zu]: 'description' must be a string and "
+                              "'parameters' a JSON Schema object", i);
+                return false;
+            }
+            srv_tool *dst = &r->tools[i];
+            r->n_tools = i + 1;
+            dst->name = strdup(json_string_value(name));
+            dst->description = json_is_string(desc) ? strdup(json_string_value(desc)) : NULL;
+            dst->parameters = json_is_object(params) ? json_dumps(params, JSON_COMPACT) : NULL;
+            if (!dst->name || (json_is_string(desc) && !dst->description) ||
+                (json_is_object(params) && !dst->parameters))
+                return oom(err);
+            if (dst->parameters) { /* refuse a bad schema now, whatever tool_choice is */
+                char *rules = NULL;
+                ig_status st = ig_json_schema_to_gbnf_rules(dst->parameters, strlen(dst->parameters),
+                                                            "t-", &rules);
+                free(rules);
+                if (st != IG_OK) {
+                    if (st == IG_ERR_NO_MEMORY) return oom(err);
+                    srv_error_bad(err, "tools", "tools[%zu] (%s): invalid parameters: %s", i,
+                                  dst->name, ig_last_error());
+                    return false;
+                }
+            }
+        }
+    }
+    r->tool_choice = SRV_TOOLS_AUTO;
+    if (choice && !json_is_null(choice)) {
+        if (json_is_string(choice)) {
+            const char *c = json_string_value(choice);
+            if (!strcmp(c, "auto")) r->tool_choice = SRV_TOOLS_AUTO;
+            else if (!strcmp(c, "none")) r->tool_choice = SRV_TOOLS_NONE;
+            else if (!strcmp(c, "required")) r->tool_choice = SRV_TOOLS_REQUIRED;
+            else {
+                srv_error_bad(err, "tool_choice", "'tool_choice' must be 'auto', 'none', "
+                              "'required' or {\"type\": \"function\", \"function\": "
+                              "{\"name\": ...}}");
+                return false;
+            }
+        } else {
+            json_t *fn = json_is_object(choice) ? json_object_get(choice, "function") : NULL;
+            json_t *name = json_is_object(fn) ? json_object_get(fn, "name") : NULL;
+            if (!json_is_string(name)) {
+                srv_error_bad(err, "tool_choice", "'tool_choice' must be 'auto', 'none', "
+                              "'required' or {\"type\": \"function\", \"function\": "
+                              "{\"name\": ...}}");
+                return false;
+            }
+            r->tool_choice = SRV_TOOLS_NAMED;
+            r->tool_named = -1;
+            for (size_t k = 0; k < r->n_tools; k++)
+                if (!strcmp(r->tools[k].name, json_string_value(name))) r->tool_named = (int)k;
+            if (r->tool_named < 0) {
+                srv_error_bad(err, "tool_choice", "tool_choice names the function '%.64s', which "
+                              "is not among the tools", json_string_value(name));
+                return false;
+            }
+        }
+        if (r->n_tools == 0 && r->tool_choice != SRV_TOOLS_NONE && r->tool_choice != SRV_TOOLS_AUTO) {
+            srv_error_bad(err, "tool_choice", "'tool_choice' needs 'tools'");
+            return false;
+        }
+    }
+    if (!srv_tools_active(r)) return true;
+    if (r->grammar && (r->tool_choice == SRV_TOOLS_REQUIRED || r->tool_choice == SRV_TOOLS_NAMED)) {
+        srv_error_bad(err, "tool_choice", "a required tool call cannot be combined with "
+                      "'response_format' or 'grammar'");
+        return false;
+    }
+    /* the instructions open the system text */
+    srv_buf b = {0};
+    if (!tool_instructions(r, &b)) {
+        srv_buf_free(&b);
+        return oom(err);
+    }
+    if (r->n_messages && !strcmp(r->messages[0].role, "system")) {
+        if (!srv_buf_puts(&b, "\n") || !srv_buf_puts(&b, r->messages[0].content)) {
+            srv_buf_free(&b);
+            return oom(err);
+        }
+        free(r->messages[0].content);
+        r->messages[0].content = b.data;
+    } else {
+        char *role = strdup("system");
+        if (!role) {
+            srv_buf_free(&b);
+            return oom(err);
+        }
+        memmove(r->messages + 1, r->messages, r->n_messages * sizeof *r->messages);
+        r->messages[0].role = role;
+        r->messages[0].content = b.data;
+        r->n_messages++;
+    }
+    if (r->tool_choice == SRV_TOOLS_REQUIRED || r->tool_choice == SRV_TOOLS_NAMED)
+        return tool_grammar(r, err);
+    return true;
+}
+
+/* Skips JSON white space. */
+static size_t skip_ws(const char *t, size_t i, size_t n) {
+    while (i < n && (t[i] == ' ' || t[i] == '\n' || t[i] == '\t' || t[i] == '\r')) i++;
+    return i;
+}
+
+int srv_parse_tool_calls(const srv_request *r, const char *text, size_t len,
+                         srv_tool_call **calls, size_t *content_len) {
+    static const char open[] = "```tool_call";
+    *calls = NULL;
+    *content_len = len;
+    int n = 0;
+    srv_tool_call *v = NULL;
+    size_t i = 0;
+    while (text && i < len) {
+        const char *p = memmem(text + i, len - i, open, sizeof open - 1);
+        if (!p) break;
+        size_t start = (size_t)(p - text), j = start + sizeof open - 1;
+        j = skip_ws(text, j, len);
+        const char *close = memmem(text + j, len - j, "```", 3);
+        size_t end = close ? (size_t)(close - text) : len;
+        json_error_t je;
+        json_t *obj = json_loadb(text + j, end - j, JSON_DISABLE_EOF_CHECK, &je);
+        json_t *name = json_is_object(obj) ? json_object_get(obj, "name") : NULL;
+        json_t *args = json_is_object(obj) ? json_object_get(obj, "arguments") : NULL;
+        bool known = false;
+        for (size_t k = 0; json_is_string(name) && k < r->n_tools; k++)
+            known = known || !strcmp(r->tools[k].name, json_string_value(name));
+        if (known && json_is_object(args)) {
+            srv_tool_call *nv = realloc(v, (size_t)(n + 1) * sizeof *v);
+            char *a = json_dumps(args, JSON_COMPACT);
+            char *nm = strdup(json_string_value(name));
+            if (!nv || !a || !nm) {
+                free(a);
+                free(nm);
+                if (nv) v = nv;
+                json_decref(obj);
+                srv_tool_calls_free(v, n);
+                return -1;
+            }
+            v = nv;
+            if (n == 0) {
+                size_t c = start;
+                while (c > 0 && (text[c - 1] == ' ' || text[c - 1] == '\n' || text[c - 1] == '\t' ||
+                                 text[c - 1] == '\r'))
+                    c--;
+                *content_len = c;
+            }
+            static atomic_ullong counter;
+            unsigned long long k = atomic_fetch_add(&counter, 1) + 1;
+            uint64_t x = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull ^ (k * 0xBF58476D1CE4E5B9ull);
+            x ^= x >> 29;
+            snprintf(v[n].id, sizeof v[n].id, "call_%016llx%04llx", (unsigned long long)x, k & 0xffff);
+            v[n].name = nm;
+            v[n].arguments = a;
+            n++;
+        }
+        json_decref(obj);
+        i = close ? end + 3 : len;
+    }
+    *calls = v;
+    if (n == 0) *content_len = len;
+    return n;
+}
+
+void srv_tool_calls_free(srv_tool_call *calls, int n) {
+    for (int i = 0; i < n; i++) {
+        free(calls[i].name);
+        free(calls[i].arguments);
+    }
+    free(calls);
+}
+
+static bool parse_structured(json_t *root, srv_request *r, srv_error *err) {
+    json_t *rf = json_object_get(root, "response_format");
+    json_t *gr = json_object_get(root, "grammar");
+    bool constrained = false;
+    if (rf && !json_is_null(rf)) {
+        json_t *type = json_is_object(rf) ? json_object_get(rf, "type") : NULL;
+        if (!type || !json_is_string(type)) {
+            srv_error_bad(err, "response_format", "'response_format' must be an object with a "
+                          "string 'type' (text, json_object or json_schema)");
+            return false;
+        }
+        const char *t = json_string_value(type);
+        if (!strcmp(t, "json_object")) {
+            ig_status st = grammar_get('o', "", 0, &r->grammar);
+            if (st != IG_OK) return grammar_error(err, "response_format", st, "json_object");
+            constrained = true;
+        } else if (!strcmp(t, "json_schema")) {
+            json_t *js = json_object_get(rf, "json_schema");
+            if (!js || !json_is_object(js)) {
+                srv_error_bad(err, "response_format", "'response_format.json_schema' must be an "
+                              "object with 'name' and 'schema'");
+                return false;
+            }
+            json_t *name = json_object_get(js, "name"), *strict = json_object_get(js, "strict");
+            if (name && !json_is_string(name)) {
+                srv_error_bad(err, "response_format", "'response_format.json_schema.name' must "
+                              "be a string");
+                return false;
+            }
+            if (strict && !json_is_null(strict) && !json_is_boolean(strict)) {
+                srv_error_bad(err, "response_format", "'response_format.json_schema.strict' must "
+                              "be a boolean");
+                return false;
+            }
+            json_t *schema = json_object_get(js, "schema");
+            if (!schema || !(json_is_object(schema) || json_is_true(schema))) {
+                srv_error_bad(err, "response_format", "'response_format.json_schema.schema' must "
+                              "be a JSON Schema object");
+                return false;
+            }
+            char *text = json_dumps(schema, JSON_COMPACT | JSON_ENCODE_ANY);
+            if (!text) return oom(err);
+            ig_status st = grammar_get('s', text, strlen(text), &r->grammar);
+            free(text);
+            if (st != IG_OK)
+                return grammar_error(err, "response_format", st, "Invalid JSON schema");
+            constrained = true;
+        } else if (strcmp(t, "text") != 0) {
+            srv_error_bad(err, "response_format", "'response_format.type' must be 'text', "
+                          "'json_object' or 'json_schema', got '%.64s'", t);
+            return false;
+        }
+    }
+    if (gr && !json_is_null(gr)) {
+        if (!json_is_string(gr)) {
+            srv_error_bad(err, "grammar", "'grammar' must be a string (GBNF)");
+            return false;
+        }
+        if (constrained) {
+            srv_error_bad(err, "grammar", "'grammar' cannot be combined with a JSON "
+                          "response_format");
+            return false;
+        }
+        ig_status st = grammar_get('g', json_string_value(gr), json_string_length(gr), &r->grammar);
+        if (st != IG_OK) return grammar_error(err, "grammar", st, "Invalid grammar");
+    }
+    return true;
+}
+
 bool srv_parse_request(srv_kind kind, const char *body, size_t len, const srv_limits *lim,
                        srv_request *out, srv_error *err) {
     srv_limits dl = srv_default_limits();
@@ -520,6 +1084,8 @@ bool srv_parse_request(srv_kind kind, const char *body, size_t len, const srv_li
     bool ok = kind == SRV_CHAT ? parse_messages(root, lim, out, err)
                                : parse_prompt(root, lim, out, err);
     if (ok) ok = parse_options(root, lim, out, err);
+    if (ok) ok = parse_structured(root, out, err);
+    if (ok) ok = parse_tools(root, out, err);
     json_decref(root);
     if (!ok) {
         srv_request_free(out);
@@ -542,6 +1108,13 @@ void srv_request_free(srv_request *r) {
         for (size_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->stop);
     free(r->logit_bias);
+    ig_grammar_free(r->grammar);
+    for (size_t i = 0; i < r->n_tools; i++) {
+        free(r->tools[i].name);
+        free(r->tools[i].description);
+        free(r->tools[i].parameters);
+    }
+    free(r->tools);
     memset(r, 0, sizeof *r);
 }
 

@@ -4,6 +4,7 @@
 #ifndef IG_SERVER_REQUEST_H
 #define IG_SERVER_REQUEST_H
 
+#include "grammar/grammar.h"
 #include "ignis.h"
 
 #include <stdbool.h>
@@ -37,8 +38,22 @@ char *srv_error_json(const srv_error *e);
 
 typedef struct srv_message {
     char *role; /* "system", "user" or "assistant" (normalized) */
-    char *content;
+    char *content; /* tool calls and tool results already rendered in (docs/server.md) */
 } srv_message;
+
+/* A function the model may call (tools[i].function). */
+typedef struct srv_tool {
+    char *name;
+    char *description; /* NULL when absent */
+    char *parameters;  /* JSON Schema text, NULL when absent (any object) */
+} srv_tool;
+
+typedef enum srv_tool_choice {
+    SRV_TOOLS_AUTO = 0, /* the model decides; calls are detected in its text */
+    SRV_TOOLS_NONE,     /* no tools offered */
+    SRV_TOOLS_REQUIRED, /* the output is one or more calls, constrained */
+    SRV_TOOLS_NAMED,    /* the output is a call of tools[tool_named], constrained */
+} srv_tool_choice;
 
 /* Limits the parser enforces (0 = unchecked where noted). */
 typedef struct srv_limits {
@@ -82,7 +97,38 @@ typedef struct srv_request {
     int top_logprobs;
     bool stream;
     bool include_usage;
+    /* Constrained output: response_format json_object / json_schema, or the
+     * "grammar" extension (GBNF). A reference (srv_request_free drops it);
+     * NULL: free text. */
+    ig_grammar *grammar;
+    /* tools (chat only): n_tools == 0 when none were given */
+    srv_tool *tools;
+    size_t n_tools;
+    srv_tool_choice tool_choice;
+    int tool_named;
+    bool parallel_tool_calls;
 } srv_request;
+
+/* True when the output is to be read for tool calls. */
+static inline bool srv_tools_active(const srv_request *r) {
+    return r->n_tools > 0 && r->tool_choice != SRV_TOOLS_NONE;
+}
+
+/* A tool call found in generated text. */
+typedef struct srv_tool_call {
+    char id[40];
+    char *name;
+    char *arguments; /* compact JSON text */
+} srv_tool_call;
+
+/* Finds the ```tool_call blocks of text (docs/server.md) that name one of
+ * r's tools and carry a JSON object of arguments. Returns the number found
+ * (*calls malloc'ed, free with srv_tool_calls_free), 0 when none, -1 when
+ * out of memory; *content_len gets the length of the text before the first
+ * call (trailing white space dropped). */
+int srv_parse_tool_calls(const srv_request *r, const char *text, size_t len,
+                         srv_tool_call **calls, size_t *content_len);
+void srv_tool_calls_free(srv_tool_call *calls, int n);
 
 /* Parses a request body. Returns true and fills *out (release with
  * srv_request_free) or returns false with *err filled (out is then empty). */

@@ -107,6 +107,28 @@ static json_t *completion_logprobs(const ig_tokenizer *tok, const ig_gen_logprob
     return o;
 }
 
+/* message.tool_calls, or (delta) the streamed form with indexes. */
+static json_t *tool_calls_json(const srv_choice_out *o, bool delta) {
+    json_t *a = json_array();
+    for (int i = 0; a && i < o->n_calls; i++) {
+        json_t *c = json_object(), *f = json_object();
+        if (!c || !f) {
+            json_decref(c);
+            json_decref(f);
+            break;
+        }
+        if (delta) json_object_set_new(c, "index", json_integer(i));
+        json_object_set_new(c, "id", json_string(o->calls[i].id));
+        json_object_set_new(c, "type", json_string("function"));
+        json_object_set_new(f, "name", srv_json_text(o->calls[i].name, strlen(o->calls[i].name)));
+        json_object_set_new(f, "arguments",
+                            srv_json_text(o->calls[i].arguments, strlen(o->calls[i].arguments)));
+        json_object_set_new(c, "function", f);
+        json_array_append_new(a, c);
+    }
+    return a;
+}
+
 static json_t *usage_json(const srv_job *j) {
     long long gen = 0;
     for (int i = 0; i < j->n_choices; i++) gen += j->out[i].n_gen;
@@ -149,8 +171,13 @@ char *srv_render_final(const srv_resp_info *ri, const srv_job *j) {
             json_t *msg = json_object();
             if (msg) {
                 json_object_set_new(msg, "role", json_string("assistant"));
+                if (o->n_calls && o->text.len == 0) {
+                    json_decref(text);
+                    text = json_null();
+                }
                 json_object_set_new(msg, "content", text);
                 json_object_set_new(msg, "refusal", json_null());
+                if (o->n_calls) json_object_set_new(msg, "tool_calls", tool_calls_json(o, false));
             } else json_decref(text);
             json_object_set_new(c, "message", msg);
             json_object_set_new(c, "logprobs", j->req.logprobs
@@ -216,6 +243,38 @@ bool srv_render_chunk(srv_buf *out, const srv_resp_info *ri, int index, bool rol
     json_object_set_new(root, "choices", choices);
     if (usage_null) json_object_set_new(root, "usage", json_null());
     return append_event(out, root);
+}
+
+bool srv_render_tool_call_chunks(srv_buf *out, const srv_resp_info *ri, int index,
+                                 const srv_choice_out *o, bool usage_null) {
+    /* one chunk per call: its id, name and all of its arguments */
+    for (int k = 0; k < o->n_calls; k++) {
+        json_t *root = envelope(ri, true);
+        json_t *choices = json_array(), *c = json_object(), *delta = json_object();
+        if (!root || !choices || !c || !delta) {
+            json_decref(root);
+            json_decref(choices);
+            json_decref(c);
+            json_decref(delta);
+            return false;
+        }
+        srv_choice_out one = *o;
+        one.calls = o->calls + k;
+        one.n_calls = 1;
+        json_t *calls = tool_calls_json(&one, true);
+        if (calls && json_array_size(calls) == 1)
+            json_object_set_new(json_array_get(calls, 0), "index", json_integer(k));
+        json_object_set_new(delta, "tool_calls", calls);
+        json_object_set_new(c, "index", json_integer(index));
+        json_object_set_new(c, "delta", delta);
+        json_object_set_new(c, "logprobs", json_null());
+        json_object_set_new(c, "finish_reason", json_null());
+        json_array_append_new(choices, c);
+        json_object_set_new(root, "choices", choices);
+        if (usage_null) json_object_set_new(root, "usage", json_null());
+        if (!append_event(out, root)) return false;
+    }
+    return true;
 }
 
 bool srv_render_usage_chunk(srv_buf *out, const srv_resp_info *ri, const srv_job *j) {

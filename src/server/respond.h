@@ -23,6 +23,10 @@ char *srv_render_final(const srv_resp_info *ri, const srv_job *j);
 bool srv_render_chunk(srv_buf *out, const srv_resp_info *ri, int index, bool role,
                       const char *text, size_t n_text, const ig_gen_logprob *lps, size_t n_lps,
                       size_t text_offset, const char *finish, bool usage_null);
+/* Appends the delta.tool_calls chunks of a finished choice (nothing when it
+ * has no calls). */
+bool srv_render_tool_call_chunks(srv_buf *out, const srv_resp_info *ri, int index,
+                                 const srv_choice_out *o, bool usage_null);
 /* Appends the usage chunk (choices: []) of a job; caller holds j->mu. */
 bool srv_render_usage_chunk(srv_buf *out, const srv_resp_info *ri, const srv_job *j);
 /* Appends an SSE error event {"error":{...}}. */

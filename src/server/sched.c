@@ -46,6 +46,8 @@ void srv_job_unref(srv_job *j) {
     if (left) return;
     for (int i = 0; i < j->n_choices; i++) {
         srv_buf_free(&j->out[i].text);
+        srv_buf_free(&j->out[i].held);
+        srv_tool_calls_free(j->out[i].calls, j->out[i].n_calls);
         free(j->out[i].lps);
     }
     free(j->out);
@@ -110,6 +112,7 @@ struct srv_sched {
     uint64_t seed_counter;
 
     slot *slots;
+    ig_token_trie *trie; /* built at the first constrained request (under mu) */
     /* engine-thread scratch */
     int32_t *b_tok, *b_pos, *b_seq;
     uint8_t *b_want;
@@ -134,6 +137,8 @@ static uint64_t random_seed(srv_sched *s) {
 }
 
 static task *task_create(srv_sched *s, srv_job *j, int index, uint64_t seed) {
+    if (j->req.grammar && !s->trie && ig_token_trie_create(s->tok, s->n_vocab, &s->trie) != IG_OK)
+        return NULL;
     task *t = calloc(1, sizeof *t);
     if (!t) return NULL;
     t->index = index;
@@ -166,6 +171,8 @@ static task *task_create(srv_sched *s, srv_job *j, int index, uint64_t seed) {
         .n_prompt = j->n_prompt,
         .logprobs = r->logprobs,
         .top_logprobs = r->top_logprobs,
+        .grammar = r->grammar,
+        .trie = r->grammar ? s->trie : NULL,
     };
     if (ig_gen_seq_create(&gp, &t->gen) != IG_OK) {
         free(t);
@@ -238,7 +245,8 @@ static bool emit(task *t, const ig_gen_event *ev) {
     bool ok = true;
     size_t k = ev->n_lps;
     pthread_mutex_lock(&j->mu);
-    if (ev->n_text) ok = srv_buf_append(&o->text, ev->text, ev->n_text);
+    if (ev->n_text)
+        ok = srv_buf_append(srv_tools_active(&j->req) ? &o->held : &o->text, ev->text, ev->n_text);
     if (ok && k) {
         if (o->n_lps + k > o->cap_lps) {
             size_t cap = o->cap_lps ? o->cap_lps : 16;
@@ -275,7 +283,8 @@ static void finish(srv_sched *s, task *t, const char *reason, const char *fail_m
     }
     pthread_mutex_lock(&s->m->mu);
     s->m->running = s->n_running;
-    if (reason && !strcmp(reason, "stop")) s->m->requests_finished_stop++;
+    if (reason && (!strcmp(reason, "stop") || !strcmp(reason, "tool_calls")))
+        s->m->requests_finished_stop++;
     else if (reason) s->m->requests_finished_length++;
     else s->m->requests_cancelled++;
     if (reason) srv_hist_observe(&s->m->e2e, now - j->t_submit);
@@ -285,6 +294,21 @@ static void finish(srv_sched *s, task *t, const char *reason, const char *fail_m
 
     pthread_mutex_lock(&j->mu);
     srv_choice_out *o = &j->out[t->index];
+    if (srv_tools_active(&j->req) && o->held.len) {
+        /* the held text: content up to the first call, then the calls */
+        size_t content_len = o->held.len;
+        int n = reason ? srv_parse_tool_calls(&j->req, o->held.data, o->held.len, &o->calls,
+                                              &content_len)
+                       : 0;
+        if (n > 0) {
+            o->n_calls = n;
+            if (!strcmp(reason, "stop")) reason = "tool_calls"; /* a cut keeps "length" */
+        }
+        if (n < 0 || !srv_buf_append(&o->text, o->held.data, content_len)) {
+            reason = NULL;
+            fail_msg = "out of memory";
+        }
+    }
     o->finish = reason;
     o->n_gen = t->n_gen;
     o->done = true;
@@ -303,8 +327,17 @@ static void process_token(srv_sched *s, task *t, const float *logits) {
     srv_job *j = t->job;
     ig_gen_event ev;
     ig_status st = ig_gen_seq_step(t->gen, logits, &ev);
+    if (st == IG_OK && ev.token < 0 && ev.finish != IG_FINISH_NONE) {
+        /* the grammar is complete and nothing may follow */
+        if (!emit(t, &ev)) finish(s, t, NULL, "out of memory");
+        else finish(s, t, "stop", NULL);
+        return;
+    }
     if (ev.token < 0) { /* nothing sampled */
-        finish(s, t, NULL, st == IG_ERR_NO_MEMORY ? "out of memory" : "sampling failed");
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", st == IG_ERR_NO_MEMORY ? "out of memory"
+                                        : *ig_last_error() ? ig_last_error() : "sampling failed");
+        finish(s, t, NULL, msg);
         return;
     }
     double now = ig_time_now();
@@ -611,6 +644,7 @@ void srv_sched_free(srv_sched *s) {
     free(s->b_pos);
     free(s->b_seq);
     free(s->b_want);
+    ig_token_trie_free(s->trie);
     pthread_cond_destroy(&s->idle_cv);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);

@@ -27,8 +27,13 @@ typedef struct srv_choice_out {
     ig_gen_logprob *lps;    /* one per generated token whose text is released (when logprobs) */
     size_t n_lps, cap_lps;
     int n_gen;              /* tokens generated */
-    const char *finish;     /* "stop" / "length" once done, else NULL */
+    const char *finish;     /* "stop" / "length" / "tool_calls" once done, else NULL */
     bool done;
+    /* with tools (srv_tools_active): the text is held here until the end,
+     * then split into the content before the first call and the calls */
+    srv_buf held;
+    srv_tool_call *calls;
+    int n_calls;
 } srv_choice_out;
 
 typedef struct srv_job {

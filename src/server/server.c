@@ -598,7 +598,8 @@ static bool collect(stream *st) {
             st->sent_lps[i] = o->n_lps;
         }
         if (ok && o->done && !st->sent_finish[i] && st->sent_text[i] == o->text.len) {
-            if (o->finish)
+            if (o->n_calls) ok = srv_render_tool_call_chunks(&st->out, &st->ri, i, o, usage_null);
+            if (ok && o->finish)
                 ok = srv_render_chunk(&st->out, &st->ri, i, false, NULL, 0, NULL, 0, 0, o->finish,
                                       usage_null);
             st->sent_finish[i] = true;

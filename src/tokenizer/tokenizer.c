@@ -265,6 +265,18 @@ ig_status ig_tok_finalize(ig_tokenizer *t) {
         t->type[t->eot] = IG_TOKEN_CONTROL;
         t->attr[t->eot] &= (uint8_t)~IG_TOKA_MERGEABLE;
     }
+    /* The image markers are user-defined too, but they are special tokens:
+     * decoding leaves them out unless asked to render special tokens, and
+     * only parse_special maps their text to them. */
+    static const char *const image_markers[] = {"<start_of_image>", "<end_of_image>",
+                                                "<image_soft_token>"};
+    for (size_t i = 0; i < IG_ARRAY_LEN(image_markers); i++) {
+        int32_t id = ig_tok_find(t, image_markers[i], strlen(image_markers[i]));
+        if (id >= 0 && t->type[id] == IG_TOKEN_USER_DEFINED) {
+            t->type[id] = IG_TOKEN_CONTROL;
+            t->attr[id] &= (uint8_t)~IG_TOKA_MERGEABLE;
+        }
+    }
     IG_TRY(build_trie(t));
     return IG_OK;
 }
