@@ -98,6 +98,15 @@ void ig_gen_seq_free(ig_gen_seq *s);
  * was sampled). */
 ig_status ig_gen_seq_step(ig_gen_seq *s, const float *logits, ig_gen_event *ev);
 
+/* ig_gen_seq_step for speculative decoding: the token is chosen by
+ * ig_sampler_verify against a drafted id (q: the drafter's distribution, or
+ * NULL for a deterministic drafter), so it is distributed exactly as
+ * ig_gen_seq_step's; *accepted (may be NULL) says whether it is the draft.
+ * Everything after the choice (stop ids and strings, text, logprobs,
+ * limits) is ig_gen_seq_step's. draft < 0: exactly ig_gen_seq_step. */
+ig_status ig_gen_seq_step_draft(ig_gen_seq *s, const float *logits, int32_t draft, const float *q,
+                                bool *accepted, ig_gen_event *ev);
+
 /* Ends a running sequence early (e.g. interrupted): flushes the held-back
  * text, still cut at a stop string (ev->finish is then IG_FINISH_STOP,
  * else reason). */
