@@ -82,6 +82,7 @@ typedef struct srv_request {
     int top_logprobs;
     bool stream;
     bool include_usage;
+    bool no_speculative; /* extension "speculative": false turns the server's drafter off */
 } srv_request;
 
 /* Parses a request body. Returns true and fills *out (release with
