@@ -342,12 +342,22 @@ static void process_token(srv_sched *s, task *t, const float *logits) {
 typedef struct verify_ctx {
     srv_sched *s;
     task *t;
+    int n_events;
     bool gone; /* the task ended (and was freed) */
 } verify_ctx;
 
 static bool on_verified(void *user, const ig_gen_event *ev) {
     verify_ctx *v = user;
-    v->gone = !after_step(v->s, v->t, IG_OK, ev);
+    task *t = v->t;
+    /* The counters move before the event goes out: a client that has its
+     * answer finds them up to date. A token equal to its draft is the
+     * accepted draft (a rejection never draws the draft again). */
+    int k = v->n_events++;
+    pthread_mutex_lock(&v->s->m->mu);
+    if (k == 0) v->s->m->spec_drafted += (uint64_t)t->n_draft;
+    if (k < t->n_draft && ev->token == t->drafts[k]) v->s->m->spec_accepted++;
+    pthread_mutex_unlock(&v->s->m->mu);
+    v->gone = !after_step(v->s, t, IG_OK, ev);
     return !v->gone;
 }
 
@@ -357,7 +367,7 @@ static bool on_verified(void *user, const ig_gen_event *ev) {
 static void process_verified(srv_sched *s, task *t, int i) {
     slot *sl = &s->slots[i];
     int n_draft = t->n_draft;
-    verify_ctx v = {s, t, false};
+    verify_ctx v = {s, t, 0, false};
     ig_spec_result res;
     ig_status st = ig_spec_verify(t->gen, s->ctx, t->out_idx, t->drafts, n_draft, on_verified, &v, &res);
     if (st != IG_OK && !v.gone) {
@@ -376,10 +386,6 @@ static void process_verified(srv_sched *s, task *t, int i) {
         ig_seq_clear(s->ctx, i);
         sl->n_cache = 0;
     }
-    pthread_mutex_lock(&s->m->mu);
-    s->m->spec_drafted += (uint64_t)n_draft;
-    s->m->spec_accepted += (uint64_t)res.n_accepted;
-    pthread_mutex_unlock(&s->m->mu);
 }
 
 /* ---- engine thread --------------------------------------------------------- */
