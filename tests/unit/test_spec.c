@@ -460,3 +460,137 @@ IG_TEST(spec_verify_rule_matches_target_distribution) {
     CHECK_NEAR(p[g], 1.0f, 0.0f);
     ig_sampler_free(s);
 }
+
+/* Two-sample chi-square of equal-size samples a and b over n categories;
+ * categories with fewer than 10 draws together are pooled. */
+static double chi_two(const int *a, const int *b, int n, int *df) {
+    double x = 0.0;
+    int pa = 0, pb = 0, k = 0;
+    for (int i = 0; i < n; i++) {
+        if (a[i] + b[i] < 10) {
+            pa += a[i];
+            pb += b[i];
+            continue;
+        }
+        x += (double)(a[i] - b[i]) * (a[i] - b[i]) / (a[i] + b[i]);
+        k++;
+    }
+    if (pa + pb > 0) {
+        x += (double)(pa - pb) * (pa - pb) / (pa + pb);
+        k++;
+    }
+    *df = k - 1;
+    return x;
+}
+
+/* A synthetic "model": logits of the next token as a function of the last
+ * two tokens (V = 16). */
+#define SV 16
+static void toy_logits(int32_t a, int32_t b, float *out) {
+    for (int i = 0; i < SV; i++) {
+        uint32_t h = (uint32_t)(a * 2654435761u) ^ (uint32_t)(b * 40503u) ^ (uint32_t)(i * 97u);
+        h ^= h >> 13;
+        h *= 0x5bd1e995u;
+        h ^= h >> 15;
+        out[i] = (float)(h % 1000) / 250.0f; /* 0 .. 4 */
+    }
+}
+
+/* Runs one sequence of 4 tokens after (a, b) through ig_gen_seq, plain or
+ * with a drafter that proposes the two tokens `guess` after every token,
+ * verified step by step (ig_gen_seq_step_draft) as ig_spec_verify does. */
+static void toy_sequence(const ig_gen_seq_params *gp, bool spec, const int32_t *guess, int32_t *out,
+                         int *drafted, int *accepted) {
+    ig_gen_seq *gs = NULL;
+    REQUIRE_OK(ig_gen_seq_create(gp, &gs));
+    int32_t hist[8] = {3, 5};
+    int n = 2, produced = 0;
+    float rows[3][SV];
+    while (produced < 4) {
+        int32_t d[2] = {guess[0], guess[1]};
+        int nd = spec ? 2 : 0;
+        /* The "target" evaluates the context and each draft. */
+        toy_logits(hist[n - 2], hist[n - 1], rows[0]);
+        if (nd) {
+            toy_logits(hist[n - 1], d[0], rows[1]);
+            toy_logits(d[0], d[1], rows[2]);
+        }
+        *drafted += nd;
+        for (int i = 0; i <= nd && produced < 4; i++) {
+            bool acc = false;
+            ig_gen_event ev;
+            REQUIRE_OK(ig_gen_seq_step_draft(gs, rows[i], i < nd ? d[i] : -1, NULL, &acc, &ev));
+            hist[n++] = ev.token;
+            out[produced++] = ev.token;
+            *accepted += acc;
+            if (!acc) break;
+        }
+    }
+    ig_gen_seq_free(gs);
+}
+
+IG_TEST(spec_sampling_output_distribution_unchanged) {
+    /* Tens of thousands of seeded 4-token sequences with sampling (top-k,
+     * top-p, min-p, penalties over the generated tokens, a bias), plain and
+     * with drafts verified by the rule: the joint frequencies of the 2nd
+     * and 3rd token, and those of the 4th, agree (chi-square, 0.999). */
+    enum { M = 30000 };
+    const ig_logit_bias bias[] = {{7, 1.5f}};
+    ig_gen_seq_params gp = {.n_vocab = SV, .max_tokens = -1};
+    gp.sampling = ig_sampler_default_params();
+    gp.sampling.temperature = 0.9f;
+    gp.sampling.top_k = 10;
+    gp.sampling.top_p = 0.95f;
+    gp.sampling.min_p = 0.02f;
+    gp.sampling.repeat_penalty = 1.4f;
+    gp.sampling.presence_penalty = 0.5f;
+    gp.sampling.logit_bias = bias;
+    gp.sampling.n_logit_bias = 1;
+    static int c23[2][SV * SV], c4[2][SV];
+    memset(c23, 0, sizeof c23);
+    memset(c4, 0, sizeof c4);
+    const int32_t guess[2] = {7, 2};
+    int drafted = 0, accepted = 0, dummy = 0;
+    for (int k = 0; k < 2; k++) {
+        for (int r = 0; r < M; r++) {
+            gp.sampling.seed = 7919ULL * (uint64_t)r + (uint64_t)k * 100000007ULL;
+            int32_t o[4];
+            toy_sequence(&gp, k == 1, guess, o, k ? &drafted : &dummy, k ? &accepted : &dummy);
+            c23[k][o[1] * SV + o[2]]++;
+            c4[k][o[3]]++;
+        }
+    }
+    int df;
+    double x = chi_two(c23[0], c23[1], SV * SV, &df);
+    fprintf(stderr, "  2nd and 3rd token: chi2 %.1f, df %d (critical %.1f)\n", x, df, chi_crit(df));
+    CHECK(df >= 20);
+    CHECK(x < chi_crit(df));
+    x = chi_two(c4[0], c4[1], SV, &df);
+    fprintf(stderr, "  4th token: chi2 %.1f, df %d (critical %.1f)\n", x, df, chi_crit(df));
+    CHECK(df >= 5);
+    CHECK(x < chi_crit(df));
+    fprintf(stderr, "  %d drafted, %d accepted\n", drafted, accepted);
+    CHECK(accepted > drafted / 20 && accepted < drafted);
+    /* The test has power: a verifier that always accepts the drafts (a
+     * wrong rule) is told apart. */
+    memset(c23[1], 0, sizeof c23[1]);
+    for (int r = 0; r < M; r++) {
+        gp.sampling.seed = 7919ULL * (uint64_t)r + 100000007ULL;
+        int32_t o[4];
+        ig_gen_seq *gs = NULL;
+        REQUIRE_OK(ig_gen_seq_create(&gp, &gs));
+        float row[SV];
+        ig_gen_event ev;
+        toy_logits(3, 5, row);
+        REQUIRE_OK(ig_gen_seq_step(gs, row, &ev));
+        o[0] = ev.token;
+        o[1] = guess[0]; /* "accepted" without looking */
+        toy_logits(o[0], o[1], row);
+        REQUIRE_OK(ig_gen_seq_step(gs, row, &ev));
+        o[2] = ev.token;
+        c23[1][o[1] * SV + o[2]]++;
+        ig_gen_seq_free(gs);
+    }
+    x = chi_two(c23[0], c23[1], SV * SV, &df);
+    CHECK(x > chi_crit(df));
+}
