@@ -594,3 +594,39 @@ IG_TEST(spec_sampling_output_distribution_unchanged) {
     x = chi_two(c23[0], c23[1], SV * SV, &df);
     CHECK(x > chi_crit(df));
 }
+
+IG_TEST(spec_draft_model_failure_turns_drafting_off) {
+    ig_model *t = fixture("tiny-27b-like", "f32");
+    REQUIRE(t);
+    ig_spec_params p = ig_spec_default_params();
+    p.draft = t;
+    p.draft_max = 4;
+    ig_spec *sp = NULL;
+    REQUIRE_OK(ig_spec_create(&p, t, 64, 1, &sp));
+    int32_t good[] = {2, 10, 20, 30}, bad[] = {2, 10, -5, 30}, out[8];
+    CHECK_EQ_INT(ig_spec_draft(sp, 0, good, 4, 4, out), 4);
+    bool first = true;
+    CHECK(ig_spec_failure(sp, &first) == NULL);
+    CHECK(!first);
+    /* The draft model refuses the text: no drafts, the failure is kept and
+     * reported once, and the drafter stays off. */
+    CHECK_EQ_INT(ig_spec_draft(sp, 0, bad, 4, 4, out), 0);
+    const char *why = ig_spec_failure(sp, &first);
+    REQUIRE(why != NULL);
+    CHECK(first);
+    CHECK(strstr(why, "draft model failed") != NULL);
+    CHECK(ig_spec_failure(sp, &first) != NULL);
+    CHECK(!first);
+    CHECK_EQ_INT(ig_spec_draft(sp, 0, good, 4, 4, out), 0);
+    /* Generation goes on plainly with it. */
+    t->hp.eot_id = t->hp.eos_id = -1;
+    sids a, b;
+    ig_gen_stats st;
+    REQUIRE_OK(run_gen(t, NULL, good, 4, 8, 0.0f, 0, &a, &st, NULL));
+    REQUIRE_OK(run_gen(t, sp, good, 4, 8, 0.0f, 0, &b, &st, NULL));
+    CHECK_EQ_INT(st.n_drafted, 0);
+    CHECK_EQ_INT(b.n, a.n);
+    for (int i = 0; i < a.n && i < b.n; i++) CHECK_EQ_INT(b.v[i], a.v[i]);
+    ig_spec_free(sp);
+    ig_model_free(t);
+}
