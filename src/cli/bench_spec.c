@@ -13,9 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *k_text_prompt =
+/* Natural text: an instruction for a chat model, the opening of an
+ * article for a base model (which would otherwise echo an instruction). */
+static const char *k_chat_prompt =
     "Write a short story about a lighthouse keeper who finds a message in a bottle. "
     "Describe the sea, the weather and what the message says.";
+static const char *k_text_prompt = "The history of the lighthouse begins in ancient times, when sailors";
 
 static const char *k_copy_prompt =
     "Repeat the following text exactly, word for word:\n\n"
@@ -64,12 +67,16 @@ int bench_spec_run(ig_model *model, const ig_model_params *mp, const bench_spec_
         fprintf(stderr, "ignis bench: speculative rows need a model with a tokenizer\n");
         return 1;
     }
-    const char *text = c->prompt ? c->prompt : c->lookup ? k_copy_prompt : k_text_prompt;
+    bool chat = ig_model_chat_template(model) != NULL;
+    const char *text = c->prompt   ? c->prompt
+                       : c->lookup ? k_copy_prompt
+                       : chat      ? k_chat_prompt
+                                   : k_text_prompt;
     char *rendered = NULL;
     int32_t *ids = NULL;
     size_t n_ids = 0;
     ig_status st;
-    if (ig_model_chat_template(model)) {
+    if (chat) {
         ig_chat_message msg = {"user", text};
         st = ig_chat_render(&msg, 1, true, &rendered);
         if (st == IG_OK) st = ig_tokenize(tok, rendered, strlen(rendered), false, true, &ids, &n_ids);
@@ -130,7 +137,7 @@ int bench_spec_run(ig_model *model, const ig_model_params *mp, const bench_spec_
         snprintf(label, sizeof label, "lookup %d..%d K=%d", sp.ngram_min, sp.ngram_max, sp.draft_max);
     }
     printf("\nspeculative decoding: prompt %zu tokens (%s), greedy tg%d, %d repetitions (A/B)\n",
-           n_ids, c->prompt ? "given" : c->lookup ? "copy task" : "story", c->n_gen, reps);
+           n_ids, c->prompt ? "given" : c->lookup ? "copy task" : "natural text", c->n_gen, reps);
     printf("| %-34s | %16s | %8s | %11s | %8s |\n", "test", "t/s", "accept", "tokens/step", "speed-up");
     printf("| %-34s | %8.2f ± %5.2f | %8s | %11s | %8s |\n", "plain", m0, s0, "-", "1.00", "1.00x");
     char acc[16], tps[16];
