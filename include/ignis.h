@@ -251,6 +251,26 @@ void ig_sampler_logprobs(const ig_sampler *s, const float *logits, float *out);
 int ig_sampler_top_logprobs(const ig_sampler *s, const float *logits, int k, int32_t *ids,
                             float *logprobs);
 
+/* Speculative decoding. ig_sampler_probs writes the final distribution
+ * ig_sampler_sample draws from (after bias, penalties, temperature, top-k,
+ * top-p, min-p; renormalised) into probs[n_vocab_real]: zero outside the
+ * candidate set, one-hot on the chosen id when greedy or when every logit is
+ * -inf. Returns the number of non-zero entries, -1 for NULL arguments. No
+ * randomness is consumed. */
+int ig_sampler_probs(ig_sampler *s, const float *logits, float *probs);
+/* Verifies a drafted token against this distribution p with the
+ * speculative-sampling rule, drawing from the sampler's random stream:
+ * accept draft with probability min(1, p(draft) / q(draft)), else return a
+ * draw from the normalised residual max(0, p - q). q is the drafter's
+ * distribution (n_vocab_real floats) or NULL for a deterministic drafter
+ * (q one-hot on draft: accept with probability p(draft), else draw from p
+ * without draft). When greedy, the result is the argmax and *accepted says
+ * whether it equals draft. The returned id is distributed exactly as
+ * ig_sampler_sample's. draft < 0: a plain ig_sampler_sample. -1 for NULL
+ * arguments. */
+int32_t ig_sampler_verify(ig_sampler *s, const float *logits, int32_t draft, const float *q,
+                          bool *accepted);
+
 #ifdef __cplusplus
 }
 #endif

@@ -25,6 +25,7 @@
 #include "core/util.h"
 #include "gen/seq.h"
 #include "grammar/grammar.h"
+#include "bench_spec.h"
 #ifdef IGNIS_HAVE_VULKAN
 #include "backend/vulkan/vk_backend.h"
 #endif
@@ -60,7 +61,11 @@ static void usage(FILE *f) {
             "  --kv TYPE     KV cache type (default f16)\n"
             "  --json FILE   also write the results as JSON\n"
             "  --json-schema FILE  add tgN free / tgN schema: sampled generation without\n"
-            "                and with the schema's grammar, and the mask time per token\n");
+            "                and with the schema's grammar, and the mask time per token\n"
+            "  --draft MODEL, --lookup  add speculative-decoding rows (greedy, -n tokens of a\n"
+            "                story prompt, or of a copy task with --lookup) against plain\n"
+            "                decoding of the same prompt; --prompt TEXT overrides the prompt;\n"
+            "                --draft-max K, --draft-min K, --draft-p-min P, --lookup-ngram A:B\n");
 }
 
 /* Parses "1,2,4" into out[]: integers in [min, max], at most MAX_LIST. */
@@ -103,6 +108,7 @@ typedef struct bench_cfg {
     ig_model_params mp;
     const char *json_path;
     const char *schema_path;
+    bench_spec_cfg spec; /* --draft / --lookup rows */
 } bench_cfg;
 
 typedef struct machine {
@@ -542,9 +548,11 @@ static int parse_args(int argc, char **argv, bench_cfg *c) {
     c->mp = ig_model_default_params();
     c->batches[0] = 8;
     c->n_batches = 1;
+    c->spec.spec = ig_spec_default_params();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int sr;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return -1;
@@ -599,6 +607,16 @@ static int parse_args(int argc, char **argv, bench_cfg *c) {
             }
             c->json_path = v;
             i++;
+        } else if (!strcmp(a, "--prompt")) {
+            if (!v || !*v) {
+                fprintf(stderr, "ignis bench: --prompt needs a text\n");
+                return 2;
+            }
+            c->spec.prompt = v;
+            i++;
+        } else if ((sr = spec_options_parse(&c->spec.draft, &c->spec.lookup, &c->spec.spec, argc,
+                                             argv, &i)) != 0) {
+            if (sr < 0) return 2;
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "ignis bench: unknown option %s\n", a);
             usage(stderr);
@@ -732,6 +750,16 @@ int cmd_bench(int argc, char **argv) {
     ig_grammar_free(schema);
     ig_token_trie_free(trie);
     free(mask_buf);
+
+    if (!rc && (cfg.spec.draft || cfg.spec.lookup) && cfg.n_gen > 0) {
+        cfg.spec.n_gen = (int)cfg.n_gen;
+        cfg.spec.reps = (int)cfg.reps;
+        cfg.spec.n_batch = (int)cfg.n_batch;
+        cfg.spec.kv = cfg.kv;
+        ig_model_params mp = cfg.mp;
+        mp.n_threads = cfg.threads[0];
+        rc = bench_spec_run(model, &mp, &cfg.spec);
+    }
 
     if (!rc && cfg.json_path) {
         json_t *root = json_object();

@@ -107,6 +107,8 @@ int cmd_chat(int argc, char **argv) {
     const ig_tokenizer *tok = ig_model_tokenizer(m);
     int rc = 1;
     ig_context *ctx = NULL;
+    ig_model *draft_m = NULL;
+    ig_spec *spec = NULL;
     conversation conv = {0};
     int32_t *history = NULL;
     int n_history = 0;
@@ -130,6 +132,9 @@ int cmd_chat(int argc, char **argv) {
         fprintf(stderr, "ignis chat: %s\n", ig_last_error());
         goto done;
     }
+    if (spec_options_setup("ignis chat", o.draft, o.lookup, &o.spec, m, &o.mp, o.cp.n_ctx, 1, &draft_m,
+                           &spec))
+        goto done;
     struct sigaction sa = {0};
     sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);
@@ -180,6 +185,7 @@ int cmd_chat(int argc, char **argv) {
             .stop = o.stop,
             .n_stop = o.n_stop,
             .interrupt = &g_interrupt,
+            .spec = spec,
         };
         ig_gen_io io = {.emit = emit, .on_token = on_token, .user = &ans};
         ig_gen_stats stats;
@@ -233,6 +239,8 @@ done:
     free(conv.owned);
     free(history);
     free(line);
+    ig_spec_free(spec);
+    ig_model_free(draft_m);
     ig_context_free(ctx);
     ig_model_free(m);
     return rc;

@@ -134,6 +134,8 @@ int cmd_run(int argc, char **argv) {
     ig_context *ctx = NULL;
     ig_grammar *grammar = NULL;
     ig_token_trie *trie = NULL;
+    ig_model *draft_m = NULL;
+    ig_spec *spec = NULL;
     ig_model *m = cli_load_model(o.model, &o.mp);
     if (!m) goto done;
     const ig_tokenizer *tok = ig_model_tokenizer(m);
@@ -190,6 +192,9 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "ignis run: a grammar needs the model's tokenizer: %s\n", ig_last_error());
         goto done;
     }
+    if (spec_options_setup("ignis run", o.draft, o.lookup, &o.spec, m, &o.mp, o.cp.n_ctx, 1, &draft_m,
+                           &spec))
+        goto done;
     signal(SIGINT, on_sigint);
     ig_gen_params gp = {
         .grammar = grammar,
@@ -199,6 +204,7 @@ int cmd_run(int argc, char **argv) {
         .stop = o.stop,
         .n_stop = o.n_stop,
         .interrupt = &g_interrupt,
+        .spec = spec,
     };
     ig_gen_io io = {.emit = print_ids ? NULL : emit_stdout, .on_token = ig_token_list_collect, .user = &out};
     ig_gen_stats stats;
@@ -236,10 +242,17 @@ int cmd_run(int argc, char **argv) {
             stats.n_prompt, stats.t_prompt, stats.t_prompt > 0 ? stats.n_prompt / stats.t_prompt : 0.0,
             stats.n_generated, stats.t_generate,
             stats.t_generate > 0 ? stats.n_generated / stats.t_generate : 0.0, why);
+    if (spec)
+        fprintf(stderr, "speculative: %d drafted, %d accepted (%.0f%%), %.2f tokens per target step\n",
+                stats.n_drafted, stats.n_accepted,
+                stats.n_drafted ? 100.0 * stats.n_accepted / stats.n_drafted : 0.0,
+                stats.n_steps ? (double)stats.n_generated / (stats.n_steps + 1) : 0.0);
     rc = 0;
 done:
     ig_grammar_free(grammar);
     ig_token_trie_free(trie);
+    ig_spec_free(spec);
+    ig_model_free(draft_m);
     ig_context_free(ctx);
     ig_model_free(m);
     ig_token_list_free(&in);

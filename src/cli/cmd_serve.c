@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include "core/util.h"
+#include "gen_options.h"
 #include "server/server.h"
 
 #include <errno.h>
@@ -35,6 +36,8 @@ static void serve_usage(FILE *f) {
             "  --quiet              no per-request log lines\n"
             "  --no-webui           no web chat and dashboard at / (default: served)\n"
             "  --cors-origin ORIGIN allow browsers on ORIGIN (or *) to call the API (CORS)\n");
+    fprintf(f, "Speculative decoding for every request (off per request with \"speculative\": false):\n");
+    spec_options_help(f);
 }
 
 static char *read_key_file(const char *path) {
@@ -87,6 +90,7 @@ int cmd_serve(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        int sr;
 #define INT_OPT(name, lo, hi, dst)                                                                 \
     do {                                                                                           \
         if (cli_parse_int(name, val, lo, hi, &v)) return 2;                                        \
@@ -143,6 +147,8 @@ int cmd_serve(int argc, char **argv) {
             }
             p.model_alias = val;
             i++;
+        } else if ((sr = spec_options_parse(&p.draft_path, &p.lookup, &p.spec, argc, argv, &i)) != 0) {
+            if (sr < 0) return 2;
         } else if (!strcmp(a, "--quiet")) p.log_requests = 0;
         /* testing: keep /health at 503 this long before loading; hold each
            generation this long between its checks and its submission */
@@ -183,6 +189,19 @@ int cmd_serve(int argc, char **argv) {
     }
     p.model_path = model;
     p.device_tuning = cli_vk_tuning;
+    if (p.draft_path && p.lookup) {
+        fprintf(stderr, "ignis serve: --draft and --lookup are exclusive\n");
+        return 2;
+    }
+    if (p.spec.draft_min > p.spec.draft_max) {
+        fprintf(stderr, "ignis serve: --draft-min %d exceeds --draft-max %d\n", p.spec.draft_min,
+                p.spec.draft_max);
+        return 2;
+    }
+    if (p.draft_path && access(p.draft_path, R_OK) != 0) {
+        fprintf(stderr, "ignis serve: the draft model %s is missing or unreadable\n", p.draft_path);
+        return 1;
+    }
     char *file_key = NULL;
     if (key_file) {
         file_key = read_key_file(key_file);

@@ -20,6 +20,90 @@ void gen_options_init(gen_options *o) {
     o->sp.top_p = 0.95f;
     o->sp.min_p = 0.05f;
     o->n_predict = -1;
+    o->spec = ig_spec_default_params();
+}
+
+void spec_options_help(FILE *f) {
+    fprintf(f, "  --draft MODEL     speculative decoding with a smaller Gemma 3 of the same vocabulary\n"
+               "  --lookup          speculative decoding by prompt lookup (n-grams of the text so far)\n"
+               "  --draft-max K     drafts per step (default 8)  --draft-min K (default 0)\n"
+               "  --draft-p-min P   the draft model stops below this probability (default 0)\n"
+               "  --lookup-ngram MIN:MAX  n-gram sizes for --lookup (default 1:3)\n");
+}
+
+int spec_options_parse(const char **draft, bool *lookup, ig_spec_params *sp, int argc, char **argv,
+                       int *i) {
+    const char *a = argv[*i];
+    long v;
+    double d;
+    if (!strcmp(a, "--draft") || !strcmp(a, "--draft-model")) {
+        *draft = *i + 1 < argc ? argv[++*i] : NULL;
+        if (!*draft) {
+            fprintf(stderr, "ignis: --draft needs a model path\n");
+            return -1;
+        }
+        return 1;
+    }
+    if (!strcmp(a, "--lookup")) {
+        *lookup = true;
+        return 1;
+    }
+    if (!strcmp(a, "--draft-max")) {
+        if (cli_parse_int(a, *i + 1 < argc ? argv[++*i] : NULL, 1, IG_SPEC_MAX_DRAFT, &v)) return -1;
+        sp->draft_max = (int)v;
+        return 1;
+    }
+    if (!strcmp(a, "--draft-min")) {
+        if (cli_parse_int(a, *i + 1 < argc ? argv[++*i] : NULL, 0, IG_SPEC_MAX_DRAFT, &v)) return -1;
+        sp->draft_min = (int)v;
+        return 1;
+    }
+    if (!strcmp(a, "--draft-p-min")) {
+        if (cli_parse_float(a, *i + 1 < argc ? argv[++*i] : NULL, 0, 1, &d)) return -1;
+        sp->p_min = (float)d;
+        return 1;
+    }
+    if (!strcmp(a, "--lookup-ngram")) {
+        const char *s = *i + 1 < argc ? argv[++*i] : NULL;
+        int lo, hi;
+        char tail;
+        if (!s || sscanf(s, "%d:%d%c", &lo, &hi, &tail) != 2 || lo < 1 || hi < lo || hi > 64) {
+            fprintf(stderr, "ignis: --lookup-ngram expects MIN:MAX with 1 <= MIN <= MAX <= 64\n");
+            return -1;
+        }
+        sp->ngram_min = lo;
+        sp->ngram_max = hi;
+        return 1;
+    }
+    return 0;
+}
+
+int spec_options_setup(const char *who, const char *draft, bool lookup, ig_spec_params *sp,
+                       ig_model *target, const ig_model_params *mp, int n_ctx, int n_seq,
+                       ig_model **draft_model, ig_spec **spec) {
+    *draft_model = NULL;
+    *spec = NULL;
+    if (!draft && !lookup) return 0;
+    if (draft && lookup) {
+        fprintf(stderr, "%s: --draft and --lookup are exclusive\n", who);
+        return -1;
+    }
+    if (sp->draft_min > sp->draft_max) {
+        fprintf(stderr, "%s: --draft-min %d exceeds --draft-max %d\n", who, sp->draft_min, sp->draft_max);
+        return -1;
+    }
+    if (draft && ig_model_load(draft, mp, draft_model) != IG_OK) {
+        fprintf(stderr, "%s: cannot load the draft model %s: %s\n", who, draft, ig_last_error());
+        return -1;
+    }
+    sp->draft = *draft_model;
+    if (ig_spec_create(sp, target, n_ctx, n_seq, spec) != IG_OK) {
+        fprintf(stderr, "%s: %s%s\n", who, draft ? "draft model: " : "", ig_last_error());
+        ig_model_free(*draft_model);
+        *draft_model = NULL;
+        return -1;
+    }
+    return 0;
 }
 
 void gen_options_help(FILE *f) {
@@ -38,6 +122,7 @@ void gen_options_help(FILE *f) {
                "  --kv f16|f32      KV cache type (default f16)\n"
                "  -t N              threads (default: physical cores)\n"
                "  --backend cpu|vulkan  --device N\n");
+    spec_options_help(f);
 }
 
 static const char *val(int argc, char **argv, int *i) { return *i + 1 < argc ? argv[++*i] : NULL; }
@@ -58,6 +143,8 @@ int gen_options_parse(gen_options *o, int argc, char **argv, int *i) {
         dst = (float)d;                                                                            \
         return 1;                                                                                  \
     }
+    int r = spec_options_parse(&o->draft, &o->lookup, &o->spec, argc, argv, i);
+    if (r) return r;
     INT_OPT("-n", -1, 1 << 24, o->n_predict)
     INT_OPT("--n-predict", -1, 1 << 24, o->n_predict)
     FLT_OPT("--temp", 0, 100, o->sp.temperature)

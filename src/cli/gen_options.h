@@ -22,6 +22,10 @@ typedef struct gen_options {
     const char *system;
     const char *grammar_file; /* --grammar: GBNF */
     const char *schema_file;  /* --json-schema: JSON Schema */
+    /* Speculative decoding. */
+    const char *draft;  /* draft model path */
+    bool lookup;        /* prompt lookup */
+    ig_spec_params spec;
 } gen_options;
 
 void gen_options_init(gen_options *o);
@@ -34,5 +38,17 @@ void gen_options_help(FILE *f);
 int gen_options_grammar(const gen_options *o, ig_grammar **out);
 /* Seeds from the clock when no --seed was given. */
 void gen_options_finish(gen_options *o);
+/* Speculative decoding options (--draft, --lookup, --draft-max, ...):
+ * consumed as gen_options_parse does. Shared with `ignis serve`/`bench`. */
+int spec_options_parse(const char **draft, bool *lookup, ig_spec_params *sp, int argc, char **argv,
+                       int *i);
+void spec_options_help(FILE *f);
+/* When --draft or --lookup was given: loads the draft model (*draft_model,
+ * NULL for lookup) and creates the drafter for target (n_ctx, n_seq) into
+ * *spec. Prints the error (prefixed with who) and returns -1 on failure;
+ * 0 otherwise (*spec NULL when speculation is off). */
+int spec_options_setup(const char *who, const char *draft, bool lookup, ig_spec_params *sp,
+                       ig_model *target, const ig_model_params *mp, int n_ctx, int n_seq,
+                       ig_model **draft_model, ig_spec **spec);
 
 #endif

@@ -8,6 +8,7 @@
 #define IG_GENERATE_H
 
 #include "gen/seq.h"
+#include "gen/spec.h"
 #include "ignis.h"
 
 #include <signal.h>
@@ -21,6 +22,7 @@ typedef struct ig_gen_params {
     volatile sig_atomic_t *interrupt; /* set non-zero to stop after the current token */
     const ig_grammar *grammar;  /* constrained decoding (gen/seq.h), NULL: none */
     const ig_token_trie *trie;  /* the vocabulary's trie, with grammar */
+    ig_spec *spec;              /* speculative decoding (gen/spec.h); NULL: off */
 } ig_gen_params;
 
 typedef struct ig_gen_stats {
@@ -30,6 +32,9 @@ typedef struct ig_gen_stats {
     double t_prompt, t_generate; /* seconds */
     ig_finish finish;    /* STOP, LENGTH, or INTERRUPT (the flag was set or emit said stop) */
     int32_t stop_token;  /* the end-of-turn / eos id that ended generation, else -1 */
+    int n_steps;         /* target ig_decode steps while generating */
+    int n_drafted;       /* draft tokens verified (speculative decoding) */
+    int n_accepted;      /* of which accepted */
 } ig_gen_stats;
 
 /* Called with each new piece of text; return false to stop. */
@@ -61,7 +66,9 @@ void ig_token_list_collect(void *user, int32_t id);
  * tokens that were fed back: all but the last one (all of them when the
  * interrupt flag ended generation); ig_seq_len tells how many. The eot and
  * eos ids of the model end generation; the prompt counts for the
- * penalties. */
+ * penalties. With params->spec, each target step verifies the drafter's
+ * proposals (gen/spec.h): the output is distributed exactly as without it
+ * (greedy: the same tokens), the cache keeps only accepted positions. */
 ig_status ig_generate(ig_context *ctx, int seq, const ig_tokenizer *tok, const int32_t *prompt,
                       int n_prompt, const int32_t *history, int n_history,
                       const ig_gen_params *params, const ig_gen_io *io, ig_gen_stats *stats);

@@ -346,6 +346,12 @@ static void event_init(ig_gen_event *ev) {
 }
 
 ig_status ig_gen_seq_step(ig_gen_seq *s, const float *logits, ig_gen_event *ev) {
+    return ig_gen_seq_step_draft(s, logits, -1, NULL, NULL, ev);
+}
+
+ig_status ig_gen_seq_step_draft(ig_gen_seq *s, const float *logits, int32_t draft, const float *q,
+                                bool *accepted, ig_gen_event *ev) {
+    if (accepted) *accepted = false;
     if (!ev) return ig_fail(IG_ERR_INVALID_ARG, "ig_gen_seq_step: NULL event");
     event_init(ev);
     if (!s || !logits) return ig_fail(IG_ERR_INVALID_ARG, "ig_gen_seq_step: NULL argument");
@@ -372,7 +378,10 @@ ig_status ig_gen_seq_step(ig_gen_seq *s, const float *logits, ig_gen_event *ev) 
         }
     }
     if (s->logprobs) ig_sampler_logprobs(s->smp, logits, s->lp);
-    int32_t tok = ig_sampler_sample(s->smp, logits);
+    bool acc = false;
+    int32_t tok = draft >= 0 ? ig_sampler_verify(s->smp, logits, draft, q, &acc)
+                             : ig_sampler_sample(s->smp, logits);
+    if (accepted) *accepted = acc;
     if (tok < 0 || tok >= s->n_vocab) {
         s->done = true;
         return ig_fail(IG_ERR_INTERNAL, "sampling failed");

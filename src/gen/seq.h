@@ -112,6 +112,14 @@ ig_status ig_gen_seq_step(ig_gen_seq *s, const float *logits, ig_gen_event *ev);
 /* Seconds the last step spent computing and applying the grammar mask (0
  * without a grammar). */
 double ig_gen_seq_mask_seconds(const ig_gen_seq *s);
+/* ig_gen_seq_step for speculative decoding: the token is chosen by
+ * ig_sampler_verify against a drafted id (q: the drafter's distribution, or
+ * NULL for a deterministic drafter), so it is distributed exactly as
+ * ig_gen_seq_step's; *accepted (may be NULL) says whether it is the draft.
+ * Everything after the choice (stop ids and strings, text, logprobs,
+ * limits) is ig_gen_seq_step's. draft < 0: exactly ig_gen_seq_step. */
+ig_status ig_gen_seq_step_draft(ig_gen_seq *s, const float *logits, int32_t draft, const float *q,
+                                bool *accepted, ig_gen_event *ev);
 
 /* Ends a running sequence early (e.g. interrupted): flushes the held-back
  * text, still cut at a stop string (ev->finish is then IG_FINISH_STOP,

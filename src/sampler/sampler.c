@@ -953,3 +953,90 @@ int ig_sampler_top_logprobs(const ig_sampler *s, const float *logits, int k, int
     for (size_t i = 0; i < n; i++) logprobs[i] -= log_z;
     return (int)n;
 }
+
+/* ---- Speculative decoding -------------------------------------------------- */
+
+int ig_sampler_probs(ig_sampler *s, const float *logits, float *probs) {
+    if (!s || !logits || !probs) return -1;
+    size_t V = (size_t)s->n_vocab;
+    memset(probs, 0, V * sizeof *probs);
+    size_t n = build_candidates(s, logits);
+    if (n == 0) {
+        probs[raw_argmax(s, logits)] = 1.0f;
+        return 1;
+    }
+    if (s->p.temperature <= 0.0f) {
+        probs[s->cand[0].id] = 1.0f;
+        return 1;
+    }
+    double z = 0.0;
+    for (size_t i = 0; i < n; i++) z += s->cand[i].w;
+    for (size_t i = 0; i < n; i++) probs[s->cand[i].id] = (float)(s->cand[i].w / z);
+    return (int)n;
+}
+
+/* Draws from the residual max(0, p - q) over the candidate set (q NULL: q is
+ * one-hot on draft, so the residual is p without the draft token). Returns
+ * -1 when the residual has no mass. */
+static int32_t draw_residual(ig_sampler *s, size_t n, double z, int32_t draft, const float *q) {
+    const ig_cand *c = s->cand;
+    double mass = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double p = c[i].w / z;
+        double r = q ? p - (double)q[c[i].id] : (c[i].id == draft ? 0.0 : p);
+        if (r > 0.0) mass += r;
+    }
+    if (!(mass > 0.0)) return -1;
+    double t = rng_uniform(s->rng) * mass, acc = 0.0;
+    int32_t last = -1;
+    for (size_t i = 0; i < n; i++) {
+        double p = c[i].w / z;
+        double r = q ? p - (double)q[c[i].id] : (c[i].id == draft ? 0.0 : p);
+        if (!(r > 0.0)) continue;
+        last = c[i].id;
+        acc += r;
+        if (t < acc) return c[i].id;
+    }
+    return last; /* t within rounding of the mass */
+}
+
+int32_t ig_sampler_verify(ig_sampler *s, const float *logits, int32_t draft, const float *q,
+                          bool *accepted) {
+    if (accepted) *accepted = false;
+    if (!s || !logits || !accepted) return -1;
+    if (draft < 0 || draft >= s->n_vocab) return ig_sampler_sample(s, logits);
+    if (s->p.temperature <= 0.0f) {
+        int32_t t = ig_sampler_sample(s, logits);
+        *accepted = t == draft;
+        return t;
+    }
+    size_t n = build_candidates(s, logits);
+    if (n == 0) {
+        int32_t t = raw_argmax(s, logits);
+        *accepted = t == draft;
+        return t;
+    }
+    const ig_cand *c = s->cand;
+    double z = 0.0, pd = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        z += c[i].w;
+        if (c[i].id == draft) pd = c[i].w;
+    }
+    pd /= z;
+    double qd = q ? (double)q[draft] : 1.0;
+    double u = rng_uniform(s->rng);
+    /* Accept with probability min(1, p(d) / q(d)). */
+    if (qd > 0.0 && u * qd < pd) {
+        *accepted = true;
+        return draft;
+    }
+    int32_t t = draw_residual(s, n, z, draft, q);
+    if (t >= 0) return t;
+    /* No residual mass (p == q up to rounding): a plain draw from p. */
+    double r = rng_uniform(s->rng) * z, acc = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        acc += c[i].w;
+        if (r < acc) return c[i].id;
+    }
+    return c[n - 1].id;
+}

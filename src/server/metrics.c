@@ -91,6 +91,10 @@ bool srv_metrics_render(srv_metrics *m, srv_buf *b) {
                               (unsigned long long)s.requests_cancelled);
     ok = ok && render_counter(b, "ignis_decode_calls_total", "Engine steps (ig_decode calls).",
                               s.decode_calls);
+    ok = ok && render_counter(b, "ignis_draft_tokens_total", "Draft tokens verified (speculative decoding).",
+                              s.spec_drafted);
+    ok = ok && render_counter(b, "ignis_draft_tokens_accepted_total",
+                              "Draft tokens accepted (speculative decoding).", s.spec_accepted);
     ok = ok && render_hist(b, "ignis_time_to_first_token_seconds", "Time from admission to the "
                            "first generated token.", &s.ttft);
     ok = ok && render_hist(b, "ignis_inter_token_latency_seconds", "Time between consecutive "

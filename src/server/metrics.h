@@ -28,6 +28,7 @@ typedef struct srv_metrics {
     uint64_t prefill_tokens; /* prompt tokens computed (not reused from a cache) */
     uint64_t requests_finished_stop, requests_finished_length, requests_cancelled;
     uint64_t decode_calls;
+    uint64_t spec_drafted, spec_accepted; /* speculative decoding: drafts verified, accepted */
     srv_hist ttft;
     srv_hist itl;
     srv_hist e2e;

@@ -559,6 +559,9 @@ static bool parse_options(json_t *root, const srv_limits *lim, srv_request *r, s
     if (g > 0) r->n = (int)x;
 
     if (get_bool(root, "stream", &r->stream, err) < 0) return false;
+    bool speculative = true;
+    if (get_bool(root, "speculative", &speculative, err) < 0) return false;
+    r->no_speculative = !speculative;
     json_t *so = json_object_get(root, "stream_options");
     if (so && !json_is_null(so)) {
         if (!json_is_object(so)) {

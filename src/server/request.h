@@ -107,6 +107,7 @@ typedef struct srv_request {
     srv_tool_choice tool_choice;
     int tool_named;
     bool parallel_tool_calls;
+    bool no_speculative; /* extension "speculative": false turns the server's drafter off */
 } srv_request;
 
 /* True when the output is to be read for tool calls. */

@@ -77,6 +77,9 @@ typedef struct task {
     int n_gen;
     int out_idx;       /* logits row this step, -1 none */
     ig_gen_seq *gen;   /* sampling, stop ids and strings, text, logprobs */
+    bool spec;         /* speculative decoding on for this request */
+    int n_draft;       /* drafts fed after last_tok this step (rows out_idx + 1 ...) */
+    int32_t drafts[IG_SPEC_MAX_DRAFT];
     double t_last;
     struct task *next;
 } task;
@@ -178,6 +181,7 @@ static task *task_create(srv_sched *s, srv_job *j, int index, uint64_t seed) {
         free(t);
         return NULL;
     }
+    t->spec = s->p.spec && !r->no_speculative;
     srv_job_ref(j);
     t->job = j;
     return t;
@@ -322,23 +326,23 @@ static void finish(srv_sched *s, task *t, const char *reason, const char *fail_m
     task_free(t);
 }
 
-/* Hands t's logits row to its sequence and streams what comes out. */
-static void process_token(srv_sched *s, task *t, const float *logits) {
+/* Streams what one step of t's sequence produced; false when t ended (and
+ * is freed). */
+static bool after_step(srv_sched *s, task *t, ig_status st, const ig_gen_event *evp) {
     srv_job *j = t->job;
-    ig_gen_event ev;
-    ig_status st = ig_gen_seq_step(t->gen, logits, &ev);
+    ig_gen_event ev = *evp;
     if (st == IG_OK && ev.token < 0 && ev.finish != IG_FINISH_NONE) {
         /* the grammar is complete and nothing may follow */
         if (!emit(t, &ev)) finish(s, t, NULL, "out of memory");
         else finish(s, t, "stop", NULL);
-        return;
+        return false;
     }
     if (ev.token < 0) { /* nothing sampled */
         char msg[256];
         snprintf(msg, sizeof msg, "%s", st == IG_ERR_NO_MEMORY ? "out of memory"
                                         : *ig_last_error() ? ig_last_error() : "sampling failed");
         finish(s, t, NULL, msg);
-        return;
+        return false;
     }
     double now = ig_time_now();
     pthread_mutex_lock(&s->m->mu);
@@ -350,14 +354,71 @@ static void process_token(srv_sched *s, task *t, const float *logits) {
     t->n_gen++;
     if (st != IG_OK || !emit(t, &ev)) { /* after sampling, only memory can fail */
         finish(s, t, NULL, "out of memory");
-        return;
+        return false;
     }
     if (ev.finish != IG_FINISH_NONE) {
         finish(s, t, ev.finish == IG_FINISH_STOP ? "stop" : "length", NULL);
-        return;
+        return false;
     }
     t->last_tok = ev.token;
     t->generating = true;
+    return true;
+}
+
+/* Hands t's logits row to its sequence and streams what comes out. */
+static void process_token(srv_sched *s, task *t, const float *logits) {
+    ig_gen_event ev;
+    ig_status st = ig_gen_seq_step(t->gen, logits, &ev);
+    after_step(s, t, st, &ev);
+}
+
+typedef struct verify_ctx {
+    srv_sched *s;
+    task *t;
+    int n_events;
+    bool gone; /* the task ended (and was freed) */
+} verify_ctx;
+
+static bool on_verified(void *user, const ig_gen_event *ev) {
+    verify_ctx *v = user;
+    task *t = v->t;
+    /* The counters move before the event goes out: a client that has its
+     * answer finds them up to date. A token equal to its draft is the
+     * accepted draft (a rejection never draws the draft again). */
+    int k = v->n_events++;
+    pthread_mutex_lock(&v->s->m->mu);
+    if (k == 0) v->s->m->spec_drafted += (uint64_t)t->n_draft;
+    if (k < t->n_draft && ev->token == t->drafts[k]) v->s->m->spec_accepted++;
+    pthread_mutex_unlock(&v->s->m->mu);
+    v->gone = !after_step(v->s, t, IG_OK, ev);
+    return !v->gone;
+}
+
+/* Speculative step of t (slot i): the rows of last_tok and its drafts go
+ * through the sequence one by one (gen/spec.h); the cache drops the
+ * positions after the first rejected draft. */
+static void process_verified(srv_sched *s, task *t, int i) {
+    slot *sl = &s->slots[i];
+    int n_draft = t->n_draft;
+    verify_ctx v = {s, t, 0, false};
+    ig_spec_result res;
+    ig_status st = ig_spec_verify(t->gen, s->ctx, t->out_idx, t->drafts, n_draft, on_verified, &v, &res);
+    if (st != IG_OK && !v.gone) {
+        finish(s, t, NULL, st == IG_ERR_NO_MEMORY ? "out of memory" : "sampling failed");
+        v.gone = true;
+    }
+    int drop = n_draft + 1 - res.n_steps;
+    if (st == IG_OK && drop > 0) {
+        sl->n_cache -= drop;
+        if (ig_seq_truncate(s->ctx, i, sl->n_cache) != IG_OK) {
+            ig_seq_clear(s->ctx, i);
+            sl->n_cache = 0;
+            if (!v.gone) finish(s, t, NULL, "internal error: cannot drop rejected drafts");
+        }
+    } else if (st != IG_OK) {
+        ig_seq_clear(s->ctx, i);
+        sl->n_cache = 0;
+    }
 }
 
 /* ---- engine thread --------------------------------------------------------- */
@@ -426,6 +487,12 @@ static void step(srv_sched *s) {
         if (s->cancel_all) finish(s, t, NULL, "the server is shutting down");
         else if (job_cancelled(t->job)) finish(s, t, NULL, NULL);
     }
+    /* speculative decoding: each generating sequence may add drafts within
+     * an equal share of the batch */
+    int n_generating = 0;
+    for (int i = 0; i < N; i++)
+        if (s->slots[i].t && s->slots[i].t->generating) n_generating++;
+    int share = n_generating ? (s->p.n_batch - n_generating) / n_generating : 0;
     /* the next token of every generating sequence */
     for (int i = 0; i < N; i++) {
         task *t = s->slots[i].t;
@@ -443,6 +510,25 @@ static void step(srv_sched *s) {
         sl->cache[sl->n_cache++] = t->last_tok;
         t->out_idx = n_out++;
         nb++;
+        t->n_draft = 0;
+        if (t->spec && share > 0) {
+            int room = IG_MIN(share, s->n_ctx - sl->n_cache);
+            room = IG_MIN(room, t->job->max_tokens - t->n_gen);
+            if (room > 0)
+                t->n_draft = ig_spec_draft(s->p.spec, i, sl->cache, sl->n_cache, room, t->drafts);
+            bool first = false;
+            const char *why = ig_spec_failure(s->p.spec, &first);
+            if (why && first) fprintf(stderr, "ignis serve: %s\n", why);
+            for (int q = 0; q < t->n_draft; q++) {
+                s->b_tok[nb] = t->drafts[q];
+                s->b_pos[nb] = sl->n_cache;
+                s->b_seq[nb] = i;
+                s->b_want[nb] = 1;
+                sl->cache[sl->n_cache++] = t->drafts[q];
+                n_out++;
+                nb++;
+            }
+        }
     }
     int n_decoding = nb;
     /* prompt chunks, oldest admission first, within the batch budget */
@@ -501,7 +587,8 @@ static void step(srv_sched *s) {
             finish(s, t, NULL, "internal error: missing logits");
             continue;
         }
-        process_token(s, t, logits);
+        if (t->generating && t->n_draft > 0) process_verified(s, t, i);
+        else process_token(s, t, logits);
     }
     update_kv_metrics(s);
 }

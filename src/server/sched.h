@@ -13,6 +13,7 @@
 #define IG_SERVER_SCHED_H
 
 #include "gen/seq.h"
+#include "gen/spec.h"
 #include "ignis.h"
 #include "server/metrics.h"
 #include "server/request.h"
@@ -69,6 +70,7 @@ typedef struct srv_sched_params {
     int n_batch;     /* tokens per ig_decode */
     int max_queue;   /* sequences allowed to wait beyond free slots */
     int32_t stop_ids[4]; /* end-of-generation ids (-1 unused) */
+    ig_spec *spec;       /* speculative decoding (gen/spec.h) for n_parallel sequences; NULL: off */
 } srv_sched_params;
 
 /* Creates the scheduler and starts its engine thread. */

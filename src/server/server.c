@@ -49,6 +49,8 @@ struct ig_server {
 
     ig_model *model;
     ig_context *ctx;
+    ig_model *draft;  /* speculative decoding: draft model, or NULL */
+    ig_spec *spec;    /* NULL: off */
     const ig_tokenizer *tok;
     srv_sched *sched;
     int n_ctx, n_vocab;
@@ -70,6 +72,7 @@ ig_server_params ig_server_default_params(void) {
     p.log_requests = 1;
     p.backend = IG_BACKEND_CPU;
     p.webui = 1;
+    p.spec = ig_spec_default_params();
     return p;
 }
 
@@ -1114,6 +1117,7 @@ static void *loader_main(void *arg) {
     mp.n_threads = S->p.n_threads;
     mp.backend = S->p.backend;
     mp.device = S->p.device;
+    const char *load_what = S->model_path;
     ig_status st = ig_model_load(S->model_path, &mp, &S->model);
     if (st == IG_OK && S->p.device_tuning) st = ig_model_set_device_tuning(S->model, S->p.device_tuning);
     if (st == IG_OK) {
@@ -1152,11 +1156,30 @@ static void *loader_main(void *arg) {
         if (eot >= 0 && eot != hp->eot_id) sp.stop_ids[k++] = eot;
         int32_t eos = ig_token_lookup(S->tok, "<eos>");
         if (eos >= 0 && eos != hp->eos_id) sp.stop_ids[k++] = eos;
-        st = srv_sched_start(S->model, S->ctx, &sp, &S->metrics, &S->sched);
+        const char *what = S->model_path;
+        if (S->p.draft_path || S->p.lookup) {
+            ig_spec_params spp = S->p.spec;
+            if (S->p.draft_path) {
+                what = S->p.draft_path;
+                st = ig_model_load(S->p.draft_path, &mp, &S->draft);
+                spp.draft = S->draft;
+            }
+            if (st == IG_OK) st = ig_spec_create(&spp, S->model, S->n_ctx, S->p.n_parallel, &S->spec);
+            sp.spec = S->spec;
+        }
+        if (st == IG_OK) {
+            what = S->model_path;
+            st = srv_sched_start(S->model, S->ctx, &sp, &S->metrics, &S->sched);
+        }
+        load_what = what;
     }
     if (st != IG_OK) {
-        snprintf(S->load_error, sizeof S->load_error, "cannot load %s: %s", S->model_path,
+        snprintf(S->load_error, sizeof S->load_error, "cannot load %s: %s", load_what,
                  *ig_last_error() ? ig_last_error() : ig_status_str(st));
+        ig_spec_free(S->spec);
+        S->spec = NULL;
+        ig_model_free(S->draft);
+        S->draft = NULL;
         ig_context_free(S->ctx);
         S->ctx = NULL;
         ig_model_free(S->model);
@@ -1324,6 +1347,8 @@ void ig_server_shutdown(ig_server *S, double grace_s) {
     if (lsock != MHD_INVALID_SOCKET) close(lsock);
     srv_sched_free(S->sched);
     S->sched = NULL;
+    ig_spec_free(S->spec);
+    ig_model_free(S->draft);
     ig_context_free(S->ctx);
     ig_model_free(S->model);
     server_free(S);

@@ -7,6 +7,7 @@
 #ifndef IG_SERVER_H
 #define IG_SERVER_H
 
+#include "gen/spec.h"
 #include "ignis.h"
 
 #include <stddef.h>
@@ -33,6 +34,11 @@ typedef struct ig_server_params {
     int load_delay_ms;        /* testing: wait this long before loading */
     int submit_delay_ms;      /* testing: wait this long before submitting a generation */
     const char *device_tuning; /* testing: GPU device tuning overrides (vk_tuning.h), or NULL */
+    /* Speculative decoding for every request (a request may turn it off
+     * with "speculative": false): a draft model, or prompt lookup. */
+    const char *draft_path;   /* NULL: no draft model */
+    bool lookup;
+    ig_spec_params spec;      /* draft_max, draft_min, p_min, n-gram sizes */
 } ig_server_params;
 
 ig_server_params ig_server_default_params(void);
