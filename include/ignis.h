@@ -121,6 +121,13 @@ ig_status ig_image_preprocess(const ig_model *model, const ig_image *img, float 
  * vision_out (optional) receives the tower's output [n_patches][width]. */
 ig_status ig_image_embed(ig_model *model, const ig_image *img, int n_threads, float **out,
                          float **vision_out);
+/* Expands each <start_of_image> of a tokenized prompt into what Gemma 3's
+ * processor makes of it: "\n\n", <start_of_image>, ig_model_image_tokens()
+ * placeholders, <end_of_image>, "\n\n". *out is malloc'ed; *n_images
+ * counts the images the prompt now holds. */
+ig_status ig_image_expand_prompt(const ig_model *model, const int32_t *ids, int n, int32_t **out, int *n_out,
+                                 int *n_images);
+
 void ig_model_free(ig_model *model);
 const ig_hparams *ig_model_hparams(const ig_model *model);
 /* Bytes of weight data the model maps (what a decode step must read). */
@@ -184,6 +191,13 @@ typedef struct ig_batch_images {
 } ig_batch_images;
 
 ig_status ig_decode_images(ig_context *ctx, const ig_batch *batch, const ig_batch_images *images);
+/* Evaluates tokens [0, n) of sequence seq (which must be empty) with the
+ * images placed: each run of placeholder ids takes the next image's
+ * embeddings, in order (images[k]: ig_image_embed's output). The runs must
+ * match the images exactly. Chunks of at most the context's n_batch tokens,
+ * never splitting an image. Logits are those of the last token. */
+ig_status ig_decode_prompt_images(ig_context *ctx, int seq, const int32_t *tokens, int n,
+                                  const float *const *images, int n_images);
 /* Logits of the i-th requested output of the last ig_decode (n_vocab floats,
  * valid until the next ig_decode), or NULL if i is out of range. */
 const float *ig_get_logits(const ig_context *ctx, int i);

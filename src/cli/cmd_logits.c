@@ -10,10 +10,12 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: ignis logits [MODEL] --tokens ID,ID,... [--all] [--incremental] [--kv f32|f16]\n"
-            "                    [--out FILE] [-t N] [--backend cpu|vulkan]\n"
+            "                    [--out FILE] [-t N] [--backend cpu|vulkan] [--image FILE]... [--mmproj FILE]\n"
             "Writes float32 little-endian logits of the last position (every position with\n"
             "--all, row-major positions x vocab) to FILE, or prints the top 10 per position.\n"
-            "--incremental feeds one token per step through the KV cache.\n");
+            "--incremental feeds one token per step through the KV cache.\n"
+            "--image FILE (PNG or JPEG, repeatable): each run of image placeholder ids in\n"
+            "--tokens takes the next image, in order (a vision-language model, or --mmproj).\n");
 }
 
 static int parse_ids(const char *s, int32_t **out, int *n) {
@@ -81,7 +83,10 @@ static void print_top(const float *l, int n_vocab, int pos) {
 }
 
 int cmd_logits(int argc, char **argv) {
-    const char *path = NULL, *tokens_arg = NULL, *out_path = NULL;
+    const char *path = NULL, *tokens_arg = NULL, *out_path = NULL, *mmproj = NULL;
+    char *images[CLI_MAX_IMAGES];
+    int n_images = 0;
+    float **embd = NULL;
     int all = 0, incremental = 0;
     long threads = 0;
     ig_kv_type kv = IG_KV_F32;
@@ -93,6 +98,14 @@ int cmd_logits(int argc, char **argv) {
             return 0;
         } else if (!strcmp(a, "--tokens") && i + 1 < argc) {
             tokens_arg = argv[++i];
+        } else if (!strcmp(a, "--image") && i + 1 < argc) {
+            if (n_images == CLI_MAX_IMAGES) {
+                fprintf(stderr, "ignis logits: at most %d images\n", CLI_MAX_IMAGES);
+                return 2;
+            }
+            images[n_images++] = argv[++i];
+        } else if (!strcmp(a, "--mmproj") && i + 1 < argc) {
+            mmproj = argv[++i];
         } else if (!strcmp(a, "--out") && i + 1 < argc) {
             out_path = argv[++i];
         } else if (!strcmp(a, "--all")) {
@@ -140,6 +153,23 @@ int cmd_logits(int argc, char **argv) {
         free(ids);
         return 1;
     }
+    if ((n_images || mmproj) && cli_attach_vision(m, path, mmproj, n_images > 0)) {
+        ig_model_free(m);
+        free(ids);
+        return 1;
+    }
+    if (n_images && incremental) {
+        fprintf(stderr, "ignis logits: --image and --incremental do not go together (an image is one block)\n");
+        ig_model_free(m);
+        free(ids);
+        return 2;
+    }
+    if (n_images && cli_embed_images(m, images, n_images, (int)threads, &embd) != IG_OK) {
+        fprintf(stderr, "ignis logits: %s\n", ig_last_error());
+        ig_model_free(m);
+        free(ids);
+        return 1;
+    }
     const int n_vocab = ig_model_hparams(m)->n_vocab;
     ig_context_params cp = ig_context_default_params();
     cp.n_ctx = n;
@@ -173,9 +203,59 @@ int cmd_logits(int argc, char **argv) {
             if (st != IG_OK) break;
             if (want[i]) memcpy(rows + (size_t)r++ * n_vocab, ig_get_logits(ctx, 0), sizeof(float) * n_vocab);
         }
+    } else if (n_images && !all) {
+        st = ig_decode_prompt_images(ctx, 0, ids, n, (const float *const *)embd, n_images);
+        if (st == IG_OK) memcpy(rows, ig_get_logits(ctx, 0), sizeof(float) * n_vocab);
     } else {
         ig_batch b = {n, ids, pos, seq, want};
-        st = ig_decode(ctx, &b);
+        const float **tok_embd = NULL;
+        int32_t *img = NULL;
+        if (n_images) { /* every position: one batch, the images placed by hand */
+            tok_embd = calloc((size_t)n, sizeof *tok_embd);
+            img = calloc((size_t)n, sizeof *img);
+            if (!tok_embd || !img) {
+                free(tok_embd);
+                free(img);
+                fprintf(stderr, "ignis logits: out of memory\n");
+                goto done;
+            }
+            const int32_t pid = ig_model_image_token_id(m);
+            const int T = ig_model_image_tokens(m), E = ig_model_hparams(m)->n_embd;
+            int k = 0;
+            for (int i = 0; i < n && st == IG_OK;) {
+                if (ids[i] != pid) {
+                    i++;
+                    continue;
+                }
+                int j = i;
+                while (j < n && ids[j] == pid) j++;
+                if (j - i != T || k >= n_images) {
+                    st = IG_ERR_INVALID_ARG;
+                    fprintf(stderr, "ignis logits: a run of %d image placeholders at %d does not match an image "
+                                    "(%d tokens each, %d given)\n", j - i, i, T, n_images);
+                    break;
+                }
+                for (int t = i; t < j; t++) {
+                    tok_embd[t] = embd[k] + (size_t)(t - i) * E;
+                    img[t] = k + 1;
+                }
+                k++;
+                i = j;
+            }
+            if (st == IG_OK && k != n_images) {
+                st = IG_ERR_INVALID_ARG;
+                fprintf(stderr, "ignis logits: %d images given but --tokens has places for %d\n", n_images, k);
+            }
+            if (st != IG_OK) {
+                free(tok_embd);
+                free(img);
+                goto done;
+            }
+        }
+        const ig_batch_images bi = {.embd = tok_embd, .image = img};
+        st = ig_decode_images(ctx, &b, n_images ? &bi : NULL);
+        free(tok_embd);
+        free(img);
         for (int r = 0; st == IG_OK && r < n_rows; r++)
             memcpy(rows + (size_t)r * n_vocab, ig_get_logits(ctx, r), sizeof(float) * n_vocab);
     }
@@ -206,5 +286,6 @@ done:
     free(seq);
     free(want);
     free(rows);
+    cli_free_images(embd, n_images);
     return rc;
 }

@@ -1,6 +1,7 @@
 /* The public image API (ignis.h): a model's vision tower, preprocessing,
  * and the image embeddings. */
 #include "ignis.h"
+#include "engine/context.h"
 #include "model/model.h"
 #include "tokenizer/tok_internal.h"
 #include "vision/image.h"
@@ -141,4 +142,113 @@ ig_status ig_image_embed(ig_model *m, const ig_image *img, int n_threads, float 
     *out = e;
     if (vision_out) *vision_out = vo;
     return IG_OK;
+}
+
+ig_status ig_image_expand_prompt(const ig_model *m, const int32_t *ids, int n, int32_t **out, int *n_out,
+                                 int *n_images) {
+    if (!m || !out || !n_out || (!ids && n > 0) || n < 0)
+        return ig_fail(IG_ERR_INVALID_ARG, "ig_image_expand_prompt: bad argument");
+    *out = NULL;
+    *n_out = 0;
+    if (n_images) *n_images = 0;
+    if (!m->vision) return ig_fail(IG_ERR_UNSUPPORTED, "this model has no vision tower");
+    const ig_vision *v = m->vision;
+    int32_t *nl = NULL;
+    size_t n_nl = 0;
+    if (m->tokenizer) IG_TRY(ig_tokenize(m->tokenizer, "\n\n", 2, false, false, &nl, &n_nl));
+    int count = 0;
+    for (int i = 0; i < n; i++) count += ids[i] == v->boi_id;
+    size_t total = (size_t)n, per = 2 * n_nl + (size_t)v->n_tokens + 1;
+    if (!ig_size_add(total, (size_t)count * per, &total) || total > (size_t)1 << 28) {
+        free(nl);
+        return ig_fail(IG_ERR_INVALID_ARG, "too many images in the prompt");
+    }
+    int32_t *o = ig_calloc_array(total ? total : 1, sizeof *o);
+    if (!o) {
+        free(nl);
+        return IG_ERR_NO_MEMORY;
+    }
+    size_t k = 0;
+    for (int i = 0; i < n; i++) {
+        if (ids[i] != v->boi_id) {
+            o[k++] = ids[i];
+            continue;
+        }
+        for (size_t j = 0; j < n_nl; j++) o[k++] = nl[j];
+        o[k++] = v->boi_id;
+        for (int j = 0; j < v->n_tokens; j++) o[k++] = v->image_id;
+        o[k++] = v->eoi_id;
+        for (size_t j = 0; j < n_nl; j++) o[k++] = nl[j];
+    }
+    free(nl);
+    *out = o;
+    *n_out = (int)k;
+    if (n_images) *n_images = count;
+    return IG_OK;
+}
+
+ig_status ig_decode_prompt_images(ig_context *ctx, int seq, const int32_t *tokens, int n, const float *const *images,
+                                  int n_images) {
+    if (!ctx || !tokens || n < 1 || n_images < 0 || (n_images > 0 && !images))
+        return ig_fail(IG_ERR_INVALID_ARG, "ig_decode_prompt_images: bad argument");
+    ig_model *m = ctx->model;
+    if (ig_seq_len(ctx, seq) != 0) return ig_fail(IG_ERR_INVALID_ARG, "sequence %d is not empty", seq);
+    const int32_t pid = m->vision ? m->vision->image_id : -1;
+    const int T = m->vision ? m->vision->n_tokens : 0, E = m->hp.n_embd;
+    const float **embd = ig_calloc_array((size_t)n, sizeof *embd);
+    int32_t *img = ig_calloc_array((size_t)n, sizeof *img), *pos = ig_calloc_array((size_t)n, sizeof *pos);
+    int32_t *sq = ig_calloc_array((size_t)n, sizeof *sq);
+    uint8_t *want = ig_calloc_array((size_t)n, 1);
+    ig_status st = embd && img && pos && sq && want ? IG_OK : IG_ERR_NO_MEMORY;
+    int k = 0;
+    for (int i = 0; i < n && st == IG_OK;) {
+        pos[i] = i;
+        sq[i] = seq;
+        if (pid < 0 || tokens[i] != pid) {
+            i++;
+            continue;
+        }
+        int j = i;
+        while (j < n && tokens[j] == pid) j++;
+        if (j - i != T)
+            st = ig_fail(IG_ERR_INVALID_ARG, "a run of %d image placeholders at token %d (an image takes %d)", j - i, i,
+                         T);
+        else if (k >= n_images)
+            st = ig_fail(IG_ERR_INVALID_ARG, "the prompt has more images than the %d given", n_images);
+        else {
+            for (int t = i; t < j; t++) {
+                pos[t] = t;
+                sq[t] = seq;
+                img[t] = k + 1;
+                embd[t] = images[k] + (size_t)(t - i) * E;
+            }
+            k++;
+        }
+        i = j;
+    }
+    if (st == IG_OK && k != n_images)
+        st = ig_fail(IG_ERR_INVALID_ARG, "%d images given but the prompt has places for %d", n_images, k);
+    const int nb = ig_context_params_get(ctx)->n_batch;
+    if (st == IG_OK && T > nb)
+        st = ig_fail(IG_ERR_INVALID_ARG, "an image (%d tokens) does not fit a batch of %d tokens", T, nb);
+    for (int i = 0; i < n && st == IG_OK;) {
+        int j = IG_MIN(n, i + nb);
+        /* never split an image: end the chunk before it */
+        if (j < n && img[j] != 0 && img[j - 1] == img[j]) {
+            int s = j;
+            while (s > i && img[s - 1] == img[j]) s--;
+            if (s > i) j = s;
+        }
+        want[j - 1] = j == n;
+        const ig_batch b = {.n_tokens = j - i, .tokens = tokens + i, .pos = pos + i, .seq = sq + i, .want_logits = want + i};
+        const ig_batch_images bi = {.embd = embd + i, .image = img + i};
+        st = ig_decode_images(ctx, &b, &bi);
+        i = j;
+    }
+    free(embd);
+    free(img);
+    free(pos);
+    free(sq);
+    free(want);
+    return st;
 }
