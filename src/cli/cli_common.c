@@ -95,7 +95,7 @@ int cli_attach_vision(ig_model *m, const char *model_path, const char *mmproj, b
     }
     int rc = 0;
     if (mmproj && ig_model_load_mmproj(m, mmproj) != IG_OK) {
-        fprintf(stderr, "ignis: cannot load the vision tower %s: %s\n", mmproj, ig_last_error());
+        fprintf(stderr, "ignis: cannot load the vision tower: %s\n", ig_last_error());
         rc = 1;
     } else if (required && !ig_model_has_vision(m)) {
         fprintf(stderr, "ignis: this model has no vision tower: images need a vision-language checkpoint or "

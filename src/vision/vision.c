@@ -279,9 +279,9 @@ static ig_status mmproj_impl(ig_vision *v, const char *path) {
     int proj = 0;
     if (gg_u32(f, "clip.vision.projection_dim", &proj) == IG_OK && proj != v->n_embd)
         return ig_fail(IG_ERR_FORMAT,
-                       "%s projects images to %d values per token but the text model's width is %d: it belongs to "
-                       "another model",
-                       path, proj, v->n_embd);
+                       "the projector makes %d values per image token but the text model's width is %d: it belongs "
+                       "to another model",
+                       proj, v->n_embd);
     if (!gguf_get_f32(f, "clip.vision.attention.layer_norm_epsilon", &v->eps)) v->eps = 1e-6f;
     /* Pooling: the kernel is the scale factor when given; else the
      * released models' 256 tokens per image. */
