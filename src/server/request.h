@@ -35,6 +35,15 @@ void srv_error_bad(srv_error *e, const char *param, const char *fmt, ...)
  * memory). */
 char *srv_error_json(const srv_error *e);
 
+typedef struct srv_image {
+    uint8_t *data; /* the encoded file (PNG or JPEG) */
+    size_t len;
+} srv_image;
+
+/* Most images per request, and most bytes of one decoded data: URL. */
+#define SRV_MAX_IMAGES 16
+#define SRV_MAX_IMAGE_BYTES ((size_t)20 << 20)
+
 typedef struct srv_message {
     char *role; /* "system", "user" or "assistant" (normalized) */
     char *content;
@@ -82,6 +91,11 @@ typedef struct srv_request {
     int top_logprobs;
     bool stream;
     bool include_usage;
+    /* images of user messages (image_url content parts, data: URLs), in
+     * order; each left a <start_of_image> in its message's text */
+    srv_image *images;
+    size_t n_images;
+    float **image_embd; /* [n_images], filled by the server before the job runs */
 } srv_request;
 
 /* Parses a request body. Returns true and fills *out (release with

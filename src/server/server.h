@@ -33,6 +33,8 @@ typedef struct ig_server_params {
     int load_delay_ms;        /* testing: wait this long before loading */
     int submit_delay_ms;      /* testing: wait this long before submitting a generation */
     const char *device_tuning; /* testing: GPU device tuning overrides (vk_tuning.h), or NULL */
+    const char *mmproj;       /* the vision tower (llama.cpp mmproj GGUF), or NULL: the model's own,
+                                 or an mmproj*.gguf next to a GGUF model */
 } ig_server_params;
 
 ig_server_params ig_server_default_params(void);
