@@ -237,6 +237,35 @@ static inline uint8_t clip8(int64_t v) {
     return v < 0 ? 0 : v > 255 ? 255 : (uint8_t)v;
 }
 
+/* One pass along x (rows y0..y1 of src into dst of width dw). */
+static void pass_h(const uint8_t *src, int w, int y0, int y1, uint8_t *dst, int dw, const int *b, const int32_t *kk,
+                   int ks) {
+    for (int y = y0; y < y1; y++)
+        for (int xx = 0; xx < dw; xx++) {
+            const int xmin = b[2 * xx], n = b[2 * xx + 1];
+            const int32_t *k = kk + (size_t)xx * ks;
+            for (int c = 0; c < 3; c++) {
+                int64_t s = (int64_t)1 << (PREC_BITS - 1);
+                for (int x = 0; x < n; x++) s += (int64_t)src[((size_t)y * w + xmin + x) * 3 + c] * k[x];
+                dst[((size_t)(y - y0) * dw + xx) * 3 + c] = clip8(s);
+            }
+        }
+}
+
+/* One pass along y (src rows shifted by y0) into dst of dh rows of width w. */
+static void pass_v(const uint8_t *src, int w, int y0, uint8_t *dst, int dh, const int *b, const int32_t *kk, int ks) {
+    for (int yy = 0; yy < dh; yy++) {
+        const int ymin = b[2 * yy] - y0, n = b[2 * yy + 1];
+        const int32_t *k = kk + (size_t)yy * ks;
+        for (int xx = 0; xx < w; xx++)
+            for (int c = 0; c < 3; c++) {
+                int64_t s = (int64_t)1 << (PREC_BITS - 1);
+                for (int y = 0; y < n; y++) s += (int64_t)src[((size_t)(ymin + y) * w + xx) * 3 + c] * k[y];
+                dst[((size_t)yy * w + xx) * 3 + c] = clip8(s);
+            }
+    }
+}
+
 ig_status ig_image_resize_bilinear(const uint8_t *src, int w, int h, uint8_t *dst, int dw, int dh) {
     if (w < 1 || h < 1 || dw < 1 || dh < 1) return ig_fail(IG_ERR_INVALID_ARG, "resize: empty image");
     if (w == dw && h == dh) {
@@ -247,48 +276,35 @@ ig_status ig_image_resize_bilinear(const uint8_t *src, int w, int h, uint8_t *ds
     int32_t *ch = NULL, *cv = NULL;
     ig_status st = coeffs(w, dw, &kh, &bh, &ch);
     if (st == IG_OK) st = coeffs(h, dh, &kv, &bv, &cv);
-    /* Horizontal pass first (on the rows the vertical pass reads), then
-     * vertical, each rounded to 8 bits, as Pillow does. */
     uint8_t *tmp = NULL;
-    int y0 = 0, y1 = h;
-    const bool need_h = w != dw;
-    if (st == IG_OK && need_h) {
-        y0 = bv[0];
-        y1 = bv[2 * (dh - 1)] + bv[2 * (dh - 1) + 1];
-        tmp = ig_calloc_array((size_t)(y1 - y0) * (size_t)dw, 3);
-        if (!tmp) st = IG_ERR_NO_MEMORY;
-    }
-    if (st == IG_OK) {
-        const uint8_t *vin = src;
-        int vw = w;
-        if (need_h) {
-            for (int y = y0; y < y1; y++)
-                for (int xx = 0; xx < dw; xx++) {
-                    const int xmin = bh[2 * xx], n = bh[2 * xx + 1];
-                    const int32_t *k = ch + (size_t)xx * kh;
-                    for (int c = 0; c < 3; c++) {
-                        int64_t s = (int64_t)1 << (PREC_BITS - 1);
-                        for (int x = 0; x < n; x++) s += (int64_t)src[((size_t)y * w + xmin + x) * 3 + c] * k[x];
-                        tmp[((size_t)(y - y0) * dw + xx) * 3 + c] = clip8(s);
-                    }
-                }
-            vin = tmp;
-            vw = dw;
-        }
-        if (h != dh) {
-            for (int yy = 0; yy < dh; yy++) {
-                const int ymin = bv[2 * yy] - y0, n = bv[2 * yy + 1];
-                const int32_t *k = cv + (size_t)yy * kv;
-                for (int xx = 0; xx < vw; xx++)
-                    for (int c = 0; c < 3; c++) {
-                        int64_t s = (int64_t)1 << (PREC_BITS - 1);
-                        for (int y = 0; y < n; y++) s += (int64_t)vin[((size_t)(ymin + y) * vw + xx) * 3 + c] * k[y];
-                        dst[((size_t)yy * dw + xx) * 3 + c] = clip8(s);
-                    }
+    if (st == IG_OK && w != dw && h != dh) {
+        /* Two passes, each rounded to 8 bits. Pillow 13 runs the vertical
+         * pass first when it shrinks while the horizontal one enlarges, and
+         * horizontal first when both enlarge or only the horizontal
+         * shrinks; when both shrink it picks either (by a rule not
+         * reproduced here: the other order rounds some values one level
+         * apart). Horizontal first reads only the rows the vertical pass
+         * uses. */
+        if (dh < h && dw > w) {
+            tmp = ig_calloc_array((size_t)w * (size_t)dh, 3);
+            if (!tmp) st = IG_ERR_NO_MEMORY;
+            else {
+                pass_v(src, w, 0, tmp, dh, bv, cv, kv);
+                pass_h(tmp, w, 0, dh, dst, dw, bh, ch, kh);
             }
         } else {
-            memcpy(dst, vin, (size_t)dw * (size_t)dh * 3);
+            const int y0 = bv[0], y1 = bv[2 * (dh - 1)] + bv[2 * (dh - 1) + 1];
+            tmp = ig_calloc_array((size_t)(y1 - y0) * (size_t)dw, 3);
+            if (!tmp) st = IG_ERR_NO_MEMORY;
+            else {
+                pass_h(src, w, y0, y1, tmp, dw, bh, ch, kh);
+                pass_v(tmp, dw, y0, dst, dh, bv, cv, kv);
+            }
         }
+    } else if (st == IG_OK && w != dw) {
+        pass_h(src, w, 0, h, dst, dw, bh, ch, kh);
+    } else if (st == IG_OK) {
+        pass_v(src, w, 0, dst, dh, bv, cv, kv);
     }
     free(tmp);
     free(bh);
