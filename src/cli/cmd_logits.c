@@ -158,6 +158,17 @@ int cmd_logits(int argc, char **argv) {
         free(ids);
         return 1;
     }
+    if (!n_images && ig_model_has_vision(m)) {
+        int runs = 0;
+        for (int i = 0; i < n; i++)
+            runs += ids[i] == ig_model_image_token_id(m) && (i == 0 || ids[i - 1] != ids[i]);
+        if (runs) {
+            fprintf(stderr, "ignis logits: 0 images given but --tokens has places for %d (--image FILE)\n", runs);
+            ig_model_free(m);
+            free(ids);
+            return 2;
+        }
+    }
     if (n_images && incremental) {
         fprintf(stderr, "ignis logits: --image and --incremental do not go together (an image is one block)\n");
         ig_model_free(m);
