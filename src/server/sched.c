@@ -431,14 +431,17 @@ static void step(srv_sched *s) {
         const srv_request *rq = &t->job->req;
         const int32_t pid = rq->n_images ? ig_model_image_token_id(s->ctx->model) : -1;
         if (pid >= 0) {
-            /* never split an image: stop the chunk before one that does not fit */
+            /* never split an image: stop the chunk before it, or, when it
+             * comes first, take it whole (the context has room for one
+             * image beyond the budget) */
             const int32_t *pp = t->job->prompt + t->n_fed;
             if (take < left && pp[take] == pid && take > 0 && pp[take - 1] == pid) {
                 int b0 = take;
                 while (b0 > 0 && pp[b0 - 1] == pid) b0--;
-                take = b0;
+                if (b0 > 0) take = b0;
+                else
+                    while (take < left && pp[take] == pid) take++;
             }
-            if (take == 0) continue; /* the next step has room */
         }
         /* image number and row of each placeholder: count the runs before */
         int img_no = 0, row = 0;
@@ -593,12 +596,12 @@ ig_status srv_sched_start(ig_model *model, ig_context *ctx, const srv_sched_para
     pthread_cond_init(&s->cv, NULL);
     pthread_cond_init(&s->idle_cv, NULL);
     s->slots = calloc((size_t)p->n_parallel, sizeof *s->slots);
-    s->b_tok = calloc((size_t)p->n_batch, sizeof *s->b_tok);
-    s->b_pos = calloc((size_t)p->n_batch, sizeof *s->b_pos);
-    s->b_seq = calloc((size_t)p->n_batch, sizeof *s->b_seq);
-    s->b_want = calloc((size_t)p->n_batch, sizeof *s->b_want);
-    s->b_embd = calloc((size_t)p->n_batch, sizeof *s->b_embd);
-    s->b_img = calloc((size_t)p->n_batch, sizeof *s->b_img);
+    s->b_tok = calloc((size_t)p->n_batch + (size_t)p->n_image, sizeof *s->b_tok);
+    s->b_pos = calloc((size_t)p->n_batch + (size_t)p->n_image, sizeof *s->b_pos);
+    s->b_seq = calloc((size_t)p->n_batch + (size_t)p->n_image, sizeof *s->b_seq);
+    s->b_want = calloc((size_t)p->n_batch + (size_t)p->n_image, sizeof *s->b_want);
+    s->b_embd = calloc((size_t)p->n_batch + (size_t)p->n_image, sizeof *s->b_embd);
+    s->b_img = calloc((size_t)p->n_batch + (size_t)p->n_image, sizeof *s->b_img);
     bool ok = s->slots && s->b_tok && s->b_pos && s->b_seq && s->b_want && s->tok;
     for (int i = 0; ok && i < p->n_parallel; i++) {
         s->slots[i].cache = calloc((size_t)s->n_ctx + 1, sizeof(int32_t));

@@ -567,11 +567,6 @@ static bool prepare_images(ig_server *S, srv_request *r, int32_t **ids, int *n_i
         return false;
     }
     if (!r->n_images) return true;
-    if (T > S->p.n_batch) {
-        srv_error_bad(e, "messages", "An image takes %d tokens, more than the server's batch of %d (--batch)", T,
-                      S->p.n_batch);
-        return false;
-    }
     r->image_embd = calloc(r->n_images, sizeof *r->image_embd);
     if (!r->image_embd) {
         srv_error_set(e, 500, "server_error", NULL, NULL, "Out of memory");
@@ -1200,7 +1195,7 @@ static void *loader_main(void *arg) {
         ig_context_params cp = ig_context_default_params();
         cp.n_ctx = S->p.n_ctx;
         cp.n_seq = S->p.n_parallel;
-        cp.n_batch = S->p.n_batch;
+        cp.n_batch = S->p.n_batch + (ig_model_has_vision(S->model) ? ig_model_image_tokens(S->model) : 0);
         cp.n_threads = S->p.n_threads;
         st = ig_context_create(S->model, &cp, &S->ctx);
     }
@@ -1221,7 +1216,8 @@ static void *loader_main(void *arg) {
         srv_sched_params sp;
         memset(&sp, 0, sizeof sp);
         sp.n_parallel = S->p.n_parallel;
-        sp.n_batch = ig_context_params_get(S->ctx)->n_batch;
+        sp.n_image = ig_model_has_vision(S->model) ? ig_model_image_tokens(S->model) : 0;
+        sp.n_batch = ig_context_params_get(S->ctx)->n_batch - sp.n_image;
         if (sp.n_batch < sp.n_parallel) sp.n_batch = sp.n_parallel;
         sp.max_queue = S->p.max_queue;
         for (int i = 0; i < 4; i++) sp.stop_ids[i] = -1;

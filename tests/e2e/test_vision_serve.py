@@ -93,9 +93,13 @@ def _post(port, body):
         return e.code, json.loads(e.read())
 
 
-def test_serve_image_url(ignis_build, vlm_dir):
+@pytest.mark.parametrize("batch", [256, 3])
+def test_serve_image_url(ignis_build, vlm_dir, batch):
+    # --batch 3: an image (4 tokens) is larger than a step's budget and is
+    # taken whole
     port = _free_port()
-    p = subprocess.Popen([_ignis(ignis_build), "serve", str(vlm_dir), "--port", str(port), "-t", "1"],
+    p = subprocess.Popen([_ignis(ignis_build), "serve", str(vlm_dir), "--port", str(port), "-t", "1",
+                          "--batch", str(batch), "--parallel", "2"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         for _ in range(100):
