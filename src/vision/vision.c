@@ -167,6 +167,8 @@ static ig_status finish_sizes(ig_vision *v, int mm_tokens) {
                        v->n_ff, v->n_layer, v->n_head);
     if (!(v->eps > 0.0f && v->eps < 1.0f)) return ig_fail(IG_ERR_FORMAT, "vision tower: bad epsilon %g", (double)v->eps);
     v->side = v->image_size / v->patch;
+    if (v->side > 256)
+        return ig_fail(IG_ERR_UNSUPPORTED, "vision tower: %dx%d patches per image is too many", v->side, v->side);
     int per_side = (int)lround(sqrt((double)mm_tokens));
     if (mm_tokens < 1 || per_side * per_side != mm_tokens || per_side > v->side || v->side % per_side)
         return ig_fail(IG_ERR_FORMAT, "vision tower: %d tokens per image do not pool a %dx%d patch grid", mm_tokens,
