@@ -345,3 +345,58 @@ IG_TEST(vision_logits) {
     ig_model_free(m);
     json_decref(ref);
 }
+
+/* Truncated, corrupted and lying files: errors with a message, never a
+ * crash (run under the sanitizers too). */
+IG_TEST(vision_hostile_images) {
+    char p[1024];
+    vlm_path(p, sizeof p, "resize.png");
+    FILE *f = fopen(p, "rb");
+    REQUIRE(f);
+    static uint8_t buf[1 << 16];
+    const size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    REQUIRE(n > 1000 && n < sizeof buf);
+    ig_image *img = NULL;
+    REQUIRE_OK(ig_image_decode(buf, n, &img));
+    CHECK_EQ_INT(ig_image_width(img), 97);
+    CHECK_EQ_INT(ig_image_height(img), 71);
+    ig_image_free(img);
+    const size_t cuts[] = {1, 8, 20, 33, 100, n / 2, n - 20};
+    for (size_t i = 0; i < IG_ARRAY_LEN(cuts); i++) {
+        img = NULL;
+        CHECK(ig_image_decode(buf, cuts[i], &img) != IG_OK);
+        CHECK(img == NULL);
+        CHECK(*ig_last_error());
+    }
+    static uint8_t bad[1 << 16];
+    for (int k = 0; k < 20; k++) {
+        memcpy(bad, buf, n);
+        for (size_t i = 60 + (size_t)k; i < n; i += 97 + (size_t)k) bad[i] ^= (uint8_t)(0x35 + k);
+        img = NULL;
+        if (ig_image_decode(bad, n, &img) == IG_OK) { /* a flip that still decodes: a whole image */
+            CHECK(img && ig_image_width(img) == 97);
+        }
+        ig_image_free(img);
+    }
+    /* JPEG signature and garbage */
+    uint8_t jpg[64] = {0xff, 0xd8, 0xff, 0xe0};
+    for (int i = 4; i < 64; i++) jpg[i] = (uint8_t)(i * 37);
+    img = NULL;
+    CHECK(ig_image_decode(jpg, sizeof jpg, &img) != IG_OK && img == NULL);
+    /* a PNG header claiming 100000 x 100000 pixels: refused before decoding */
+    memcpy(bad, buf, n);
+    const uint8_t dims[8] = {0, 1, 0x86, 0xa0, 0, 1, 0x86, 0xa0};
+    memcpy(bad + 16, dims, 8);
+    uint32_t crc = 0xffffffffu; /* CRC-32 of "IHDR" + data */
+    for (int i = 12; i < 29; i++) {
+        crc ^= bad[i];
+        for (int b = 0; b < 8; b++) crc = crc & 1 ? (crc >> 1) ^ 0xedb88320u : crc >> 1;
+    }
+    crc ^= 0xffffffffu;
+    bad[29] = (uint8_t)(crc >> 24), bad[30] = (uint8_t)(crc >> 16), bad[31] = (uint8_t)(crc >> 8), bad[32] = (uint8_t)crc;
+    img = NULL;
+    CHECK(ig_image_decode(bad, n, &img) != IG_OK && img == NULL);
+    CHECK(strstr(ig_last_error(), "too large") != NULL);
+    CHECK(ig_image_decode("GIF89a", 6, &img) == IG_ERR_UNSUPPORTED);
+}
