@@ -132,3 +132,29 @@ def test_serve_image_url(ignis_build, vlm_dir, batch):
     finally:
         p.terminate()
         p.wait(timeout=30)
+
+
+def test_run_with_image_matches_logits(ignis_build, vlm_dir, tmp_path):
+    """ignis run --image prefills the chat prompt with the image: its first
+    greedy token is the argmax of ignis logits --image over the same ids,
+    and those logits depend on the image."""
+    ig = _ignis(ignis_build)
+    r = subprocess.run([ig, "run", str(vlm_dir), "--chat", "--image", str(VLM / "exact.png"), "-p", "hi", "-n", "1",
+                        "--temp", "0", "--print-ids", "-t", "2"], capture_output=True, text=True, timeout=120, check=True)
+    first = int(r.stdout.strip().split(",")[0])
+    t = subprocess.run([ig, "tokenize", str(vlm_dir),
+                        "<bos><start_of_turn>user\n<start_of_image>hi<end_of_turn>\n<start_of_turn>model\n"],
+                       capture_output=True, text=True, timeout=60, check=True)
+    ids = json.loads(t.stdout)
+    nl = json.loads(subprocess.run([ig, "tokenize", str(vlm_dir), "\n\n"], capture_output=True, text=True,
+                                   timeout=60, check=True).stdout)
+    i = ids.index(500)
+    ids = ids[:i] + nl + [500] + [502] * 4 + [501] + nl + ids[i + 1:]
+    rows = {}
+    for name in ("exact.png", "resize.png"):
+        out = tmp_path / (name + ".f32")
+        subprocess.run([ig, "logits", str(vlm_dir), "--image", str(VLM / name), "--out", str(out), "-t", "2",
+                        "--tokens", ",".join(map(str, ids))], check=True, capture_output=True, timeout=120)
+        rows[name] = np.fromfile(out, dtype=np.float32)
+    assert int(np.argmax(rows["exact.png"])) == first
+    assert np.abs(rows["exact.png"] - rows["resize.png"]).max() > 1e-3
