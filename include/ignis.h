@@ -85,6 +85,49 @@ ig_model_params ig_model_default_params(void);
 
 /* path: a .gguf file or a Hugging Face directory (config.json + safetensors). */
 ig_status ig_model_load(const char *path, const ig_model_params *params, ig_model **out);
+
+/* ---- Images (Gemma 3 vision-language models) --------------------------- */
+
+/* A decoded image, 8-bit RGB. */
+typedef struct ig_image ig_image;
+
+/* Decodes a PNG or JPEG from memory (the format is sniffed) or a file.
+ * Alpha is dropped, grey is replicated; oversized, truncated and corrupt
+ * images are errors. */
+ig_status ig_image_decode(const void *data, size_t size, ig_image **out);
+ig_status ig_image_load(const char *path, ig_image **out);
+void ig_image_free(ig_image *img);
+int ig_image_width(const ig_image *img);
+int ig_image_height(const ig_image *img);
+
+/* Loads a llama.cpp multimodal projector GGUF (the vision tower and the
+ * projector) for the model; replaces a vision tower loaded with it. Fails
+ * with a clear message when it does not fit the text model. */
+ig_status ig_model_load_mmproj(ig_model *model, const char *path);
+/* Whether the model has a vision tower. */
+bool ig_model_has_vision(const ig_model *model);
+/* Embeddings per image (0 without a vision tower), and the token ids of
+ * the image placeholder, <start_of_image> and <end_of_image> (-1 when
+ * unknown). */
+int ig_model_image_tokens(const ig_model *model);
+int32_t ig_model_image_token_id(const ig_model *model);
+int32_t ig_model_image_start_id(const ig_model *model);
+int32_t ig_model_image_end_id(const ig_model *model);
+/* The encoder's input for img: [3][S][S] floats (S: the encoder's image
+ * size), as the Gemma 3 image processor makes it. */
+ig_status ig_image_preprocess(const ig_model *model, const ig_image *img, float **pixels, int *size);
+/* Runs the vision tower and the projector on img: out receives
+ * ig_model_image_tokens() rows of n_embd floats (allocated, free()).
+ * vision_out (optional) receives the tower's output [n_patches][width]. */
+ig_status ig_image_embed(ig_model *model, const ig_image *img, int n_threads, float **out,
+                         float **vision_out);
+/* Expands each <start_of_image> of a tokenized prompt into what Gemma 3's
+ * processor makes of it: "\n\n", <start_of_image>, ig_model_image_tokens()
+ * placeholders, <end_of_image>, "\n\n". *out is malloc'ed; *n_images
+ * counts the images the prompt now holds. */
+ig_status ig_image_expand_prompt(const ig_model *model, const int32_t *ids, int n, int32_t **out, int *n_out,
+                                 int *n_images);
+
 void ig_model_free(ig_model *model);
 const ig_hparams *ig_model_hparams(const ig_model *model);
 /* Bytes of weight data the model maps (what a decode step must read). */
@@ -134,6 +177,27 @@ typedef struct ig_batch {
 } ig_batch;
 
 ig_status ig_decode(ig_context *ctx, const ig_batch *batch);
+
+/* What a batch with images adds (see ig_image_embed), per token of the
+ * batch: embd[i] != NULL replaces token i's embedding by these n_embd
+ * floats (used as they are, not scaled); image[i] > 0 marks token i as part
+ * of image number image[i]: the tokens of one image are consecutive, all
+ * in this batch, and attend to each other in both directions (in every
+ * layer, sliding-window ones included). Either array may be NULL. The CPU
+ * backend only. */
+typedef struct ig_batch_images {
+    const float *const *embd;
+    const int32_t *image;
+} ig_batch_images;
+
+ig_status ig_decode_images(ig_context *ctx, const ig_batch *batch, const ig_batch_images *images);
+/* Evaluates tokens [0, n) of sequence seq (which must be empty) with the
+ * images placed: each run of placeholder ids takes the next image's
+ * embeddings, in order (images[k]: ig_image_embed's output). The runs must
+ * match the images exactly. Chunks of at most the context's n_batch tokens,
+ * never splitting an image. Logits are those of the last token. */
+ig_status ig_decode_prompt_images(ig_context *ctx, int seq, const int32_t *tokens, int n,
+                                  const float *const *images, int n_images);
 /* Logits of the i-th requested output of the last ig_decode (n_vocab floats,
  * valid until the next ig_decode), or NULL if i is out of range. */
 const float *ig_get_logits(const ig_context *ctx, int i);

@@ -3,7 +3,7 @@
 set -e
 # Vulkan: headers + glslc to build the GPU backend, Mesa's lavapipe to test it on
 # any machine (the backend loads libvulkan at run time and is optional).
-pkgs="build-essential cmake pkg-config libjansson-dev libmicrohttpd-dev python3 python3-venv python3-pip unzip libvulkan-dev glslc mesa-vulkan-drivers"
+pkgs="build-essential cmake pkg-config libjansson-dev libmicrohttpd-dev python3 python3-venv python3-pip unzip libpng-dev libjpeg62-turbo-dev libvulkan-dev glslc mesa-vulkan-drivers"
 # headless Chromium and its WebDriver for the web page's browser tests
 # (tests/e2e/test_webui.py)
 pkgs="$pkgs chromium chromium-driver"

@@ -31,5 +31,14 @@ int cli_parse_int(const char *opt, const char *s, long min, long max, long *out)
 int cli_parse_float(const char *opt, const char *s, double min, double max, double *out);
 /* Parses --backend cpu|vulkan. */
 int cli_parse_backend(const char *s, ig_backend_kind *out);
+/* The vision tower: from mmproj when given, else an mmproj*.gguf next to a
+ * GGUF model that has none; with required, a model without one is an
+ * error. Prints the error; 0 on success. */
+int cli_attach_vision(ig_model *m, const char *model_path, const char *mmproj, bool required);
+/* Embeds the images of n files (ig_image_embed), in order. */
+ig_status cli_embed_images(ig_model *m, char **paths, int n, int n_threads, float ***out);
+void cli_free_images(float **e, int n);
+/* Most --image options of one command. */
+#define CLI_MAX_IMAGES 64
 
 #endif

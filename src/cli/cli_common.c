@@ -83,3 +83,49 @@ int cli_parse_backend(const char *s, ig_backend_kind *out) {
     }
     return 0;
 }
+
+int cli_attach_vision(ig_model *m, const char *model_path, const char *mmproj, bool required) {
+    char *found = NULL;
+    if (!mmproj && !ig_model_has_vision(m) && model_path && !ig_path_is_dir(model_path)) {
+        if (ig_mmproj_next_to(model_path, &found) != IG_OK) {
+            fprintf(stderr, "ignis: out of memory\n");
+            return 1;
+        }
+        mmproj = found;
+    }
+    int rc = 0;
+    if (mmproj && ig_model_load_mmproj(m, mmproj) != IG_OK) {
+        fprintf(stderr, "ignis: cannot load the vision tower: %s\n", ig_last_error());
+        rc = 1;
+    } else if (required && !ig_model_has_vision(m)) {
+        fprintf(stderr, "ignis: this model has no vision tower: images need a vision-language checkpoint or "
+                        "--mmproj FILE (llama.cpp's mmproj GGUF)\n");
+        rc = 1;
+    }
+    free(found);
+    return rc;
+}
+
+ig_status cli_embed_images(ig_model *m, char **paths, int n, int n_threads, float ***out) {
+    *out = NULL;
+    float **e = calloc((size_t)(n > 0 ? n : 1), sizeof *e);
+    if (!e) return IG_ERR_NO_MEMORY;
+    for (int i = 0; i < n; i++) {
+        ig_image *img = NULL;
+        ig_status st = ig_image_load(paths[i], &img);
+        if (st == IG_OK) st = ig_image_embed(m, img, n_threads, &e[i], NULL);
+        ig_image_free(img);
+        if (st != IG_OK) {
+            cli_free_images(e, n);
+            return st;
+        }
+    }
+    *out = e;
+    return IG_OK;
+}
+
+void cli_free_images(float **e, int n) {
+    if (!e) return;
+    for (int i = 0; i < n; i++) free(e[i]);
+    free(e);
+}

@@ -1,5 +1,6 @@
 /* ignis info MODEL: architecture, hyper-parameters, tensor table, memory. */
 #include "cli.h"
+#include "vision/vision.h"
 
 #include "engine/kv_cache.h"
 #include "model/model.h"
@@ -8,7 +9,7 @@
 #include <string.h>
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: ignis info [MODEL] [--ctx N] [--kv f16|f32] [--seq N] [--no-tensors]\n"
+    fprintf(f, "usage: ignis info [MODEL] [--ctx N] [--kv f16|f32] [--seq N] [--no-tensors] [--mmproj FILE]\n"
                "Shows the architecture, hyper-parameters, tensor table and the memory needed for\n"
                "the weights and for the KV cache at the given context (default 4096).\n");
 }
@@ -21,7 +22,7 @@ static void human(double bytes, char *out, size_t cap) {
 }
 
 int cmd_info(int argc, char **argv) {
-    const char *path = NULL;
+    const char *path = NULL, *mmproj = NULL;
     long n_ctx = 4096, n_seq = 1;
     ig_kv_type kv = IG_KV_F16;
     int tensors = 1;
@@ -30,6 +31,8 @@ int cmd_info(int argc, char **argv) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return 0;
+        } else if (!strcmp(a, "--mmproj") && i + 1 < argc) {
+            mmproj = argv[++i];
         } else if (!strcmp(a, "--ctx")) {
             if (cli_parse_int(a, i + 1 < argc ? argv[++i] : NULL, 1, 1 << 24, &n_ctx)) return 2;
         } else if (!strcmp(a, "--seq")) {
@@ -58,6 +61,10 @@ int cmd_info(int argc, char **argv) {
     ig_model_params mp = ig_model_default_params();
     mp.n_threads = 1;
     ig_model *m = cli_load_model(path, &mp);
+    if (m && cli_attach_vision(m, path, mmproj, false)) {
+        ig_model_free(m);
+        return 1;
+    }
     if (!m) return 1;
     const ig_hparams *hp = ig_model_hparams(m);
     printf("model:            %s\n", m->path);
@@ -88,6 +95,16 @@ int cmd_info(int argc, char **argv) {
            hp->eot_id, hp->pad_id);
     printf("tokenizer:        %s\n", ig_model_tokenizer(m) ? "yes" : "none");
     printf("chat template:    %s\n", ig_model_chat_template(m) ? "yes" : "none");
+    if (m->vision) {
+        const ig_vision *v = m->vision;
+        printf("vision tower:     SigLIP (%s), image %dx%d, patch %d (%d patches), width %d, mlp %d, %d layers, %d heads\n",
+               v->format, v->image_size, v->image_size, v->patch, v->side * v->side, v->width, v->n_ff, v->n_layer,
+               v->n_head);
+        printf("image tokens:     %d per image (pooled %dx%d), ids: image %d, start %d, end %d\n", v->n_tokens, v->pool,
+               v->pool, (int)v->image_id, (int)v->boi_id, (int)v->eoi_id);
+    } else {
+        printf("vision tower:     none\n");
+    }
     const ig_tensor_table *tt = ig_model_tensors(m);
     size_t total = 0, counts[64] = {0};
     int64_t params = 0;

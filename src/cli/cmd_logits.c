@@ -15,13 +15,16 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: ignis logits [MODEL] --tokens ID,ID,... [--all] [--incremental] [--kv f32|f16]\n"
             "                    [--out FILE] [-t N] [--backend cpu|vulkan] [--check-invariance]\n"
+            "                    [--image FILE]... [--mmproj FILE]\n"
             "Writes float32 little-endian logits of the last position (every position with\n"
             "--all, row-major positions x vocab) to FILE, or prints the top 10 per position.\n"
             "--incremental feeds one token per step through the KV cache.\n"
             "--check-invariance evaluates the tokens all at once, one per step, in chunks of 3\n"
             "and of 7, from a cached prefix, and in steps shared with another, unrelated\n"
             "sequence; prints the largest difference of any position's logits from the\n"
-            "all-at-once run (expected: 0) and exits with status 1 when it is not 0.\n");
+            "all-at-once run (expected: 0) and exits with status 1 when it is not 0.\n"
+            "--image FILE (PNG or JPEG, repeatable): each run of image placeholder ids in\n"
+            "--tokens takes the next image, in order (a vision-language model, or --mmproj).\n");
 }
 
 /* Feeds ids[0..n) to sequence 0 in steps of `chunk` tokens starting from
@@ -226,7 +229,10 @@ static void print_top(const float *l, int n_vocab, int pos) {
 }
 
 int cmd_logits(int argc, char **argv) {
-    const char *path = NULL, *tokens_arg = NULL, *out_path = NULL;
+    const char *path = NULL, *tokens_arg = NULL, *out_path = NULL, *mmproj = NULL;
+    char *images[CLI_MAX_IMAGES];
+    int n_images = 0;
+    float **embd = NULL;
     int all = 0, incremental = 0, check = 0;
     long threads = 0;
     ig_kv_type kv = IG_KV_F32;
@@ -238,6 +244,14 @@ int cmd_logits(int argc, char **argv) {
             return 0;
         } else if (!strcmp(a, "--tokens") && i + 1 < argc) {
             tokens_arg = argv[++i];
+        } else if (!strcmp(a, "--image") && i + 1 < argc) {
+            if (n_images == CLI_MAX_IMAGES) {
+                fprintf(stderr, "ignis logits: at most %d images\n", CLI_MAX_IMAGES);
+                return 2;
+            }
+            images[n_images++] = argv[++i];
+        } else if (!strcmp(a, "--mmproj") && i + 1 < argc) {
+            mmproj = argv[++i];
         } else if (!strcmp(a, "--out") && i + 1 < argc) {
             out_path = argv[++i];
         } else if (!strcmp(a, "--all")) {
@@ -288,10 +302,39 @@ int cmd_logits(int argc, char **argv) {
         return 1;
     }
     if (check) {
-        const int crc = check_invariance(m, ids, n, kv);
+        const int crc = n_images ? 2 : check_invariance(m, ids, n, kv);
+        if (n_images) fprintf(stderr, "ignis logits: --check-invariance takes no --image\n");
         ig_model_free(m);
         free(ids);
         return crc;
+    }
+    if ((n_images || mmproj) && cli_attach_vision(m, path, mmproj, n_images > 0)) {
+        ig_model_free(m);
+        free(ids);
+        return 1;
+    }
+    if (!n_images && ig_model_has_vision(m)) {
+        int runs = 0;
+        for (int i = 0; i < n; i++)
+            runs += ids[i] == ig_model_image_token_id(m) && (i == 0 || ids[i - 1] != ids[i]);
+        if (runs) {
+            fprintf(stderr, "ignis logits: 0 images given but --tokens has places for %d (--image FILE)\n", runs);
+            ig_model_free(m);
+            free(ids);
+            return 2;
+        }
+    }
+    if (n_images && incremental) {
+        fprintf(stderr, "ignis logits: --image and --incremental do not go together (an image is one block)\n");
+        ig_model_free(m);
+        free(ids);
+        return 2;
+    }
+    if (n_images && cli_embed_images(m, images, n_images, (int)threads, &embd) != IG_OK) {
+        fprintf(stderr, "ignis logits: %s\n", ig_last_error());
+        ig_model_free(m);
+        free(ids);
+        return 1;
     }
     const int n_vocab = ig_model_hparams(m)->n_vocab;
     ig_context_params cp = ig_context_default_params();
@@ -326,9 +369,59 @@ int cmd_logits(int argc, char **argv) {
             if (st != IG_OK) break;
             if (want[i]) memcpy(rows + (size_t)r++ * n_vocab, ig_get_logits(ctx, 0), sizeof(float) * n_vocab);
         }
+    } else if (n_images && !all) {
+        st = ig_decode_prompt_images(ctx, 0, ids, n, (const float *const *)embd, n_images);
+        if (st == IG_OK) memcpy(rows, ig_get_logits(ctx, 0), sizeof(float) * n_vocab);
     } else {
         ig_batch b = {n, ids, pos, seq, want};
-        st = ig_decode(ctx, &b);
+        const float **tok_embd = NULL;
+        int32_t *img = NULL;
+        if (n_images) { /* every position: one batch, the images placed by hand */
+            tok_embd = calloc((size_t)n, sizeof *tok_embd);
+            img = calloc((size_t)n, sizeof *img);
+            if (!tok_embd || !img) {
+                free(tok_embd);
+                free(img);
+                fprintf(stderr, "ignis logits: out of memory\n");
+                goto done;
+            }
+            const int32_t pid = ig_model_image_token_id(m);
+            const int T = ig_model_image_tokens(m), E = ig_model_hparams(m)->n_embd;
+            int k = 0;
+            for (int i = 0; i < n && st == IG_OK;) {
+                if (ids[i] != pid) {
+                    i++;
+                    continue;
+                }
+                int j = i;
+                while (j < n && ids[j] == pid) j++;
+                if (j - i != T || k >= n_images) {
+                    st = IG_ERR_INVALID_ARG;
+                    fprintf(stderr, "ignis logits: a run of %d image placeholders at %d does not match an image "
+                                    "(%d tokens each, %d given)\n", j - i, i, T, n_images);
+                    break;
+                }
+                for (int t = i; t < j; t++) {
+                    tok_embd[t] = embd[k] + (size_t)(t - i) * E;
+                    img[t] = k + 1;
+                }
+                k++;
+                i = j;
+            }
+            if (st == IG_OK && k != n_images) {
+                st = IG_ERR_INVALID_ARG;
+                fprintf(stderr, "ignis logits: %d images given but --tokens has places for %d\n", n_images, k);
+            }
+            if (st != IG_OK) {
+                free(tok_embd);
+                free(img);
+                goto done;
+            }
+        }
+        const ig_batch_images bi = {.embd = tok_embd, .image = img};
+        st = ig_decode_images(ctx, &b, n_images ? &bi : NULL);
+        free(tok_embd);
+        free(img);
         for (int r = 0; st == IG_OK && r < n_rows; r++)
             memcpy(rows + (size_t)r * n_vocab, ig_get_logits(ctx, r), sizeof(float) * n_vocab);
     }
@@ -359,5 +452,6 @@ done:
     free(seq);
     free(want);
     free(rows);
+    cli_free_images(embd, n_images);
     return rc;
 }

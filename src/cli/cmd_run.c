@@ -24,7 +24,11 @@ static void usage(FILE *f) {
                "                      the model carries a Gemma chat template, as -it models do)\n"
                "  --raw               plain completion even when the model has a chat template\n"
                "  --tokens-in IDS     feed these token ids instead of a text prompt\n"
-               "  --print-ids         print the generated token ids (comma-separated) instead of text\n");
+               "  --print-ids         print the generated token ids (comma-separated) instead of text\n"
+               "  --image FILE        an image (PNG or JPEG; repeatable) placed before the prompt's text\n"
+               "                      (with --tokens-in: each <start_of_image> id, or run of placeholder ids)\n"
+               "  --mmproj FILE       the vision tower (llama.cpp's mmproj GGUF) of a GGUF model; an\n"
+               "                      mmproj*.gguf next to the model is found without it\n");
     gen_options_help(f);
 }
 
@@ -76,6 +80,11 @@ int cmd_run(int argc, char **argv) {
     gen_options_init(&o);
     const char *prompt = NULL, *prompt_file = NULL, *ids_arg = NULL;
     bool chat = false, raw = false, print_ids = false;
+    const char *mmproj = NULL;
+    char *images[CLI_MAX_IMAGES];
+    int n_images = 0;
+    float **embd = NULL;
+    char *user_text = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int r = gen_options_parse(&o, argc, argv, &i);
@@ -90,6 +99,14 @@ int cmd_run(int argc, char **argv) {
             prompt_file = argv[++i];
         } else if (!strcmp(a, "--tokens-in") && i + 1 < argc) {
             ids_arg = argv[++i];
+        } else if (!strcmp(a, "--image") && i + 1 < argc) {
+            if (n_images == CLI_MAX_IMAGES) {
+                fprintf(stderr, "ignis run: at most %d images\n", CLI_MAX_IMAGES);
+                return 2;
+            }
+            images[n_images++] = argv[++i];
+        } else if (!strcmp(a, "--mmproj") && i + 1 < argc) {
+            mmproj = argv[++i];
         } else if (!strcmp(a, "--chat")) {
             chat = true;
         } else if (!strcmp(a, "--raw")) {
@@ -138,6 +155,11 @@ int cmd_run(int argc, char **argv) {
     ig_spec *spec = NULL;
     ig_model *m = cli_load_model(o.model, &o.mp);
     if (!m) goto done;
+    if ((n_images || mmproj) && cli_attach_vision(m, o.model, mmproj, n_images > 0)) goto done;
+    if (n_images && cli_embed_images(m, images, n_images, o.mp.n_threads, &embd) != IG_OK) {
+        fprintf(stderr, "ignis run: %s\n", ig_last_error());
+        goto done;
+    }
     const ig_tokenizer *tok = ig_model_tokenizer(m);
     if (ids_arg) {
         if (parse_ids(ids_arg, &in)) {
@@ -158,7 +180,17 @@ int cmd_run(int argc, char **argv) {
             ig_chat_message msgs[2];
             size_t n = 0;
             if (o.system) msgs[n++] = (ig_chat_message){"system", o.system};
-            msgs[n++] = (ig_chat_message){"user", prompt};
+            const char *content = prompt;
+            if (n_images) { /* the images first, as the chat template places image parts */
+                size_t len = strlen(prompt) + 16 * (size_t)n_images + 1;
+                user_text = malloc(len);
+                if (!user_text) goto done;
+                user_text[0] = '\0';
+                for (int k = 0; k < n_images; k++) strcat(user_text, "<start_of_image>");
+                strcat(user_text, prompt);
+                content = user_text;
+            }
+            msgs[n++] = (ig_chat_message){"user", content};
             if (ig_chat_render(msgs, n, true, &rendered) != IG_OK) {
                 fprintf(stderr, "ignis run: %s\n", ig_last_error());
                 goto done;
@@ -172,6 +204,27 @@ int cmd_run(int argc, char **argv) {
             goto done;
         }
         in.n = in.cap = (int)n_ids;
+        if (n_images && !chat) {
+            fprintf(stderr, "ignis run: --image needs the chat format (or --tokens-in with image tokens)\n");
+            goto done;
+        }
+    }
+    if (n_images) {
+        /* <start_of_image> ids become the full image sequence unless the
+         * placeholders are already there. */
+        bool has_placeholders = false;
+        for (int i = 0; i < in.n; i++) has_placeholders |= in.ids[i] == ig_model_image_token_id(m);
+        if (!has_placeholders) {
+            int32_t *x = NULL;
+            int nx = 0, ni = 0;
+            if (ig_image_expand_prompt(m, in.ids, in.n, &x, &nx, &ni) != IG_OK) {
+                fprintf(stderr, "ignis run: %s\n", ig_last_error());
+                goto done;
+            }
+            ig_token_list_free(&in);
+            in.ids = x;
+            in.n = in.cap = nx;
+        }
     }
     if (o.cp.n_ctx == 0) {
         /* Room for the prompt and the answer, within the trained context. */
@@ -208,7 +261,21 @@ int cmd_run(int argc, char **argv) {
     };
     ig_gen_io io = {.emit = print_ids ? NULL : emit_stdout, .on_token = ig_token_list_collect, .user = &out};
     ig_gen_stats stats;
-    ig_status st = ig_generate(ctx, 0, tok, in.ids, in.n, NULL, 0, &gp, &io, &stats);
+    int n_history = 0;
+    if (n_images) {
+        /* The prompt but its last token, with the images, then generation
+         * reuses it as the sequence's history. */
+        if (in.n < 2 || in.ids[in.n - 1] == ig_model_image_token_id(m)) {
+            fprintf(stderr, "ignis run: the prompt must not end with an image\n");
+            goto done;
+        }
+        if (ig_decode_prompt_images(ctx, 0, in.ids, in.n - 1, (const float *const *)embd, n_images) != IG_OK) {
+            fprintf(stderr, "ignis run: %s\n", ig_last_error());
+            goto done;
+        }
+        n_history = in.n - 1;
+    }
+    ig_status st = ig_generate(ctx, 0, tok, in.ids, in.n, n_history ? in.ids : NULL, n_history, &gp, &io, &stats);
     if (st != IG_OK) {
         fprintf(stderr, "\nignis run: %s\n", ig_last_error());
         goto done;
@@ -259,5 +326,7 @@ done:
     ig_token_list_free(&out);
     free(rendered);
     free(owned_prompt);
+    free(user_text);
+    cli_free_images(embd, n_images);
     return rc;
 }

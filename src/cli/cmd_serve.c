@@ -31,6 +31,8 @@ static void serve_usage(FILE *f) {
             "  --timeout S          idle connection timeout in seconds (default 600)\n"
             "  --grace S            on SIGINT/SIGTERM, let requests finish for S s (default 10)\n"
             "  --alias NAME         model id shown in /v1/models (default: file name)\n"
+            "  --mmproj FILE        the vision tower (llama.cpp mmproj GGUF) for image inputs; an\n"
+            "                       mmproj*.gguf next to a GGUF model is found without it\n"
             "  -t N, --threads N    compute threads (default: physical cores)\n"
             "  --backend cpu|vulkan, --device N\n"
             "  --quiet              no per-request log lines\n"
@@ -83,7 +85,7 @@ static void *watch_second_signal(void *arg) {
 
 int cmd_serve(int argc, char **argv) {
     ig_server_params p = ig_server_default_params();
-    const char *model = NULL, *key = NULL, *key_file = NULL;
+    const char *model = NULL, *key = NULL, *key_file = NULL, *mmproj = NULL;
     double grace = 10.0;
     long v;
     double d;
@@ -139,6 +141,13 @@ int cmd_serve(int argc, char **argv) {
                 return 2;
             }
             key_file = val;
+            i++;
+        } else if (!strcmp(a, "--mmproj")) {
+            if (!val) {
+                fprintf(stderr, "ignis: --mmproj needs a value\n");
+                return 2;
+            }
+            mmproj = val;
             i++;
         } else if (!strcmp(a, "--alias")) {
             if (!val) {
@@ -202,6 +211,7 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "ignis serve: the draft model %s is missing or unreadable\n", p.draft_path);
         return 1;
     }
+    p.mmproj = mmproj;
     char *file_key = NULL;
     if (key_file) {
         file_key = read_key_file(key_file);

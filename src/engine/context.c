@@ -65,7 +65,8 @@ ig_status ig_context_create(ig_model *model, const ig_context_params *params, ig
     if (st != IG_OK) goto fail;
     ctx->out_idx = ig_calloc_array((size_t)p.n_batch, sizeof(int32_t));
     ctx->seq_next = ig_calloc_array((size_t)p.n_seq, sizeof(int32_t));
-    if (!ctx->out_idx || !ctx->seq_next) {
+    ctx->img_span = ig_calloc_array(2 * (size_t)p.n_batch, sizeof(int32_t));
+    if (!ctx->out_idx || !ctx->seq_next || !ctx->img_span) {
         st = IG_ERR_NO_MEMORY;
         goto fail;
     }
@@ -92,6 +93,7 @@ void ig_context_free(ig_context *ctx) {
     ig_aligned_free(ctx->logits);
     free(ctx->out_idx);
     free(ctx->seq_next);
+    free(ctx->img_span);
     free(ctx);
 }
 
@@ -111,7 +113,37 @@ ig_status ig_context_reserve_logits(ig_context *ctx, int n) {
     return IG_OK;
 }
 
-ig_status ig_decode(ig_context *ctx, const ig_batch *b) {
+ig_status ig_decode(ig_context *ctx, const ig_batch *b) { return ig_decode_images(ctx, b, NULL); }
+
+/* The image spans of a batch: each image's tokens consecutive, of one
+ * sequence, all in the batch. */
+static ig_status image_spans(ig_context *ctx, const ig_batch *b, const int32_t *image) {
+    int32_t *lo = ctx->img_span, *hi = ctx->img_span + b->n_tokens;
+    for (int i = 0; i < b->n_tokens;) {
+        lo[i] = hi[i] = -1;
+        if (image[i] <= 0) {
+            i++;
+            continue;
+        }
+        int j = i + 1;
+        while (j < b->n_tokens && image[j] == image[i]) {
+            if (b->seq[j] != b->seq[i])
+                return ig_fail(IG_ERR_INVALID_ARG, "image %d spans two sequences", image[i]);
+            j++;
+        }
+        for (int k = j; k < b->n_tokens; k++)
+            if (image[k] == image[i] && b->seq[k] == b->seq[i])
+                return ig_fail(IG_ERR_INVALID_ARG, "the tokens of image %d are not consecutive", image[i]);
+        for (int k = i; k < j; k++) {
+            lo[k] = b->pos[i];
+            hi[k] = b->pos[j - 1];
+        }
+        i = j;
+    }
+    return IG_OK;
+}
+
+ig_status ig_decode_images(ig_context *ctx, const ig_batch *b, const ig_batch_images *images) {
     if (!ctx || !b) return ig_fail(IG_ERR_INVALID_ARG, "ig_decode: NULL argument");
     const ig_context_params *p = &ctx->params;
     if (b->n_tokens < 1 || b->n_tokens > p->n_batch)
@@ -138,6 +170,11 @@ ig_status ig_decode(ig_context *ctx, const ig_batch *b) {
         bool want = b->want_logits ? b->want_logits[i] != 0 : i == b->n_tokens - 1;
         if (want) ctx->out_idx[n_out++] = i;
     }
+    const bool has_images = images && (images->embd || images->image);
+    if (has_images && strcmp(ctx->backend->ops->name, "cpu") != 0)
+        return ig_fail(IG_ERR_UNSUPPORTED, "the %s backend does not run image tokens (the CPU backend does)",
+                       ctx->backend->ops->name);
+    if (has_images && images->image) IG_TRY(image_spans(ctx, b, images->image));
     IG_TRY(ig_context_reserve_logits(ctx, n_out > 0 ? n_out : 1));
     ig_step step = {
         .n_tokens = b->n_tokens,
@@ -146,6 +183,9 @@ ig_status ig_decode(ig_context *ctx, const ig_batch *b) {
         .seq = b->seq,
         .n_out = n_out,
         .out_idx = ctx->out_idx,
+        .embd = has_images ? images->embd : NULL,
+        .img_lo = has_images && images->image ? ctx->img_span : NULL,
+        .img_hi = has_images && images->image ? ctx->img_span + b->n_tokens : NULL,
     };
     ctx->n_outputs = 0;
     ctx->logits_out = ctx->logits;

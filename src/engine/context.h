@@ -18,6 +18,7 @@ struct ig_context {
     /* scratch for the batch (positions checked, output indices) */
     int32_t *out_idx;
     int32_t *seq_next; /* per sequence: next expected position while checking a batch */
+    int32_t *img_span; /* [2 * n_batch]: per token, the first and last position of its image (-1: none) */
 };
 
 /* Ensures the logits buffer holds n rows. */

@@ -105,6 +105,12 @@ typedef struct ig_step {
     const int32_t *seq;
     int n_out;
     const int32_t *out_idx; /* which tokens want logits, ascending */
+    /* Images (NULL without): embd[t] != NULL is token t's embedding as is
+     * (EMBED copies it, unscaled); img_lo[t] >= 0 marks token t as part of
+     * an image spanning positions img_lo[t] .. img_hi[t] of its sequence,
+     * all in this step: ATTENTION lets it see that whole span. */
+    const float *const *embd;
+    const int32_t *img_lo, *img_hi;
 } ig_step;
 
 #endif

@@ -188,6 +188,8 @@ ig_status ig_model_load(const char *path, const ig_model_params *params, ig_mode
     }
     st = bind_tensors(m);
     if (st != IG_OK) goto fail;
+    st = ig_model_attach_vision(m);
+    if (st != IG_OK) goto fail;
     if (m->tokenizer) {
         int32_t eot = ig_tokenizer_eot(m->tokenizer);
         if (eot >= 0) m->hp.eot_id = eot;
@@ -217,6 +219,7 @@ ig_status ig_model_set_device_tuning(ig_model *m, const char *spec) {
 void ig_model_free(ig_model *m) {
     if (!m) return;
     ig_device_free(m->device);
+    ig_vision_free(m->vision);
     ig_tokenizer_free(m->tokenizer);
     free(m->chat_template);
     free(m->norm_storage);

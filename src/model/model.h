@@ -52,7 +52,16 @@ struct ig_model {
     /* overrides of the GPU device's tuning, "name=value,..." (the Vulkan
      * backend's vk_tuning.h), or NULL; read when the device is made */
     char *device_tuning;
+    /* the vision tower and projector (vision-language models), or NULL */
+    struct ig_vision *vision;
 };
+
+/* Binds the vision tower of a Hugging Face checkpoint, if it has one. */
+ig_status ig_model_attach_vision(ig_model *m);
+/* The first mmproj*.gguf (by name) in the directory of model_path, or
+ * *out = NULL; free() it. */
+ig_status ig_mmproj_next_to(const char *model_path, char **out);
+void ig_vision_free(struct ig_vision *v);
 
 /* Sets the device tuning overrides (copied; NULL clears them). Only before
  * the model's first context: IG_ERR_INVALID_ARG once its device exists.

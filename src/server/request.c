@@ -281,7 +281,96 @@ nomem:
     return oom(err);
 }
 
-static bool parse_content(json_t *c, const char *role, size_t idx, char **out, srv_error *err) {
+/* Standard base64 (padding optional, no whitespace) into a malloc'ed
+ * buffer; false when malformed. */
+static bool base64_decode(const char *s, size_t n, uint8_t **out, size_t *out_len) {
+    while (n && s[n - 1] == '=') n--;
+    if (n % 4 == 1) return false;
+    uint8_t *d = malloc(n / 4 * 3 + 3);
+    if (!d) return false;
+    size_t k = 0;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char c = s[i];
+        int v = c >= 'A' && c <= 'Z' ? c - 'A' : c >= 'a' && c <= 'z' ? c - 'a' + 26
+                : c >= '0' && c <= '9' ? c - '0' + 52 : c == '+' ? 62 : c == '/' ? 63 : -1;
+        if (v < 0) {
+            free(d);
+            return false;
+        }
+        acc = (acc << 6) | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            d[k++] = (uint8_t)(acc >> bits);
+        }
+    }
+    *out = d;
+    *out_len = k;
+    return true;
+}
+
+/* An image_url part: only data: URLs (base64 PNG or JPEG). Remote URLs are
+ * refused: fetching them would make the server send requests wherever a
+ * client points it (server-side request forgery). */
+static bool parse_image_part(json_t *part, const char *role, size_t idx, size_t i, srv_request *r,
+                             srv_error *err) {
+    if (strcmp(role, "user") != 0) {
+        srv_error_bad(err, "messages", "messages[%zu].content[%zu]: images are accepted in user messages only",
+                      idx, i);
+        return false;
+    }
+    json_t *iu = json_object_get(part, "image_url");
+    json_t *url = json_is_object(iu) ? json_object_get(iu, "url") : iu;
+    if (!json_is_string(url)) {
+        srv_error_bad(err, "messages", "messages[%zu].content[%zu].image_url.url must be a string", idx, i);
+        return false;
+    }
+    const char *u = json_string_value(url);
+    const size_t ulen = json_string_length(url);
+    if (!strncmp(u, "http://", 7) || !strncmp(u, "https://", 8)) {
+        srv_error_bad(err, "messages",
+                      "messages[%zu].content[%zu]: remote image URLs are not fetched (the server does not make "
+                      "requests on a client's behalf); send the image inline as a data: URL "
+                      "(data:image/png;base64,...)",
+                      idx, i);
+        return false;
+    }
+    const char *comma = memchr(u, ',', ulen);
+    if (strncmp(u, "data:", 5) != 0 || !comma || comma - u < 12 || strncmp(comma - 7, ";base64", 7) != 0) {
+        srv_error_bad(err, "messages",
+                      "messages[%zu].content[%zu].image_url.url must be a base64 data: URL "
+                      "(data:image/png;base64,...)",
+                      idx, i);
+        return false;
+    }
+    if (r->n_images >= SRV_MAX_IMAGES) {
+        srv_error_bad(err, "messages", "at most %d images per request", SRV_MAX_IMAGES);
+        return false;
+    }
+    const size_t b64 = ulen - (size_t)(comma + 1 - u);
+    if (b64 / 4 * 3 > SRV_MAX_IMAGE_BYTES) {
+        srv_error_bad(err, "messages", "messages[%zu].content[%zu]: the image is larger than %zu bytes", idx, i,
+                      SRV_MAX_IMAGE_BYTES);
+        return false;
+    }
+    srv_image img = {0};
+    if (!base64_decode(comma + 1, b64, &img.data, &img.len)) {
+        srv_error_bad(err, "messages", "messages[%zu].content[%zu].image_url.url: bad base64", idx, i);
+        return false;
+    }
+    srv_image *grown = realloc(r->images, (r->n_images + 1) * sizeof *grown);
+    if (!grown) {
+        free(img.data);
+        return oom(err);
+    }
+    r->images = grown;
+    r->images[r->n_images++] = img;
+    return true;
+}
+
+static bool parse_content(json_t *c, const char *role, size_t idx, char **out, srv_request *r, srv_error *err) {
     if (!c || json_is_null(c)) {
         if (!strcmp(role, "assistant")) {
             *out = calloc(1, 1);
@@ -310,10 +399,22 @@ static bool parse_content(json_t *c, const char *role, size_t idx, char **out, s
                           "string 'type'", idx, i);
             return false;
         }
+        if (!strcmp(json_string_value(type), "image_url")) {
+            if (!parse_image_part(part, role, idx, i, r, err)) {
+                srv_buf_free(&b);
+                return false;
+            }
+            /* where the chat template would put the image */
+            if (!srv_buf_append(&b, "<start_of_image>", 16)) {
+                srv_buf_free(&b);
+                return oom(err);
+            }
+            continue;
+        }
         if (strcmp(json_string_value(type), "text") != 0) {
             srv_buf_free(&b);
             srv_error_bad(err, "messages", "messages[%zu].content[%zu]: content part type '%s' is "
-                          "not supported (only 'text')", idx, i, json_string_value(type));
+                          "not supported ('text' and 'image_url' are)", idx, i, json_string_value(type));
             return false;
         }
         json_t *text = json_object_get(part, "text");
@@ -323,7 +424,8 @@ static bool parse_content(json_t *c, const char *role, size_t idx, char **out, s
                           i);
             return false;
         }
-        if ((b.len && !srv_buf_append(&b, "\n", 1)) ||
+        const bool after_image = b.len >= 16 && !memcmp(b.data + b.len - 16, "<start_of_image>", 16);
+        if ((b.len && !after_image && !srv_buf_append(&b, "\n", 1)) ||
             !srv_buf_append(&b, json_string_value(text), json_string_length(text))) {
             srv_buf_free(&b);
             return oom(err);
@@ -391,7 +493,7 @@ static bool parse_messages(json_t *root, const srv_limits *lim, srv_request *r, 
             break;
         }
         if (!parse_content(json_object_get(m, "content"), has_calls || tool ? "assistant" : nr, i,
-                           &r->messages[i].content, err))
+                           &r->messages[i].content, r, err))
             break;
         if (has_calls && !render_history_calls(calls, i, &r->messages[i].content, &seen, &n_seen, err))
             break;
@@ -1105,6 +1207,12 @@ void srv_request_free(srv_request *r) {
         free(r->messages[i].content);
     }
     free(r->messages);
+    for (size_t i = 0; i < r->n_images; i++) {
+        free(r->images[i].data);
+        if (r->image_embd) free(r->image_embd[i]);
+    }
+    free(r->images);
+    free(r->image_embd);
     free(r->prompt);
     free(r->prompt_ids);
     if (r->stop)

@@ -36,6 +36,15 @@ void srv_error_bad(srv_error *e, const char *param, const char *fmt, ...)
  * memory). */
 char *srv_error_json(const srv_error *e);
 
+typedef struct srv_image {
+    uint8_t *data; /* the encoded file (PNG or JPEG) */
+    size_t len;
+} srv_image;
+
+/* Most images per request, and most bytes of one decoded data: URL. */
+#define SRV_MAX_IMAGES 16
+#define SRV_MAX_IMAGE_BYTES ((size_t)20 << 20)
+
 typedef struct srv_message {
     char *role; /* "system", "user" or "assistant" (normalized) */
     char *content; /* tool calls and tool results already rendered in (docs/server.md) */
@@ -108,6 +117,11 @@ typedef struct srv_request {
     int tool_named;
     bool parallel_tool_calls;
     bool no_speculative; /* extension "speculative": false turns the server's drafter off */
+    /* images of user messages (image_url content parts, data: URLs), in
+     * order; each left a <start_of_image> in its message's text */
+    srv_image *images;
+    size_t n_images;
+    float **image_embd; /* [n_images], filled by the server before the job runs */
 } srv_request;
 
 /* True when the output is to be read for tool calls. */

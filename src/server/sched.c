@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 #include "server/sched.h"
 
+#include "engine/context.h"
+
 #include "core/util.h"
 
 #include <errno.h>
@@ -119,6 +121,8 @@ struct srv_sched {
     /* engine-thread scratch */
     int32_t *b_tok, *b_pos, *b_seq;
     uint8_t *b_want;
+    const float **b_embd; /* image embeddings of the batch's tokens (NULL: text) */
+    int32_t *b_img;       /* image number of each token (0: text) */
 };
 
 static void task_free(task *t) {
@@ -446,8 +450,13 @@ static void assign_slot(srv_sched *s, task *t) {
 
 static void reuse_prefix(srv_sched *s, task *t) {
     slot *sl = &s->slots[t->slot];
-    int keep = ig_gen_prefix_keep(s->ctx, t->slot, sl->cache, sl->n_cache, t->job->prompt,
-                                  t->job->n_prompt);
+    /* An image's placeholder ids say nothing of its pixels: a prefix is
+     * reused up to the first image only. */
+    int upto = t->job->n_prompt;
+    const int32_t pid = ig_model_image_token_id(s->ctx->model);
+    for (int i = 0; pid >= 0 && i < upto; i++)
+        if (t->job->prompt[i] == pid) upto = i;
+    int keep = ig_gen_prefix_keep(s->ctx, t->slot, sl->cache, sl->n_cache, t->job->prompt, upto);
     sl->n_cache = keep;
     t->n_fed = keep;
     if (t->index == 0) {
@@ -538,12 +547,48 @@ static void step(srv_sched *s) {
         slot *sl = &s->slots[t->slot];
         int left = t->job->n_prompt - t->n_fed;
         int take = s->p.n_batch - nb < left ? s->p.n_batch - nb : left;
+        const srv_request *rq = &t->job->req;
+        const int32_t pid = rq->n_images ? ig_model_image_token_id(s->ctx->model) : -1;
+        if (pid >= 0) {
+            /* never split an image: stop the chunk before it, or, when it
+             * comes first, take it whole (the context has room for one
+             * image beyond the budget) */
+            const int32_t *pp = t->job->prompt + t->n_fed;
+            if (take < left && pp[take] == pid && take > 0 && pp[take - 1] == pid) {
+                int b0 = take;
+                while (b0 > 0 && pp[b0 - 1] == pid) b0--;
+                if (b0 > 0) take = b0;
+                else
+                    while (take < left && pp[take] == pid) take++;
+            }
+        }
+        /* image number and row of each placeholder: count the runs before */
+        int img_no = 0, row = 0;
+        if (pid >= 0)
+            for (int q = 0; q < t->n_fed; q++) {
+                const int32_t *pp = t->job->prompt;
+                if (pp[q] == pid && (q == 0 || pp[q - 1] != pid)) img_no++;
+            }
         for (int q = 0; q < take; q++) {
             int32_t id = t->job->prompt[t->n_fed + q];
             s->b_tok[nb] = id;
             s->b_pos[nb] = sl->n_cache;
             s->b_seq[nb] = t->slot;
             s->b_want[nb] = 0;
+            s->b_embd[nb] = NULL;
+            s->b_img[nb] = 0;
+            if (pid >= 0 && id == pid) {
+                const int at = t->n_fed + q;
+                if (at == 0 || t->job->prompt[at - 1] != pid) {
+                    img_no++;
+                    row = 0;
+                }
+                if (img_no >= 1 && (size_t)img_no <= rq->n_images && rq->image_embd && rq->image_embd[img_no - 1]) {
+                    s->b_embd[nb] = rq->image_embd[img_no - 1] + (size_t)row * ig_model_hparams(s->ctx->model)->n_embd;
+                    s->b_img[nb] = img_no;
+                }
+                row++;
+            }
             sl->cache[sl->n_cache++] = id;
             nb++;
         }
@@ -557,7 +602,14 @@ static void step(srv_sched *s) {
 
     ig_batch b = {
         .n_tokens = nb, .tokens = s->b_tok, .pos = s->b_pos, .seq = s->b_seq, .want_logits = s->b_want};
-    ig_status st = ig_decode(s->ctx, &b);
+    bool any_image = false;
+    for (int q = n_decoding; q < nb && !any_image; q++) any_image = s->b_img[q] != 0;
+    for (int q = 0; q < n_decoding && any_image; q++) {
+        s->b_embd[q] = NULL;
+        s->b_img[q] = 0;
+    }
+    const ig_batch_images bi = {.embd = s->b_embd, .image = s->b_img};
+    ig_status st = any_image ? ig_decode_images(s->ctx, &b, &bi) : ig_decode(s->ctx, &b);
     pthread_mutex_lock(&s->m->mu);
     s->m->decode_calls++;
     s->m->prefill_tokens += (uint64_t)(nb - n_decoding);
@@ -664,10 +716,12 @@ ig_status srv_sched_start(ig_model *model, ig_context *ctx, const srv_sched_para
     pthread_cond_init(&s->cv, NULL);
     pthread_cond_init(&s->idle_cv, NULL);
     s->slots = calloc((size_t)p->n_parallel, sizeof *s->slots);
-    s->b_tok = calloc((size_t)p->n_batch, sizeof *s->b_tok);
-    s->b_pos = calloc((size_t)p->n_batch, sizeof *s->b_pos);
-    s->b_seq = calloc((size_t)p->n_batch, sizeof *s->b_seq);
-    s->b_want = calloc((size_t)p->n_batch, sizeof *s->b_want);
+    s->b_tok = calloc((size_t)p->n_batch + (size_t)p->n_image, sizeof *s->b_tok);
+    s->b_pos = calloc((size_t)p->n_batch + (size_t)p->n_image, sizeof *s->b_pos);
+    s->b_seq = calloc((size_t)p->n_batch + (size_t)p->n_image, sizeof *s->b_seq);
+    s->b_want = calloc((size_t)p->n_batch + (size_t)p->n_image, sizeof *s->b_want);
+    s->b_embd = calloc((size_t)p->n_batch + (size_t)p->n_image, sizeof *s->b_embd);
+    s->b_img = calloc((size_t)p->n_batch + (size_t)p->n_image, sizeof *s->b_img);
     bool ok = s->slots && s->b_tok && s->b_pos && s->b_seq && s->b_want && s->tok;
     for (int i = 0; ok && i < p->n_parallel; i++) {
         s->slots[i].cache = calloc((size_t)s->n_ctx + 1, sizeof(int32_t));
@@ -732,6 +786,8 @@ void srv_sched_free(srv_sched *s) {
     free(s->b_seq);
     free(s->b_want);
     ig_token_trie_free(s->trie);
+    free(s->b_embd);
+    free(s->b_img);
     pthread_cond_destroy(&s->idle_cv);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);

@@ -71,6 +71,8 @@ typedef struct srv_sched_params {
     int max_queue;   /* sequences allowed to wait beyond free slots */
     int32_t stop_ids[4]; /* end-of-generation ids (-1 unused) */
     ig_spec *spec;       /* speculative decoding (gen/spec.h) for n_parallel sequences; NULL: off */
+    int n_image;     /* tokens of one image (0: no images): a step may exceed n_batch by less than this to
+                        take an image whole; the context's n_batch must be n_batch + n_image */
 } srv_sched_params;
 
 /* Creates the scheduler and starts its engine thread. */

@@ -531,6 +531,67 @@ oom:
     return false;
 }
 
+/* Images of a request: each <start_of_image> of the prompt becomes the
+ * full image sequence, each image is decoded and embedded (the vision
+ * tower runs here, on the request's thread). Placeholder ids must come in
+ * whole runs, one per image. */
+static bool prepare_images(ig_server *S, srv_request *r, int32_t **ids, int *n_ids, srv_error *e) {
+    const int32_t pid = ig_model_image_token_id(S->model);
+    if (r->n_images) {
+        if (!ig_model_has_vision(S->model)) {
+            srv_error_bad(e, "messages", "This model does not accept images (it has no vision tower)");
+            return false;
+        }
+        int32_t *x = NULL;
+        int nx = 0, ni = 0;
+        if (ig_image_expand_prompt(S->model, *ids, *n_ids, &x, &nx, &ni) != IG_OK) {
+            srv_error_set(e, 500, "server_error", NULL, NULL, "Out of memory");
+            return false;
+        }
+        free(*ids);
+        *ids = x;
+        *n_ids = nx;
+    }
+    size_t runs = 0;
+    const int T = ig_model_image_tokens(S->model);
+    for (int i = 0; pid >= 0 && i < *n_ids;) {
+        if ((*ids)[i] != pid) {
+            i++;
+            continue;
+        }
+        int j = i;
+        while (j < *n_ids && (*ids)[j] == pid) j++;
+        if (j - i != T) runs = SIZE_MAX - 1;
+        else runs++;
+        i = j;
+    }
+    if (runs != r->n_images) {
+        srv_error_bad(e, "messages", "The prompt's image tokens do not match its %zu image(s)", r->n_images);
+        return false;
+    }
+    if (!r->n_images) return true;
+    r->image_embd = calloc(r->n_images, sizeof *r->image_embd);
+    if (!r->image_embd) {
+        srv_error_set(e, 500, "server_error", NULL, NULL, "Out of memory");
+        return false;
+    }
+    for (size_t k = 0; k < r->n_images; k++) {
+        ig_image *img = NULL;
+        ig_status st = ig_image_decode(r->images[k].data, r->images[k].len, &img);
+        if (st == IG_OK) st = ig_image_embed(S->model, img, S->p.n_threads, &r->image_embd[k], NULL);
+        ig_image_free(img);
+        if (st == IG_ERR_NO_MEMORY) {
+            srv_error_set(e, 500, "server_error", NULL, NULL, "Out of memory");
+            return false;
+        }
+        if (st != IG_OK) {
+            srv_error_bad(e, "messages", "Image %zu: %s", k + 1, *ig_last_error() ? ig_last_error() : ig_status_str(st));
+            return false;
+        }
+    }
+    return true;
+}
+
 typedef struct stream {
     ig_server *S;
     srv_job *job;
@@ -768,6 +829,11 @@ static enum MHD_Result handle_generate(ig_server *S, struct MHD_Connection *c, c
     int32_t *ids;
     int n_ids;
     if (!build_prompt(S, &req, &ids, &n_ids, &e)) {
+        srv_request_free(&req);
+        return queue_error(c, cn, &e);
+    }
+    if (!prepare_images(S, &req, &ids, &n_ids, &e)) {
+        free(ids);
         srv_request_free(&req);
         return queue_error(c, cn, &e);
     }
@@ -1120,11 +1186,21 @@ static void *loader_main(void *arg) {
     const char *load_what = S->model_path;
     ig_status st = ig_model_load(S->model_path, &mp, &S->model);
     if (st == IG_OK && S->p.device_tuning) st = ig_model_set_device_tuning(S->model, S->p.device_tuning);
+    if (st == IG_OK && (S->p.mmproj || !ig_model_has_vision(S->model))) {
+        char *found = NULL;
+        const char *mm = S->p.mmproj;
+        if (!mm && !ig_path_is_dir(S->model_path)) {
+            st = ig_mmproj_next_to(S->model_path, &found);
+            mm = found;
+        }
+        if (st == IG_OK && mm) st = ig_model_load_mmproj(S->model, mm);
+        free(found);
+    }
     if (st == IG_OK) {
         ig_context_params cp = ig_context_default_params();
         cp.n_ctx = S->p.n_ctx;
         cp.n_seq = S->p.n_parallel;
-        cp.n_batch = S->p.n_batch;
+        cp.n_batch = S->p.n_batch + (ig_model_has_vision(S->model) ? ig_model_image_tokens(S->model) : 0);
         cp.n_threads = S->p.n_threads;
         st = ig_context_create(S->model, &cp, &S->ctx);
     }
@@ -1145,7 +1221,8 @@ static void *loader_main(void *arg) {
         srv_sched_params sp;
         memset(&sp, 0, sizeof sp);
         sp.n_parallel = S->p.n_parallel;
-        sp.n_batch = ig_context_params_get(S->ctx)->n_batch;
+        sp.n_image = ig_model_has_vision(S->model) ? ig_model_image_tokens(S->model) : 0;
+        sp.n_batch = ig_context_params_get(S->ctx)->n_batch - sp.n_image;
         if (sp.n_batch < sp.n_parallel) sp.n_batch = sp.n_parallel;
         sp.max_queue = S->p.max_queue;
         for (int i = 0; i < 4; i++) sp.stop_ids[i] = -1;

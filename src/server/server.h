@@ -39,6 +39,8 @@ typedef struct ig_server_params {
     const char *draft_path;   /* NULL: no draft model */
     bool lookup;
     ig_spec_params spec;      /* draft_max, draft_min, p_min, n-gram sizes */
+    const char *mmproj;       /* the vision tower (llama.cpp mmproj GGUF), or NULL: the model's own,
+                                 or an mmproj*.gguf next to a GGUF model */
 } ig_server_params;
 
 ig_server_params ig_server_default_params(void);

@@ -34,6 +34,10 @@ static void rows_embed(const ig_cpu_exec *ex, const ig_op *op, int64_t t0, int64
     const size_t row_bytes = w->nbytes / (size_t)w->ne[1];
     for (int64_t t = t0; t < t1; t++) {
         float *y = ex->buf[op->dst] + t * op->width;
+        if (ex->step->embd && ex->step->embd[t]) { /* an image's embedding, as is */
+            memcpy(y, ex->step->embd[t], (size_t)op->width * sizeof(float));
+            continue;
+        }
         ig_dequantize_row(w->type, (const uint8_t *)w->data + (size_t)ex->step->tokens[t] * row_bytes,
                           y, op->width);
         for (int i = 0; i < op->width; i++) y[i] *= op->f0;
@@ -266,16 +270,20 @@ static void op_attention(const ig_cpu_exec *ex, const ig_op *op, atomic_int *nex
             blk.jhi = -1;
             for (int t = t0; t < t1; t++) {
                 const int p = ex->step->pos[t];
-                const int lo = L->window ? IG_MAX(0, p - L->window + 1) : 0;
+                int lo = L->window ? IG_MAX(0, p - L->window + 1) : 0, hi = p;
+                if (ex->step->img_lo && ex->step->img_lo[t] >= 0) { /* its whole image, both ways */
+                    lo = IG_MIN(lo, ex->step->img_lo[t]);
+                    hi = IG_MAX(hi, ex->step->img_hi[t]);
+                }
                 for (int h = h0; h < h1; h++) {
                     const int r = blk.n_rows++;
                     blk.q[r] = ex->buf[op->src] + (int64_t)t * n_head * hd + (int64_t)h * hd;
                     blk.o[r] = ex->buf[op->dst] + (int64_t)t * n_head * hdv + (int64_t)h * hdv;
                     blk.lo[r] = lo;
-                    blk.hi[r] = p;
+                    blk.hi[r] = hi;
                 }
                 blk.jlo = IG_MIN(blk.jlo, lo);
-                blk.jhi = IG_MAX(blk.jhi, p);
+                blk.jhi = IG_MAX(blk.jhi, hi);
             }
             const size_t seq_off = (size_t)s * (size_t)L->cap;
             blk.k = (const uint8_t *)L->k + (seq_off * (size_t)kv->k_dim + (size_t)kvh * hd) * es;
