@@ -15,6 +15,7 @@ int cmd_detokenize(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 
 /* Shared helpers (cli_common.c). */
