@@ -75,8 +75,9 @@ ig_status kl_ref_read_header(FILE *f, kl_ref_header *h, int32_t **tokens, int n_
     }
     for (uint64_t i = 0; i < n_tok; i++)
         if (t[i] < 0 || (uint32_t)t[i] >= h->n_vocab) {
+            int32_t bad = t[i];
             free(t);
-            return ig_fail(IG_ERR_FORMAT, "reference file holds token id %d", t[i]);
+            return ig_fail(IG_ERR_FORMAT, "reference file holds token id %d", bad);
         }
     *tokens = t;
     return IG_OK;

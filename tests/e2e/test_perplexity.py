@@ -126,6 +126,11 @@ def test_bad_reference_is_refused(real_model, tmp_path):
     bad.write_bytes(bytes(data))
     r = R.run_ignis(["perplexity", real_model, "--kl-divergence", bad])
     assert r.returncode == 1 and "vocabulary" in r.stderr
+    data = bytearray(REF.read_bytes())
+    struct.pack_into("<i", data, 32 + 4 * 7, 1 << 30)  # a token id out of range
+    bad.write_bytes(bytes(data))
+    r = R.run_ignis(["perplexity", real_model, "--kl-divergence", bad])
+    assert r.returncode == 1 and "token id 1073741824" in r.stderr
     bad.write_bytes(b"IGKLREF1" + b"\xff" * 24)
     r = R.run_ignis(["perplexity", real_model, "--kl-divergence", bad])
     assert r.returncode == 1 and "header" in r.stderr
