@@ -7,6 +7,7 @@
 
 int cmd_info(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
@@ -14,6 +15,7 @@ int cmd_detokenize(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 
 /* `--debug-vk-tuning NAME=VALUE,...` (main.c): overrides of the Vulkan

@@ -18,9 +18,11 @@ static const struct {
     {"bench", cmd_bench, "measure prompt and generation speed"},
     {"info", cmd_info, "show a model's hyper-parameters and tensors"},
     {"logits", cmd_logits, "compute logits for token ids"},
+    {"perplexity", cmd_perplexity, "perplexity and KL divergence on a text"},
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
     {"detokenize", cmd_detokenize, "print the text of token ids"},
     {"synth", cmd_synth, "write a random-weight GGUF of a Gemma 3 size"},
+    {"quantize", cmd_quantize, "convert an F32/F16/BF16 GGUF to F16, BF16, Q8_0, Q4_0 or Q5_0"},
     {"devices", cmd_devices, "list Vulkan devices"},
 };
 

@@ -1,0 +1,207 @@
+/* ignis quantize IN.gguf OUT.gguf --type T: converts an F32/F16/BF16 GGUF to
+ * F16, BF16, Q8_0, Q4_0 or Q5_0.
+ *
+ * Every tensor of two or more dimensions whose rows are a whole number of
+ * blocks of T becomes T (the token embedding included); the others (the
+ * norms) are written as F32. All metadata is copied, except
+ * general.file_type (set to T's llama.cpp file type) and
+ * general.quantization_version (set to 2, as llama-quantize does for block
+ * types). The blocks are ig_quantize_row's, which for these types are
+ * byte-exact with ggml's reference quantizers; llama-quantize gives the same
+ * blocks with --pure (without it, it makes the output matrix Q6_K for Q4_0
+ * and Q5_0).
+ *
+ * Streaming: the input is memory-mapped and converted one row at a time.
+ * The output goes to OUT.tmp, is fsync'ed, then renamed to OUT; an existing
+ * OUT is refused unless --force. */
+#include "cli.h"
+
+#include "model/gguf.h"
+#include "model/gguf_write.h"
+#include "quant/quant.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: ignis quantize IN.gguf OUT.gguf --type f16|bf16|q8_0|q4_0|q5_0 [--force]\n"
+            "Converts an F32, F16 or BF16 GGUF: every weight matrix becomes the type, the\n"
+            "norms stay F32, the metadata (tokenizer, chat template) is kept. The output is\n"
+            "written to OUT.tmp and renamed; an existing OUT needs --force.\n");
+}
+
+static const struct {
+    const char *name;
+    ig_dtype type;
+    uint32_t file_type; /* llama.cpp's enum llama_ftype */
+} types[] = {
+    {"f16", IG_TYPE_F16, 1},   {"bf16", IG_TYPE_BF16, 32}, {"q8_0", IG_TYPE_Q8_0, 7},
+    {"q4_0", IG_TYPE_Q4_0, 2}, {"q5_0", IG_TYPE_Q5_0, 8},
+};
+
+static void row_to_f32(ig_dtype t, const unsigned char *src, float *dst, int64_t n) {
+    if (t == IG_TYPE_F32) memcpy(dst, src, sizeof(float) * (size_t)n);
+    else ig_dequantize_row(t, src, dst, n);
+}
+
+int cmd_quantize(int argc, char **argv) {
+    const char *in = NULL, *out = NULL, *type_arg = NULL;
+    int force = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--type") && i + 1 < argc) {
+            type_arg = argv[++i];
+        } else if (!strcmp(a, "--force")) {
+            force = 1;
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "ignis quantize: unknown or incomplete option %s\n", a);
+            usage(stderr);
+            return 2;
+        } else if (!in) {
+            in = a;
+        } else if (!out) {
+            out = a;
+        } else {
+            fprintf(stderr, "ignis quantize: unexpected argument %s\n", a);
+            return 2;
+        }
+    }
+    if (!in || !out || !type_arg) {
+        usage(stderr);
+        return 2;
+    }
+    int ti = -1;
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++)
+        if (!strcmp(type_arg, types[k].name)) ti = (int)k;
+    if (ti < 0) {
+        fprintf(stderr, "ignis quantize: --type expects f16, bf16, q8_0, q4_0 or q5_0, got '%s'\n",
+                type_arg);
+        return 2;
+    }
+    const ig_dtype want = types[ti].type;
+    if (!force && access(out, F_OK) == 0) {
+        fprintf(stderr, "ignis quantize: %s exists (--force replaces it)\n", out);
+        return 1;
+    }
+
+    int rc = 1;
+    gguf_file *g = NULL;
+    gguf_writer *w = NULL;
+    FILE *fp = NULL;
+    char *tmp = NULL;
+    float *row = NULL;
+    unsigned char *qrow = NULL;
+    ig_dtype *out_type = NULL;
+    ig_status st = gguf_open(in, &g);
+    if (st != IG_OK) {
+        fprintf(stderr, "ignis quantize: cannot read %s: %s\n", in, ig_last_error());
+        goto done;
+    }
+    const ig_tensor_table *tt = &g->tensors;
+    out_type = calloc(tt->count ? tt->count : 1, sizeof *out_type);
+    if (!out_type) goto oom;
+    int64_t max_row = 1;
+    for (size_t i = 0; i < tt->count; i++) {
+        const ig_tensor *t = &tt->items[i];
+        if (t->type != IG_TYPE_F32 && t->type != IG_TYPE_F16 && t->type != IG_TYPE_BF16) {
+            fprintf(stderr, "ignis quantize: %s is %s; the input must be F32, F16 or BF16\n",
+                    t->name, ig_dtype_name(t->type));
+            goto done;
+        }
+        size_t rb;
+        out_type[i] = t->n_dims >= 2 && ig_dtype_row_bytes(want, t->ne[0], &rb) ? want : IG_TYPE_F32;
+        if (t->ne[0] > max_row) max_row = t->ne[0];
+    }
+    if (max_row > ((int64_t)1 << 28)) {
+        fprintf(stderr, "ignis quantize: rows of %lld elements are too long\n", (long long)max_row);
+        goto done;
+    }
+
+    if ((st = gguf_writer_create(g->alignment == 32 ? 0 : g->alignment, &w)) != IG_OK) goto fail;
+    for (size_t i = 0; i < g->n_kv && st == IG_OK; i++) {
+        const char *k = g->kv[i].key;
+        if (!strcmp(k, "general.file_type") || !strcmp(k, "general.quantization_version") ||
+            !strcmp(k, "general.alignment"))
+            continue;
+        st = gguf_writer_add_kv(w, &g->kv[i]);
+    }
+    if (st == IG_OK) st = gguf_writer_add_u32(w, "general.file_type", types[ti].file_type);
+    if (st == IG_OK && ig_dtype_block_elems(want) > 1)
+        st = gguf_writer_add_u32(w, "general.quantization_version", 2);
+    for (size_t i = 0; i < tt->count && st == IG_OK; i++) {
+        const ig_tensor *t = &tt->items[i];
+        st = gguf_writer_add_tensor(w, t->name, t->n_dims, t->ne, out_type[i]);
+    }
+    if (st != IG_OK) goto fail;
+
+    size_t plen = strlen(out) + 5;
+    tmp = malloc(plen);
+    row = malloc(sizeof *row * (size_t)max_row);
+    qrow = malloc(sizeof(float) * (size_t)max_row);
+    if (!tmp || !row || !qrow) goto oom;
+    snprintf(tmp, plen, "%s.tmp", out);
+    fp = fopen(tmp, "wb");
+    if (!fp) {
+        fprintf(stderr, "ignis quantize: cannot create %s\n", tmp);
+        goto done;
+    }
+    if ((st = gguf_writer_begin(w, fp)) != IG_OK) goto fail;
+    const int tty = isatty(fileno(stderr));
+    for (size_t i = 0; i < tt->count; i++) {
+        const ig_tensor *t = &tt->items[i];
+        int64_t n = t->ne[0], rows = ig_tensor_nelements(t) / n;
+        size_t in_rb, out_rb;
+        if (!ig_dtype_row_bytes(t->type, n, &in_rb) || !ig_dtype_row_bytes(out_type[i], n, &out_rb) ||
+            (uint64_t)in_rb * (uint64_t)rows > t->nbytes) {
+            fprintf(stderr, "ignis quantize: %s: inconsistent size\n", t->name);
+            goto done;
+        }
+        const unsigned char *src = t->data;
+        for (int64_t r = 0; r < rows; r++) {
+            row_to_f32(t->type, src + (size_t)r * in_rb, row, n);
+            ig_quantize_row(out_type[i], row, qrow, n);
+            if ((st = gguf_writer_write(w, qrow, out_rb)) != IG_OK) goto fail;
+        }
+        if (tty)
+            fprintf(stderr, "\r[%zu/%zu] %-40s %s -> %s", i + 1, tt->count, t->name,
+                    ig_dtype_name(t->type), ig_dtype_name(out_type[i]));
+    }
+    if (tty) fprintf(stderr, "\n");
+    if ((st = gguf_writer_finish(w)) != IG_OK) goto fail;
+    if (fflush(fp) != 0 || fsync(fileno(fp)) != 0) {
+        fprintf(stderr, "ignis quantize: cannot write %s\n", tmp);
+        goto done;
+    }
+    int cerr = fclose(fp);
+    fp = NULL;
+    if (cerr != 0 || rename(tmp, out) != 0) {
+        fprintf(stderr, "ignis quantize: cannot write %s\n", out);
+        goto done;
+    }
+    printf("%s: %zu tensors, %s\n", out, tt->count, ig_dtype_name(want));
+    rc = 0;
+    goto done;
+oom:
+    fprintf(stderr, "ignis quantize: out of memory\n");
+    goto done;
+fail:
+    fprintf(stderr, "ignis quantize: %s\n", *ig_last_error() ? ig_last_error() : ig_status_str(st));
+done:
+    if (fp) {
+        fclose(fp);
+        remove(tmp);
+    }
+    gguf_writer_free(w);
+    gguf_close(g);
+    free(tmp);
+    free(row);
+    free(qrow);
+    free(out_type);
+    return rc;
+}
