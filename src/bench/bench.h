@@ -1,7 +1,7 @@
 /* Support for `ignis bench`: probes of the machine's limits (memory read
  * bandwidth, f32 FMA peak) and the accounting of what a test must move and
  * compute (bytes and flops per token), so that a measured speed can be quoted
- * as a fraction of the physical limit (docs/performance.md). */
+ * as a fraction of the physical limit (docs/benchmarking.md). */
 #ifndef IG_BENCH_H
 #define IG_BENCH_H
 

@@ -1,6 +1,6 @@
 /* Gemma 3 hyper-parameters from GGUF metadata (gemma3.* keys, llama.cpp's
  * conventions) or from a Hugging Face config.json (Gemma3TextConfig with its
- * defaults). See shared/docs/gemma3.md §2–§4. */
+ * defaults). */
 #include "model/hparams.h"
 #include "model/arch.h"
 

@@ -1,6 +1,5 @@
 /* Reading Gemma 3 hyper-parameters from GGUF metadata or a HF config.json,
- * with the defaults and conventions both formats imply (see
- * docs in ../shared/docs/gemma3.md §2, §3, §4). */
+ * with the defaults and conventions both formats imply. */
 #ifndef IG_HPARAMS_H
 #define IG_HPARAMS_H
 

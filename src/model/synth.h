@@ -1,5 +1,5 @@
 /* Synthetic Gemma 3 models: a GGUF with random weights at the real shapes of
- * one of the five sizes (shared/docs/gemma3.md §2), laid out exactly as
+ * one of the five sizes (the published configurations of Gemma 3), laid out exactly as
  * llama.cpp's converter and quantizer write them (tensor names, metadata
  * keys, norms stored as 1+w in F32, tied embedding, no output.weight), so
  * that ignis and llama.cpp both load the same file. For benchmarks and

@@ -1,6 +1,6 @@
 """`ignis bench` on a tiny fixture model: it runs, prints llama-bench-style
 rows, writes JSON with sane fields, and rejects bad arguments with a clear
-message. Speed is never asserted (docs/performance.md): only that the numbers
+message. Speed is never asserted (docs/benchmarking.md): only that the numbers
 are present, finite and positive.
 
 Interface (src/cli/cmd_bench.c):

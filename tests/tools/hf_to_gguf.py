@@ -2,7 +2,7 @@
 """Converts a Gemma 3 text checkpoint in Hugging Face layout (config.json +
 model.safetensors, e.g. tests/fixtures/hf/tiny-*/f32) to GGUF with the
 `gguf` package's GGUFWriter, following llama.cpp's gemma3 conventions
-(`convert_hf_to_gguf.py` class Gemma3Model; docs/gemma3.md section 3):
+(`convert_hf_to_gguf.py` class Gemma3Model):
 
 - tensor names token_embd / output_norm / blk.N.{attn_norm, attn_q, attn_k,
   attn_v, attn_q_norm, attn_k_norm, attn_output, post_attention_norm,

@@ -291,8 +291,7 @@ ig_status ig_vk_op_add_rmsnorm_norm(ig_vk_graph *g, ig_vk_rows rows, ig_vk_view 
     VkPipeline pipe;
     /* in registers: the fewest invocations (a multiple of 64) that hold the
        row in rv vec4s each; idle ones would still run every barrier and
-       quantization step (H100, tg128: 270M 902-910 -> 917-923 tokens/s at
-       192 rather than 1024, 1B 549-555 -> 557-560, 27B level) */
+       quantization step (measured: docs/benchmarks/2026-11-27-h100-vulkan.md) */
     const uint32_t nt = regs ? (uint32_t)ceil_div(ceil_div(w / 4, rv), 64) * 64 : d->tune.norm_wg;
     IG_TRY(ig_vk_graph_set_error(
         g, ig_vk_pipeline(d, x8 ? (d->x8_shuffle ? "add_norm2_x8s" : "add_norm2_x8") : regs ? "add_norm2" : "add_rmsnorm_norm",
@@ -350,8 +349,7 @@ static ig_status cm_prepare(ig_vk_graph *g, const ig_vk_buffer *wa, bool geglu, 
     for (int i = 0; i < wa->n_parts; i++) groups += ceil_div((uint64_t)wa->parts[i].n_rows, p->rows_per_group);
     groups *= p->gy;
     /* the target counts workgroups of 64-token work: a 32-token tile does
-       half (H100, 27B Q4_K_M with 1024 against 2048 32-token workgroups:
-       16 streams 428 -> 450 tokens/s, 32 streams 817 -> 852) */
+       half, so it gets twice as many */
     const uint64_t target = p->narrow && d->tune.cm_split_groups > 1 ? 2 * (uint64_t)d->tune.cm_split_groups
                                                                 : d->tune.cm_split_groups;
     uint64_t want = groups < target ? ceil_div(target, groups) : 1;
@@ -398,8 +396,8 @@ static ig_vk_matmul_path auto_path(const ig_vk_device *d, const ig_vk_buffer *w,
     const uint64_t n_in = (uint64_t)w->ne0, n_out = (uint64_t)w->ne1;
     /* AUTO takes the tensor cores for quantized matrices of at least
        CM_MIN_WEIGHTS (f16 rounding of x only where weights are coarser); on
-       smaller ones (270M's 640-wide rows) the H100 ran the f32 tiled kernel
-       2.8x faster (pp512 49k against 17.5k tokens/s) */
+       smaller ones (270M's 640-wide rows) the f32 tiled kernel is faster:
+       their tiles are too few to fill the tensor cores */
     const bool cm_auto = c.cm && w->type != IG_TYPE_F16 && n_in * n_out >= CM_MIN_WEIGHTS;
     /* the int8 mat-vec also takes larger batches (in workgroups of 8
        columns): of matrices too small for the tensor cores up to
@@ -410,10 +408,8 @@ static ig_vk_matmul_path auto_path(const ig_vk_device *d, const ig_vk_buffer *w,
         return !c.fast ? IG_VK_MATMUL_VEC : c.int8 ? IG_VK_MATMUL_INT8 : IG_VK_MATMUL_FAST;
     if (!cm_auto) return IG_VK_MATMUL_TILED;
     /* int8 tensor cores for Q4_K and Q6_K (rows of whole super-blocks)
-       wherever AUTO takes the tensor cores: measured on the H100, 27B
-       Q4_K_M (tokens/s, against the f16 ones, Q4_K alone): pp512 2075 /
-       1800, 16 streams 505 / 453, 32 streams 951 / 849, 64 streams 1416 /
-       1115; Q6_K too: pp512 2191 -> 2225, 64 streams 1414 -> 1470 */
+       wherever AUTO takes the tensor cores: faster than the f16 ones at
+       every batch size measured (docs/benchmarks/2026-11-25-h100-vulkan.md) */
     return c.cmq ? IG_VK_MATMUL_COOPMAT_INT8 : IG_VK_MATMUL_COOPMAT;
 }
 
@@ -599,11 +595,8 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
         rows_per_group = cp.rows_per_group;
         gy = cp.gy * cp.n_split;
         /* where the device has both: KHR's 16-token fragments for batches
-           of up to 32 (narrow tiles), NV's 8-token ones for the rest.
-           Measured on the H100 (27B, tokens/s, NV against KHR): Q8_0 16 /
-           32 / 64 streams 450 / 845 / 1345 against 562 / 1042 / 1364,
-           pp512 2030 against 1885; Q4_K_M (int8) 16 / 32 / 64 streams 507
-           / 959 / 1455 against 514 / 973 / 1396, pp512 2273 against 1767 */
+           of up to 32 (narrow tiles), NV's 8-token ones for the rest, each
+           where it was the faster (docs/benchmarks/2026-11-27-h100-vulkan.md) */
         const bool khr = f16 ? d->cm.khr && (!d->cm.nv || cp.narrow) : d->cm.i8_khr && (!d->cm.i8_nv || cp.narrow);
         snprintf(name, sizeof name, "%s%s%s%s_%s", f16 ? "mmcm" : "mmq", khr ? "k" : "",
                  cp.wide ? "_wide" : cp.narrow ? "_narrow" : "",
@@ -936,14 +929,12 @@ ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, i
      * a batch of decoding streams (a row per sequence), and a graph serves
      * both: attn.comp is recorded too, and each step runs one of them
      * (attn_tiled_step). Without attn.comp, attn_tile.comp runs alone. */
-    /* On tensor cores (attn_cm.comp) where the device has them: measured
-       on the H100, 27B Q4_K_M (tokens/s, against attn_tile.comp): pp512
-       2257 / 2197, pp512@d4096 2158 / 1875 */
+    /* On tensor cores (attn_cm.comp) where the device has them: faster
+       than attn_tile.comp, more so at depth */
     const uint32_t hd = (uint32_t)kv->head_dim;
     /* KHR's 16-token fragments where there are no NV ones, and for head
-       dim 256 where there are both: H100, pp512 at depth 8192 (tokens/s,
-       NV against KHR), synthetic 270M 50714 / 52236 (its matmuls have no
-       tensor cores), 1B 25354 / 26816 (its matmuls on KHR's too) */
+       dim 256 where there are both (the faster there; the records of
+       docs/benchmarks/) */
     const bool khr = d->cm.attn_khr && (!d->cm.attn_nv || hd == 256);
     const bool cm = d->cm.attn && (hd == 64 || hd == 128 || hd == 256) && attn_cm_rows(hd) % G == 0 &&
                     attn_cm_shared(hd, khr ? 16 : 8) <= d->info.max_shared_memory;

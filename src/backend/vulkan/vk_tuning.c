@@ -9,7 +9,7 @@
 #include <string.h>
 
 /* What suits a large discrete GPU (tuned on the H100; the measurements are
- * in docs/vulkan-backend.md). */
+ * in the records of docs/benchmarks/). */
 static const ig_vk_tuning defaults = {
     /* one item per lane per pass; two rows per group of 32 for several
        tokens, on large matrices only (small ones lose with two) */

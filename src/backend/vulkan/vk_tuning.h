@@ -6,7 +6,7 @@
  * table order, then the explicit overrides of its params. Overrides are
  * "name=value" pairs separated by commas, the names those of the fields
  * below (ig_vk_tuning_parse); tests and `ignis --debug-vk-tuning` use them.
- * The measurements behind the values are in docs/vulkan-backend.md. */
+ * The measurements behind the values are in docs/benchmarks/. */
 #ifndef IG_VK_TUNING_H
 #define IG_VK_TUNING_H
 

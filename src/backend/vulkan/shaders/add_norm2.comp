@@ -11,9 +11,8 @@
 // the registers (x8_quant_vec4), the local size a multiple of 64.
 // X8S (with X8): the whole row's blocks at once with subgroup shuffles
 // (x8_quant_vecs: no barrier per vec4 of an invocation; subgroups of 8 or
-// more with shuffles). 27B (5376 wide, two vec4s per invocation): without
-// a division's correction and the barriers of each call, decode ran
-// 91.5 -> 97.6 tokens/s on the H100; the work they do is in x8.glsl.
+// more with shuffles): no division's correction and no barriers per call,
+// which decode pays for on every norm; the work they do is in x8.glsl.
 #extension GL_GOOGLE_include_directive : require
 #ifdef X8S
 #extension GL_KHR_shader_subgroup_shuffle : require
