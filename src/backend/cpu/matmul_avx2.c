@@ -329,8 +329,70 @@ static ALWAYS_INLINE void float_panels(const ig_mm *m, ig_dtype t, int64_t r0, i
     }
 }
 
+/* 2 rows x 4 tokens from rows converted to f32 (wf: 2 rows of k floats);
+ * pf (unless NULL): bytes to fetch meanwhile, pstep of them per 8 elements
+ * (the next tile's rows, so that reading them overlaps this arithmetic). */
+static ALWAYS_INLINE void float_tile(const ig_mm *m, const float *wf, int vr, int64_t r, int tok,
+                                     const uint8_t *pf, size_t pstep, const int T) {
+    __m256 acc[2][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 2; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) acc[i][j] = _mm256_setzero_ps();
+    const int64_t k = m->k;
+    for (int64_t e = 0; e < k; e += 8) {
+        if (pf) _mm_prefetch((const char *)pf + (size_t)(e / 8) * pstep, _MM_HINT_T1);
+        __m256 xv[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) xv[j] = load_x8(m->x + (int64_t)(tok + j) * m->ldx, e, k);
+#pragma GCC unroll 4
+        for (int i = 0; i < 2; i++) {
+            const __m256 wv = _mm256_loadu_ps(wf + i * ((k + 7) & ~7) + e);
+#pragma GCC unroll 4
+            for (int j = 0; j < T; j++) acc[i][j] = _mm256_fmadd_ps(wv, xv[j], acc[i][j]);
+        }
+    }
+    float out[2][4]; /* constant indices only, so that acc stays in registers */
+#pragma GCC unroll 4
+    for (int i = 0; i < 2; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) out[i][j] = hsum256(acc[i][j]);
+    for (int i = 0; i < vr; i++)
+        for (int j = 0; j < T; j++) m->y[(int64_t)(tok + j) * m->ldy + r + i] = out[i][j];
+}
+
+/* 4 to 15 tokens: rows converted to f32 one tile at a time, dot products
+ * (the panels' packing costs more than it saves for so few). */
+static ALWAYS_INLINE void float_rows_few(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, float *wf) {
+    const int64_t kp = (m->k + 7) & ~(int64_t)7;
+    for (int64_t r = r0; r < r1; r += 2) {
+        const int vr = (int)IG_MIN(2, r1 - r);
+        for (int i = 0; i < 2; i++) {
+            float *dst = wf + i * kp;
+            if (i < vr) {
+                const uint8_t *row = m->w + (size_t)(r + i) * m->row_bytes;
+                for (int64_t e = 0; e < kp; e += 8) _mm256_storeu_ps(dst + e, load_w8(t, row, e, m->k));
+            } else {
+                memset(dst, 0, (size_t)kp * sizeof(float));
+            }
+        }
+        /* rows r + 2, r + 3: 2 k es bytes over k / 8 steps */
+        const uint8_t *pf = r + 2 < r1 ? m->w + (size_t)(r + 2) * m->row_bytes : NULL;
+        const size_t pstep = 16 * (t == IG_TYPE_F32 ? 4 : 2);
+        int tok = 0;
+        for (; tok + 4 <= m->n; tok += 4, pf = NULL) float_tile(m, wf, vr, r, tok, pf, pstep, 4);
+        for (; tok < m->n; tok++, pf = NULL) float_tile(m, wf, vr, r, tok, pf, pstep, 1);
+    }
+}
+
 /* Out of line, so that its loops are register-allocated on their own. */
 static __attribute__((noinline)) void float_rows_few_any(const ig_mm *m, int64_t r0, int64_t r1, float *wf) {
+    if (m->n < 16) {
+        if (m->type == IG_TYPE_F32) float_rows_few(m, IG_TYPE_F32, r0, r1, wf);
+        else if (m->type == IG_TYPE_F16) float_rows_few(m, IG_TYPE_F16, r0, r1, wf);
+        else float_rows_few(m, IG_TYPE_BF16, r0, r1, wf);
+        return;
+    }
     if (m->type == IG_TYPE_F32) float_panels(m, IG_TYPE_F32, r0, r1, wf);
     else if (m->type == IG_TYPE_F16) float_panels(m, IG_TYPE_F16, r0, r1, wf);
     else float_panels(m, IG_TYPE_BF16, r0, r1, wf);

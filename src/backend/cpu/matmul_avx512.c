@@ -329,8 +329,63 @@ static ALWAYS_INLINE void float_panels(const ig_mm *m, ig_dtype t, int64_t r0, i
     }
 }
 
+/* 4 rows (converted to f32 in wf, row stride kp) x T tokens. */
+static ALWAYS_INLINE void float_tile(const ig_mm *m, const float *wf, int64_t kp, int vr, int64_t r, int tok,
+                                     const int T) {
+    __m512 acc[4][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) acc[i][j] = _mm512_setzero_ps();
+    for (int64_t e = 0; e < m->k; e += 16) {
+        const __mmask16 mk = m->k - e >= 16 ? 0xffff : (__mmask16)((1u << (m->k - e)) - 1);
+        __m512 xv[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) xv[j] = _mm512_maskz_loadu_ps(mk, m->x + (int64_t)(tok + j) * m->ldx + e);
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) {
+            const __m512 wv = _mm512_load_ps(wf + i * kp + e);
+#pragma GCC unroll 4
+            for (int j = 0; j < T; j++) acc[i][j] = _mm512_fmadd_ps(wv, xv[j], acc[i][j]);
+        }
+    }
+    float out[4][4]; /* constant indices only, so that acc stays in registers */
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) out[i][j] = _mm512_reduce_add_ps(acc[i][j]);
+    for (int i = 0; i < vr; i++)
+        for (int j = 0; j < T; j++) m->y[(int64_t)(tok + j) * m->ldy + r + i] = out[i][j];
+}
+
+/* 4 to 15 tokens: rows converted to f32 one tile at a time, dot products
+ * (the panels' packing costs more than it saves for so few). */
+static ALWAYS_INLINE void float_rows_few(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, float *wf) {
+    const int64_t kp = (m->k + 15) & ~(int64_t)15;
+    for (int64_t r = r0; r < r1; r += 4) {
+        const int vr = (int)IG_MIN(4, r1 - r);
+        for (int i = 0; i < 4; i++) {
+            float *dst = wf + i * kp;
+            const uint8_t *row = m->w + (size_t)(r + IG_MIN(i, vr - 1)) * m->row_bytes;
+            for (int64_t e = 0; e < kp; e += 16) {
+                const __mmask16 mk = m->k - e >= 16 ? 0xffff : (__mmask16)((1u << (m->k - e)) - 1);
+                _mm512_store_ps(dst + e, load_w16(t, row, e, mk));
+            }
+        }
+        int tok = 0;
+        for (; tok + 4 <= m->n; tok += 4) float_tile(m, wf, kp, vr, r, tok, 4);
+        for (; tok < m->n; tok++) float_tile(m, wf, kp, vr, r, tok, 1);
+    }
+}
+
 /* Out of line, so that its loops are register-allocated on their own. */
 static __attribute__((noinline)) void float_rows_few_any(const ig_mm *m, int64_t r0, int64_t r1, float *wf) {
+    if (m->n < 16) {
+        if (m->type == IG_TYPE_F32) float_rows_few(m, IG_TYPE_F32, r0, r1, wf);
+        else if (m->type == IG_TYPE_F16) float_rows_few(m, IG_TYPE_F16, r0, r1, wf);
+        else float_rows_few(m, IG_TYPE_BF16, r0, r1, wf);
+        return;
+    }
     if (m->type == IG_TYPE_F32) float_panels(m, IG_TYPE_F32, r0, r1, wf);
     else if (m->type == IG_TYPE_F16) float_panels(m, IG_TYPE_F16, r0, r1, wf);
     else float_panels(m, IG_TYPE_BF16, r0, r1, wf);
