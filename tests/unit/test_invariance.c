@@ -5,7 +5,7 @@
  *    row computed alone (one token, the mat-vec kernels) and inside batches
  *    of 2..40 tokens (both kernel families), memcmp-equal; the row range is
  *    split at an awkward point, as threads split it; float weights also
- *    with k = 601, 77 rows and batches up to 70 tokens;
+ *    with k = 1601, 77 rows and batches up to 70 tokens;
  *  - attention blocks: each query row alone and in blocks with other rows
  *    whose key ranges start elsewhere (sliding windows);
  *  - the engine: the logits of every position with all tokens in one step,
@@ -113,7 +113,7 @@ static void check_mm_type(ig_dtype t) {
  * several panels and batches up to 70 tokens (several token blocks): every
  * token of every batch equals the token alone, bit for bit. */
 static void check_mm_float_wide(ig_dtype t) {
-    enum { K = 601, ROWS = 77, NMAX = 70 };
+    enum { K = 1601, ROWS = 77, NMAX = 70 };
     const ig_mm_isa *isas[8];
     const int n_isa = ig_mm_isa_available(isas, 8);
     size_t rb = 0;

@@ -201,6 +201,7 @@ static ALWAYS_INLINE void transpose16(const __m512 r[16], __m512 o[16]) {
  * mat-vec's, bit for bit, whatever the batch. */
 #define FP_R 32
 #define FP_T 12
+#define FP_JB 48
 
 static ALWAYS_INLINE __mmask16 tail_mask(int64_t n) {
     return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
@@ -233,33 +234,44 @@ static ALWAYS_INLINE void float_pack(const ig_mm *m, ig_dtype t, int64_t r, int 
  * sb: the stripes' sums, 16 x FP_T x 2 vectors. */
 static ALWAYS_INLINE void float_micro(const ig_mm *m, const float *wp, int64_t nj, int64_t r,
                                       int vr, int tok, float *sb, const int R, const int T) {
-    for (int l = 0; l < 16; l++) {
-        __m512 acc[FP_T][2];
+    /* elements in blocks of at most FP_JB per stripe, so that the tokens'
+     * rows stay in L1 across the 16 stripes; each stripe's sum goes through
+     * sb between blocks (exact: the same FMA chain) */
+    const int64_t nb = (nj + FP_JB - 1) / FP_JB, jb = (nj + nb - 1) / nb; /* even blocks */
+    for (int64_t j0 = 0; j0 < nj; j0 += jb) {
+        for (int l = 0; l < 16; l++) {
+            __m512 acc[FP_T][2];
+            float *sl = sb + (l * FP_T) * 2 * 16;
 #pragma GCC unroll 12
-        for (int t = 0; t < T; t++) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
-        const float *w = wp + (int64_t)l * nj * FP_R, *x = m->x + (int64_t)tok * m->ldx + l;
-        const int64_t ldx = m->ldx, ne = (m->k - l + 15) / 16; /* elements 16 j + l < k */
+            for (int t = 0; t < T; t++) {
+                acc[t][0] = j0 ? _mm512_load_ps(sl + t * 32) : _mm512_setzero_ps();
+                acc[t][1] = j0 && R > 1 ? _mm512_load_ps(sl + t * 32 + 16) : _mm512_setzero_ps();
+            }
+            const float *w = wp + (int64_t)l * nj * FP_R, *x = m->x + (int64_t)tok * m->ldx + l;
+            const int64_t ldx = m->ldx, ne = (m->k - l + 15) / 16; /* elements 16 j + l < k */
+            const int64_t j1 = IG_MIN(ne, j0 + jb);
 #pragma GCC unroll 2
-        for (int64_t j = 0; j < ne; j++) {
-            const __m512 w0 = _mm512_load_ps(w + j * FP_R);
-            const __m512 w1 = R > 1 ? _mm512_load_ps(w + j * FP_R + 16) : w0;
+            for (int64_t j = j0; j < j1; j++) {
+                const __m512 w0 = _mm512_load_ps(w + j * FP_R);
+                const __m512 w1 = R > 1 ? _mm512_load_ps(w + j * FP_R + 16) : w0;
+#pragma GCC unroll 12
+                for (int t = 0; t < T; t++) {
+                    const __m512 xb = _mm512_set1_ps(x[t * ldx + j * 16]);
+                    acc[t][0] = _mm512_fmadd_ps(w0, xb, acc[t][0]);
+                    if (R > 1) acc[t][1] = _mm512_fmadd_ps(w1, xb, acc[t][1]);
+                }
+            }
+            if (ne < nj && j0 + jb >= nj) /* the mat-vec's masked tail: an FMA of zeros, + 0 */
+#pragma GCC unroll 12
+                for (int t = 0; t < T; t++) {
+                    acc[t][0] = _mm512_add_ps(acc[t][0], _mm512_setzero_ps());
+                    if (R > 1) acc[t][1] = _mm512_add_ps(acc[t][1], _mm512_setzero_ps());
+                }
 #pragma GCC unroll 12
             for (int t = 0; t < T; t++) {
-                const __m512 xb = _mm512_set1_ps(x[t * ldx + j * 16]);
-                acc[t][0] = _mm512_fmadd_ps(w0, xb, acc[t][0]);
-                if (R > 1) acc[t][1] = _mm512_fmadd_ps(w1, xb, acc[t][1]);
+                _mm512_store_ps(sl + t * 32, acc[t][0]);
+                if (R > 1) _mm512_store_ps(sl + t * 32 + 16, acc[t][1]);
             }
-        }
-        if (ne < nj) /* the mat-vec's masked tail: an FMA of zeros, + 0 */
-#pragma GCC unroll 12
-            for (int t = 0; t < T; t++) {
-                acc[t][0] = _mm512_add_ps(acc[t][0], _mm512_setzero_ps());
-                if (R > 1) acc[t][1] = _mm512_add_ps(acc[t][1], _mm512_setzero_ps());
-            }
-#pragma GCC unroll 12
-        for (int t = 0; t < T; t++) {
-            _mm512_store_ps(sb + ((l * FP_T + t) * 2) * 16, acc[t][0]);
-            if (R > 1) _mm512_store_ps(sb + ((l * FP_T + t) * 2 + 1) * 16, acc[t][1]);
         }
     }
     for (int t = 0; t < T; t++) {
