@@ -4,7 +4,8 @@
  *  - matmuls: every weight type x every ISA this CPU runs, token t's output
  *    row computed alone (one token, the mat-vec kernels) and inside batches
  *    of 2..40 tokens (both kernel families), memcmp-equal; the row range is
- *    split at an awkward point, as threads split it;
+ *    split at an awkward point, as threads split it; float weights also
+ *    with k = 1601, 77 rows and batches up to 70 tokens;
  *  - attention blocks: each query row alone and in blocks with other rows
  *    whose key ranges start elsewhere (sliding windows);
  *  - the engine: the logits of every position with all tokens in one step,
@@ -107,6 +108,62 @@ static void check_mm_type(ig_dtype t) {
     free(alone);
     free(batch);
 }
+
+/* Float weights with k not a multiple of any vector width, rows spanning
+ * several panels and batches up to 70 tokens (several token blocks): every
+ * token of every batch equals the token alone, bit for bit. */
+static void check_mm_float_wide(ig_dtype t) {
+    enum { K = 1601, ROWS = 77, NMAX = 70 };
+    const ig_mm_isa *isas[8];
+    const int n_isa = ig_mm_isa_available(isas, 8);
+    size_t rb = 0;
+    REQUIRE(ig_dtype_row_bytes(t, K, &rb));
+    uint8_t *w = malloc(rb * ROWS);
+    float *wf = malloc(sizeof(float) * K);
+    float *x = malloc(sizeof(float) * K * NMAX);
+    float *alone = malloc(sizeof(float) * ROWS * NMAX);
+    float *batch = malloc(sizeof(float) * ROWS * NMAX);
+    REQUIRE(w && wf && x && alone && batch);
+    for (int r = 0; r < ROWS; r++) {
+        for (int i = 0; i < K; i++) wf[i] = frand() * (r % 5 == 0 ? 50.0f : 1.0f);
+        ig_quantize_row(t, wf, w + (size_t)r * rb, K);
+    }
+    for (int i = 0; i < K * NMAX; i++) x[i] = frand() * (i % 89 == 0 ? 40.0f : 1.0f);
+    static const int ns[] = {2, 3, 4, 5, 11, 12, 13, 16, 25, 31, 64, 65, 70};
+    for (int a = 0; a < n_isa; a++) {
+        const ig_mm_isa *isa = isas[a];
+        for (int tok = 0; tok < NMAX; tok++) mm(isa, t, w, K, ROWS, x + tok * K, 1, alone + tok * ROWS, ROWS);
+        int bad = 0, checked = 0;
+        for (size_t c = 0; c < sizeof ns / sizeof ns[0]; c++) {
+            const int n = ns[c];
+            for (int i = 0; i < ROWS * NMAX; i++) batch[i] = NAN;
+            mm(isa, t, w, K, ROWS, x, n, batch, ROWS);
+            for (int j = 0; j < n; j++) {
+                checked++;
+                for (int r = 0; r < ROWS; r++) {
+                    if (memcmp(&batch[j * ROWS + r], &alone[j * ROWS + r], sizeof(float)) != 0) {
+                        if (bad++ < 3)
+                            ig_test_fail_at(__FILE__, __LINE__,
+                                            "%s %s: token %d in a batch of %d, row %d: %.9g alone %.9g", isa->name, ig_dtype_name(t), j, n, r, (double)batch[j * ROWS + r],
+                                            (double)alone[j * ROWS + r]);
+                        break;
+                    }
+                }
+            }
+        }
+        CHECK_EQ_INT(checked, 321);
+        CHECK_EQ_INT(bad, 0);
+    }
+    free(w);
+    free(wf);
+    free(x);
+    free(alone);
+    free(batch);
+}
+
+IG_TEST(invariance_matmul_f16_wide) { check_mm_float_wide(IG_TYPE_F16); }
+IG_TEST(invariance_matmul_bf16_wide) { check_mm_float_wide(IG_TYPE_BF16); }
+IG_TEST(invariance_matmul_f32_wide) { check_mm_float_wide(IG_TYPE_F32); }
 
 IG_TEST(invariance_matmul_q8_0) { check_mm_type(IG_TYPE_Q8_0); }
 IG_TEST(invariance_matmul_q4_0) { check_mm_type(IG_TYPE_Q4_0); }

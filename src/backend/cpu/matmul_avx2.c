@@ -147,8 +147,8 @@ static ALWAYS_INLINE __m256 load_x8(const float *x, int64_t i, int64_t n) {
 /* Rows r .. r + vr - 1 (vr <= 4, read straight from the weights) with
  * T <= 3 tokens: for each (row, token) one 8-lane accumulator over the
  * elements in steps of 8 (the tail zero-padded), then hsum256, exactly as
- * float_tile does for batches; 4 rows' chains side by side hide the FMA
- * latency. */
+ * float_micro does for batches (lane by lane); 4 rows' chains side by
+ * side hide the FMA latency. */
 static ALWAYS_INLINE void float_row4(const ig_mm *m, ig_dtype t, int64_t r, int vr, const int T) {
     const uint8_t *row[4];
 #pragma GCC unroll 4
@@ -201,6 +201,134 @@ static ALWAYS_INLINE void transpose8(const __m256 r[8], __m256 o[8]) {
     }
 }
 
+/* Many tokens: a panel of FP_R rows is converted to f32 once and stored
+ * transposed and by stripe: element e = 8 j + l of the panel's rows side by
+ * side at wp + (l J + j) FP_R (J = kp / 8; rows past the range and elements
+ * past k zero). For each stripe l the micro-kernel keeps y[t][r .. r+15] of
+ * FP_T tokens in 12 registers and walks j with one FMA per (row vector,
+ * token), x[t][8 j + l] broadcast from memory: lane l of float_row4's
+ * accumulator, FMA for FMA. The 8 stripes' sums are then added with
+ * hsum256's tree, so that every result is the mat-vec's, bit for bit,
+ * whatever the batch. */
+#define FP_R 16
+#define FP_T 6
+
+/* Rows [r, r + vr) -> wp; st: 8 rows of kp, staging (each row converted in
+ * order, then transposed in 8 x 8 blocks in registers). */
+static ALWAYS_INLINE void float_pack(const ig_mm *m, ig_dtype t, int64_t r, int vr, int64_t kp, float *wp,
+                                     float *st) {
+    const int64_t nj = kp / 8;
+    for (int h = 0; h * 8 < vr; h++) {
+        const int live = IG_MIN(8, vr - 8 * h);
+        for (int i = 0; i < live; i++) {
+            const uint8_t *row = m->w + (size_t)(r + 8 * h + i) * m->row_bytes;
+            for (int64_t e = 0; e < kp; e += 8) _mm256_store_ps(st + i * kp + e, load_w8(t, row, e, m->k));
+        }
+        for (int64_t e = 0; e < kp; e += 8) {
+            __m256 v[8], o[8];
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++) v[i] = i < live ? _mm256_load_ps(st + i * kp + e) : _mm256_setzero_ps();
+            transpose8(v, o);
+#pragma GCC unroll 8
+            for (int c = 0; c < 8; c++) _mm256_store_ps(wp + ((int64_t)c * nj + e / 8) * FP_R + 8 * h, o[c]);
+        }
+    }
+}
+
+/* y[tok + t][r .. r + vr) = panel x token t, t < T, R vectors of rows;
+ * sb: the stripes' sums, 8 x FP_T x 2 vectors. */
+static ALWAYS_INLINE void float_micro(const ig_mm *m, const float *wp, int64_t nj, int64_t r,
+                                      int vr, int tok, float *sb, const int R, const int T) {
+    for (int l = 0; l < 8; l++) {
+        __m256 acc[FP_T][2];
+#pragma GCC unroll 6
+        for (int t = 0; t < T; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+        const float *w = wp + (int64_t)l * nj * FP_R, *x = m->x + (int64_t)tok * m->ldx + l;
+        const int64_t ldx = m->ldx, ne = (m->k - l + 7) / 8; /* elements 8 j + l < k */
+#pragma GCC unroll 2
+        for (int64_t j = 0; j < ne; j++) {
+            const __m256 w0 = _mm256_load_ps(w + j * FP_R);
+            const __m256 w1 = R > 1 ? _mm256_load_ps(w + j * FP_R + 8) : w0;
+#pragma GCC unroll 6
+            for (int t = 0; t < T; t++) {
+                const __m256 xb = _mm256_broadcast_ss(x + t * ldx + j * 8);
+                acc[t][0] = _mm256_fmadd_ps(w0, xb, acc[t][0]);
+                if (R > 1) acc[t][1] = _mm256_fmadd_ps(w1, xb, acc[t][1]);
+            }
+        }
+        if (ne < nj) /* the mat-vec's zero-padded tail: an FMA of zeros, + 0 */
+#pragma GCC unroll 6
+            for (int t = 0; t < T; t++) {
+                acc[t][0] = _mm256_add_ps(acc[t][0], _mm256_setzero_ps());
+                if (R > 1) acc[t][1] = _mm256_add_ps(acc[t][1], _mm256_setzero_ps());
+            }
+#pragma GCC unroll 6
+        for (int t = 0; t < T; t++) {
+            _mm256_store_ps(sb + ((l * FP_T + t) * 2) * 8, acc[t][0]);
+            if (R > 1) _mm256_store_ps(sb + ((l * FP_T + t) * 2 + 1) * 8, acc[t][1]);
+        }
+    }
+    for (int t = 0; t < T; t++) {
+        for (int h = 0; h < R; h++) {
+            __m256 s[8];
+#pragma GCC unroll 8
+            for (int l = 0; l < 8; l++) s[l] = _mm256_load_ps(sb + ((l * FP_T + t) * 2 + h) * 8);
+            /* hsum256: lanes l and l + 4, then 0 and 2, 1 and 3, then 0 and 1 */
+#pragma GCC unroll 4
+            for (int l = 0; l < 4; l++) s[l] = _mm256_add_ps(s[l], s[l + 4]);
+            s[0] = _mm256_add_ps(s[0], s[2]);
+            s[1] = _mm256_add_ps(s[1], s[3]);
+            s[0] = _mm256_add_ps(s[0], s[1]);
+            float out[8];
+            _mm256_storeu_ps(out, s[0]);
+            float *y = m->y + (int64_t)(tok + t) * m->ldy + r + 8 * h;
+            const int nv = IG_MIN(8, vr - 8 * h);
+            for (int i = 0; i < nv; i++) y[i] = out[i];
+        }
+    }
+}
+
+static ALWAYS_INLINE void float_micro_r(const ig_mm *m, const float *wp, int64_t nj, int64_t r,
+                                        int vr, int tok, float *sb, const int T) {
+    if (vr > 8) float_micro(m, wp, nj, r, vr, tok, sb, 2, T);
+    else float_micro(m, wp, nj, r, vr, tok, sb, 1, T);
+}
+
+/* T tokens from tok, 1 <= T <= FP_T. */
+static void float_micro_n(const ig_mm *m, const float *wp, int64_t nj, int64_t r, int vr, int tok,
+                          float *sb, int T) {
+    switch (T) {
+    case 1: float_micro_r(m, wp, nj, r, vr, tok, sb, 1); break;
+    case 2: float_micro_r(m, wp, nj, r, vr, tok, sb, 2); break;
+    case 3: float_micro_r(m, wp, nj, r, vr, tok, sb, 3); break;
+    case 4: float_micro_r(m, wp, nj, r, vr, tok, sb, 4); break;
+    case 5: float_micro_r(m, wp, nj, r, vr, tok, sb, 5); break;
+    default: float_micro_r(m, wp, nj, r, vr, tok, sb, FP_T); break;
+    }
+}
+
+/* Scratch of float_panels: the panel, staging, the stripes' sums. */
+static size_t float_scratch(int64_t k) {
+    const int64_t kp = (k + 7) & ~(int64_t)7;
+    return sizeof(float) * (size_t)((FP_R + 8) * kp + 8 * FP_T * 2 * 8) + 64;
+}
+
+static ALWAYS_INLINE void float_panels(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, float *wp) {
+    const int64_t kp = (m->k + 7) & ~(int64_t)7, nj = kp / 8;
+    float *st = wp + FP_R * kp, *sb = st + 8 * kp;
+    for (int64_t r = r0; r < r1; r += FP_R) {
+        const int vr = (int)IG_MIN(FP_R, r1 - r);
+        float_pack(m, t, r, vr, kp, wp, st);
+        /* Blocks of at most FP_T tokens, as even as can be. */
+        const int nblk = (m->n + FP_T - 1) / FP_T;
+        for (int b = 0, tok = 0; b < nblk; b++) {
+            const int T = m->n / nblk + (b < m->n % nblk);
+            float_micro_n(m, wp, nj, r, vr, tok, sb, T);
+            tok += T;
+        }
+    }
+}
+
 /* 2 rows x 4 tokens from rows converted to f32 (wf: 2 rows of k floats);
  * pf (unless NULL): bytes to fetch meanwhile, pstep of them per 8 elements
  * (the next tile's rows, so that reading them overlaps this arithmetic). */
@@ -233,7 +361,8 @@ static ALWAYS_INLINE void float_tile(const ig_mm *m, const float *wf, int vr, in
         for (int j = 0; j < T; j++) m->y[(int64_t)(tok + j) * m->ldy + r + i] = out[i][j];
 }
 
-/* 4 or more tokens: rows converted to f32 one tile at a time, dot products. */
+/* 4 to 15 tokens: rows converted to f32 one tile at a time, dot products
+ * (the panels' packing costs more than it saves for so few). */
 static ALWAYS_INLINE void float_rows_few(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, float *wf) {
     const int64_t kp = (m->k + 7) & ~(int64_t)7;
     for (int64_t r = r0; r < r1; r += 2) {
@@ -258,9 +387,15 @@ static ALWAYS_INLINE void float_rows_few(const ig_mm *m, ig_dtype t, int64_t r0,
 
 /* Out of line, so that its loops are register-allocated on their own. */
 static __attribute__((noinline)) void float_rows_few_any(const ig_mm *m, int64_t r0, int64_t r1, float *wf) {
-    if (m->type == IG_TYPE_F32) float_rows_few(m, IG_TYPE_F32, r0, r1, wf);
-    else if (m->type == IG_TYPE_F16) float_rows_few(m, IG_TYPE_F16, r0, r1, wf);
-    else float_rows_few(m, IG_TYPE_BF16, r0, r1, wf);
+    if (m->n < 16) {
+        if (m->type == IG_TYPE_F32) float_rows_few(m, IG_TYPE_F32, r0, r1, wf);
+        else if (m->type == IG_TYPE_F16) float_rows_few(m, IG_TYPE_F16, r0, r1, wf);
+        else float_rows_few(m, IG_TYPE_BF16, r0, r1, wf);
+        return;
+    }
+    if (m->type == IG_TYPE_F32) float_panels(m, IG_TYPE_F32, r0, r1, wf);
+    else if (m->type == IG_TYPE_F16) float_panels(m, IG_TYPE_F16, r0, r1, wf);
+    else float_panels(m, IG_TYPE_BF16, r0, r1, wf);
 }
 
 /* Every batch size forms each result the same way (see float_row4), so that
@@ -821,9 +956,7 @@ static void matmul_avx2(const ig_mm *m, int64_t r0, int64_t r1, void *scratch) {
 }
 
 static size_t scratch_avx2(int64_t k) {
-    const int64_t kp = (k + 7) & ~(int64_t)7;
-    /* float_rows_few: 2 rows of kp */
-    const size_t fl = sizeof(float) * (size_t)(2 * kp);
+    const size_t fl = float_scratch(k);
     size_t s = PASS * ig_mm_align64(tile_bytes(k));
     if (fl > s) s = fl;
     return s + 64;

@@ -19,7 +19,7 @@
  *
  * Float weights (F32/F16/BF16): each result is one 16-lane f32 accumulator
  * over the elements, then a fixed horizontal sum, for one token (float_row4)
- * as for many (float_tile: 4 rows x 4 tokens). */
+ * as for many (float_micro: 32 rows x 12 tokens, by stripe of lanes). */
 #include "backend/cpu/matmul_impl.h"
 #include "backend/cpu/ops_simd.h"
 #include "core/util.h"
@@ -130,8 +130,8 @@ static ALWAYS_INLINE __m512 load_w16(ig_dtype t, const uint8_t *row, int64_t i, 
 /* Rows r .. r + vr - 1 (vr <= 4, read straight from the weights) with
  * T <= 3 tokens: for each (row, token) one 16-lane accumulator over the
  * elements in steps of 16 (the tail masked), then _mm512_reduce_add_ps,
- * exactly as float_tile does for batches; 4 rows' chains side by side hide
- * the FMA latency. */
+ * exactly as float_micro does for batches (lane by lane); 4 rows'
+ * chains side by side hide the FMA latency. */
 static ALWAYS_INLINE void float_row4(const ig_mm *m, ig_dtype t, int64_t r, int vr, const int T) {
     const uint8_t *row[4];
 #pragma GCC unroll 4
@@ -190,6 +190,157 @@ static ALWAYS_INLINE void transpose16(const __m512 r[16], __m512 o[16]) {
     }
 }
 
+/* Many tokens: a panel of FP_R rows is converted to f32 once and stored
+ * transposed and by stripe: element e = 16 j + l of the panel's rows side
+ * by side at wp + (l J + j) FP_R (J = kp / 16; rows past the range and
+ * elements past k zero). For each stripe l the micro-kernel keeps
+ * y[t][r .. r+31] of FP_T tokens in 24 registers and walks j with one FMA
+ * per (row vector, token), x[t][16 j + l] broadcast from memory: lane l of
+ * float_row4's accumulator, FMA for FMA. The 16 stripes' sums are then
+ * added with _mm512_reduce_add_ps's tree, so that every result is the
+ * mat-vec's, bit for bit, whatever the batch. */
+#define FP_R 32
+#define FP_T 12
+#define FP_JB 48
+
+static ALWAYS_INLINE __mmask16 tail_mask(int64_t n) {
+    return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
+}
+
+/* Rows [r, r + vr) -> wp; st: 16 rows of kp, staging (each row converted
+ * in order, then transposed in 16 x 16 blocks in registers). */
+static ALWAYS_INLINE void float_pack(const ig_mm *m, ig_dtype t, int64_t r, int vr, int64_t kp, float *wp,
+                                     float *st) {
+    const int64_t nj = kp / 16;
+    for (int h = 0; h * 16 < vr; h++) {
+        const int live = IG_MIN(16, vr - 16 * h);
+        for (int i = 0; i < live; i++) {
+            const uint8_t *row = m->w + (size_t)(r + 16 * h + i) * m->row_bytes;
+            for (int64_t e = 0; e < kp; e += 16)
+                _mm512_store_ps(st + i * kp + e, load_w16(t, row, e, tail_mask(m->k - e)));
+        }
+        for (int64_t e = 0; e < kp; e += 16) {
+            __m512 v[16], o[16];
+#pragma GCC unroll 16
+            for (int i = 0; i < 16; i++) v[i] = i < live ? _mm512_load_ps(st + i * kp + e) : _mm512_setzero_ps();
+            transpose16(v, o);
+#pragma GCC unroll 16
+            for (int c = 0; c < 16; c++) _mm512_store_ps(wp + ((int64_t)c * nj + e / 16) * FP_R + 16 * h, o[c]);
+        }
+    }
+}
+
+/* y[tok + t][r .. r + vr) = panel x token t, t < T, R vectors of rows;
+ * sb: the stripes' sums, 16 x FP_T x 2 vectors. */
+static ALWAYS_INLINE void float_micro(const ig_mm *m, const float *wp, int64_t nj, int64_t r,
+                                      int vr, int tok, float *sb, const int R, const int T) {
+    /* elements in blocks of at most FP_JB per stripe, so that the tokens'
+     * rows stay in L1 across the 16 stripes; each stripe's sum goes through
+     * sb between blocks (exact: the same FMA chain) */
+    const int64_t nb = (nj + FP_JB - 1) / FP_JB, jb = (nj + nb - 1) / nb; /* even blocks */
+    for (int64_t j0 = 0; j0 < nj; j0 += jb) {
+        for (int l = 0; l < 16; l++) {
+            __m512 acc[FP_T][2];
+            float *sl = sb + (l * FP_T) * 2 * 16;
+#pragma GCC unroll 12
+            for (int t = 0; t < T; t++) {
+                acc[t][0] = j0 ? _mm512_load_ps(sl + t * 32) : _mm512_setzero_ps();
+                acc[t][1] = j0 && R > 1 ? _mm512_load_ps(sl + t * 32 + 16) : _mm512_setzero_ps();
+            }
+            const float *w = wp + (int64_t)l * nj * FP_R, *x = m->x + (int64_t)tok * m->ldx + l;
+            const int64_t ldx = m->ldx, ne = (m->k - l + 15) / 16; /* elements 16 j + l < k */
+            const int64_t j1 = IG_MIN(ne, j0 + jb);
+#pragma GCC unroll 2
+            for (int64_t j = j0; j < j1; j++) {
+                const __m512 w0 = _mm512_load_ps(w + j * FP_R);
+                const __m512 w1 = R > 1 ? _mm512_load_ps(w + j * FP_R + 16) : w0;
+#pragma GCC unroll 12
+                for (int t = 0; t < T; t++) {
+                    const __m512 xb = _mm512_set1_ps(x[t * ldx + j * 16]);
+                    acc[t][0] = _mm512_fmadd_ps(w0, xb, acc[t][0]);
+                    if (R > 1) acc[t][1] = _mm512_fmadd_ps(w1, xb, acc[t][1]);
+                }
+            }
+            if (ne < nj && j0 + jb >= nj) /* the mat-vec's masked tail: an FMA of zeros, + 0 */
+#pragma GCC unroll 12
+                for (int t = 0; t < T; t++) {
+                    acc[t][0] = _mm512_add_ps(acc[t][0], _mm512_setzero_ps());
+                    if (R > 1) acc[t][1] = _mm512_add_ps(acc[t][1], _mm512_setzero_ps());
+                }
+#pragma GCC unroll 12
+            for (int t = 0; t < T; t++) {
+                _mm512_store_ps(sl + t * 32, acc[t][0]);
+                if (R > 1) _mm512_store_ps(sl + t * 32 + 16, acc[t][1]);
+            }
+        }
+    }
+    for (int t = 0; t < T; t++) {
+        for (int h = 0; h < R; h++) {
+            __m512 s[16];
+#pragma GCC unroll 16
+            for (int l = 0; l < 16; l++) s[l] = _mm512_load_ps(sb + ((l * FP_T + t) * 2 + h) * 16);
+            /* _mm512_reduce_add_ps: lanes l + 8 and l, then l + 4 and l,
+             * then 2 and 0, 3 and 1, then 0 and 1 */
+#pragma GCC unroll 8
+            for (int l = 0; l < 8; l++) s[l] = _mm512_add_ps(s[l + 8], s[l]);
+#pragma GCC unroll 4
+            for (int l = 0; l < 4; l++) s[l] = _mm512_add_ps(s[l + 4], s[l]);
+            s[0] = _mm512_add_ps(s[0], s[2]);
+            s[1] = _mm512_add_ps(s[1], s[3]);
+            s[0] = _mm512_add_ps(s[0], s[1]);
+            _mm512_mask_storeu_ps(m->y + (int64_t)(tok + t) * m->ldy + r + 16 * h, tail_mask(vr - 16 * h), s[0]);
+        }
+    }
+}
+
+static ALWAYS_INLINE void float_micro_r(const ig_mm *m, const float *wp, int64_t nj, int64_t r,
+                                        int vr, int tok, float *sb, const int T) {
+    if (vr > 16) float_micro(m, wp, nj, r, vr, tok, sb, 2, T);
+    else float_micro(m, wp, nj, r, vr, tok, sb, 1, T);
+}
+
+/* T tokens from tok, 1 <= T <= FP_T. */
+static void float_micro_n(const ig_mm *m, const float *wp, int64_t nj, int64_t r, int vr, int tok,
+                          float *sb, int T) {
+    switch (T) {
+    case 1: float_micro_r(m, wp, nj, r, vr, tok, sb, 1); break;
+    case 2: float_micro_r(m, wp, nj, r, vr, tok, sb, 2); break;
+    case 3: float_micro_r(m, wp, nj, r, vr, tok, sb, 3); break;
+    case 4: float_micro_r(m, wp, nj, r, vr, tok, sb, 4); break;
+    case 5: float_micro_r(m, wp, nj, r, vr, tok, sb, 5); break;
+    case 6: float_micro_r(m, wp, nj, r, vr, tok, sb, 6); break;
+    case 7: float_micro_r(m, wp, nj, r, vr, tok, sb, 7); break;
+    case 8: float_micro_r(m, wp, nj, r, vr, tok, sb, 8); break;
+    case 9: float_micro_r(m, wp, nj, r, vr, tok, sb, 9); break;
+    case 10: float_micro_r(m, wp, nj, r, vr, tok, sb, 10); break;
+    case 11: float_micro_r(m, wp, nj, r, vr, tok, sb, 11); break;
+    default: float_micro_r(m, wp, nj, r, vr, tok, sb, FP_T); break;
+    }
+}
+
+/* Scratch of float_panels: the panel, staging, the stripes' sums. */
+static size_t float_scratch(int64_t k) {
+    const int64_t kp = (k + 15) & ~(int64_t)15;
+    return sizeof(float) * (size_t)((FP_R + 16) * kp + 16 * FP_T * 2 * 16);
+}
+
+static ALWAYS_INLINE void float_panels(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, float *wp) {
+    const int64_t kp = (m->k + 15) & ~(int64_t)15, nj = kp / 16;
+    float *st = wp + FP_R * kp, *sb = st + 16 * kp;
+    for (int64_t r = r0; r < r1; r += FP_R) {
+        const int vr = (int)IG_MIN(FP_R, r1 - r);
+        float_pack(m, t, r, vr, kp, wp, st);
+        /* Blocks of at most FP_T tokens, as even as can be (8 = 4 + 4 rather
+         * than 6 + 2: a short block costs nearly as much as a full one). */
+        const int nblk = (m->n + FP_T - 1) / FP_T;
+        for (int b = 0, tok = 0; b < nblk; b++) {
+            const int T = m->n / nblk + (b < m->n % nblk);
+            float_micro_n(m, wp, nj, r, vr, tok, sb, T);
+            tok += T;
+        }
+    }
+}
+
 /* 4 rows (converted to f32 in wf, row stride kp) x T tokens. */
 static ALWAYS_INLINE void float_tile(const ig_mm *m, const float *wf, int64_t kp, int vr, int64_t r, int tok,
                                      const int T) {
@@ -219,7 +370,8 @@ static ALWAYS_INLINE void float_tile(const ig_mm *m, const float *wf, int64_t kp
         for (int j = 0; j < T; j++) m->y[(int64_t)(tok + j) * m->ldy + r + i] = out[i][j];
 }
 
-/* 4 or more tokens: rows converted to f32 one tile at a time, dot products. */
+/* 4 to 15 tokens: rows converted to f32 one tile at a time, dot products
+ * (the panels' packing costs more than it saves for so few). */
 static ALWAYS_INLINE void float_rows_few(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, float *wf) {
     const int64_t kp = (m->k + 15) & ~(int64_t)15;
     for (int64_t r = r0; r < r1; r += 4) {
@@ -240,9 +392,15 @@ static ALWAYS_INLINE void float_rows_few(const ig_mm *m, ig_dtype t, int64_t r0,
 
 /* Out of line, so that its loops are register-allocated on their own. */
 static __attribute__((noinline)) void float_rows_few_any(const ig_mm *m, int64_t r0, int64_t r1, float *wf) {
-    if (m->type == IG_TYPE_F32) float_rows_few(m, IG_TYPE_F32, r0, r1, wf);
-    else if (m->type == IG_TYPE_F16) float_rows_few(m, IG_TYPE_F16, r0, r1, wf);
-    else float_rows_few(m, IG_TYPE_BF16, r0, r1, wf);
+    if (m->n < 16) {
+        if (m->type == IG_TYPE_F32) float_rows_few(m, IG_TYPE_F32, r0, r1, wf);
+        else if (m->type == IG_TYPE_F16) float_rows_few(m, IG_TYPE_F16, r0, r1, wf);
+        else float_rows_few(m, IG_TYPE_BF16, r0, r1, wf);
+        return;
+    }
+    if (m->type == IG_TYPE_F32) float_panels(m, IG_TYPE_F32, r0, r1, wf);
+    else if (m->type == IG_TYPE_F16) float_panels(m, IG_TYPE_F16, r0, r1, wf);
+    else float_panels(m, IG_TYPE_BF16, r0, r1, wf);
 }
 
 /* Every batch size forms each result the same way (see float_row4), so that
@@ -846,9 +1004,7 @@ static void matmul_avx512(const ig_mm *m, int64_t r0, int64_t r1, void *scratch)
 }
 
 static size_t scratch_avx512(int64_t k) {
-    const int64_t kp = (k + 15) & ~(int64_t)15;
-    /* float_rows_few: 4 rows of kp */
-    const size_t fl = sizeof(float) * (size_t)(4 * kp);
+    const size_t fl = float_scratch(k);
     size_t s = 2 * ig_mm_align64(tile_bytes(k));
     if (fl > s) s = fl;
     return s + 64;
