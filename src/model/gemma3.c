@@ -8,6 +8,16 @@
 
 #include <math.h>
 
+/* RoPE in place on the heads of buf, with the layer's base and scaling. */
+static void rope(ig_graph_builder *b, ig_buf_id buf, int heads, int hd, const ig_layer *ly) {
+    ig_op *op = ig_gb_op(b, IG_OP_ROPE);
+    op->dst = buf;
+    op->width = heads * hd;
+    op->n_heads = heads;
+    op->f0 = ly->rope_base;
+    op->f1 = ly->rope_scale;
+}
+
 ig_status ig_gemma3_build_graph(const ig_model *m, ig_graph *g) {
     const ig_hparams *hp = &m->hp;
     ig_graph_builder b;
@@ -39,18 +49,8 @@ ig_status ig_gemma3_build_graph(const ig_model *m, ig_graph *g) {
         ig_gb_matmul(&b, IG_BUF_XN, IG_BUF_V, ly->wv);
         ig_gb_rmsnorm(&b, IG_BUF_Q, IG_BUF_Q, ly->q_norm, hp->n_head * hd, hp->n_head, hp->rms_eps);
         ig_gb_rmsnorm(&b, IG_BUF_K, IG_BUF_K, ly->k_norm, hp->n_head_kv * hd, hp->n_head_kv, hp->rms_eps);
-        op = ig_gb_op(&b, IG_OP_ROPE);
-        op->dst = IG_BUF_Q;
-        op->width = hp->n_head * hd;
-        op->n_heads = hp->n_head;
-        op->f0 = ly->rope_base;
-        op->f1 = ly->rope_scale;
-        op = ig_gb_op(&b, IG_OP_ROPE);
-        op->dst = IG_BUF_K;
-        op->width = hp->n_head_kv * hd;
-        op->n_heads = hp->n_head_kv;
-        op->f0 = ly->rope_base;
-        op->f1 = ly->rope_scale;
+        rope(&b, IG_BUF_Q, hp->n_head, hd, ly);
+        rope(&b, IG_BUF_K, hp->n_head_kv, hd, ly);
         op = ig_gb_op(&b, IG_OP_KV_STORE);
         op->layer = l;
         op = ig_gb_op(&b, IG_OP_ATTENTION);
