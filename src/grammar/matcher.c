@@ -812,6 +812,24 @@ bool ig_grammar_matcher_finished(ig_grammar_matcher *m) {
     return m && m->cur != DEAD && m->st[m->cur].n == 0;
 }
 
+/* Keeps a copy of the mask of the current state in the matcher's own ring
+ * (a cache, so a failed allocation only skips it). */
+static void remember_mask(ig_grammar_matcher *m, const ig_token_trie *t, const uint32_t *mask,
+                          size_t words, int n_allowed) {
+    mcache *c = &m->cache[m->cache_next];
+    if (c->words != words) {
+        free(c->mask);
+        c->mask = ig_calloc_array(words, sizeof *c->mask);
+        c->words = c->mask ? words : 0;
+    }
+    if (!c->mask) return;
+    memcpy(c->mask, mask, words * sizeof *mask);
+    c->state = m->cur;
+    c->trie = t;
+    c->n_allowed = n_allowed;
+    m->cache_next = (m->cache_next + 1) % MASK_CACHE;
+}
+
 ig_status ig_grammar_matcher_mask(ig_grammar_matcher *m, const ig_token_trie *t, uint32_t *mask,
                                   int *n_allowed) {
     if (n_allowed) *n_allowed = 0;
@@ -862,20 +880,7 @@ ig_status ig_grammar_matcher_mask(ig_grammar_matcher *m, const ig_token_trie *t,
     pthread_mutex_unlock(&g->mu);
     if (shared_hit) {
         m->stats.mask_cache_hits++;
-        int cnt = n_allowed ? *n_allowed : 0;
-        mcache *c = &m->cache[m->cache_next];
-        if (c->words != words) {
-            free(c->mask);
-            c->mask = ig_calloc_array(words, sizeof *c->mask);
-            c->words = c->mask ? words : 0;
-        }
-        if (c->mask) {
-            memcpy(c->mask, mask, words * sizeof *mask);
-            c->state = m->cur;
-            c->trie = t;
-            c->n_allowed = cnt;
-            m->cache_next = (m->cache_next + 1) % MASK_CACHE;
-        }
+        remember_mask(m, t, mask, words, n_allowed ? *n_allowed : 0);
         return IG_OK;
     }
     int32_t stk[TRIE_MAX_TOKEN_LEN + 1];
@@ -947,19 +952,7 @@ ig_status ig_grammar_matcher_mask(ig_grammar_matcher *m, const ig_token_trie *t,
         e->used = ++g->mask_clock;
     }
     pthread_mutex_unlock(&g->mu);
-    mcache *c = &m->cache[m->cache_next];
-    if (c->words != words) {
-        free(c->mask);
-        c->mask = ig_calloc_array(words, sizeof *c->mask);
-        c->words = c->mask ? words : 0;
-    }
-    if (c->mask) {
-        memcpy(c->mask, mask, words * sizeof *mask);
-        c->state = m->cur;
-        c->trie = t;
-        c->n_allowed = count;
-        m->cache_next = (m->cache_next + 1) % MASK_CACHE;
-    }
+    remember_mask(m, t, mask, words, count);
     return IG_OK;
 }
 
