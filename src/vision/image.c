@@ -4,13 +4,26 @@
 
 #include <stdio.h>
 
-#include <jpeglib.h>
 #include <math.h>
-#include <png.h>
 #include <setjmp.h>
 #include <stdlib.h>
 #include <string.h>
 
+#ifndef IG_NO_IMAGE_CODECS
+#include <jpeglib.h>
+#include <png.h>
+#endif
+
+void ig_image_free(ig_image *img) {
+    if (!img) return;
+    free(img->rgb);
+    free(img);
+}
+
+int ig_image_width(const ig_image *img) { return img ? img->w : 0; }
+int ig_image_height(const ig_image *img) { return img ? img->h : 0; }
+
+#ifndef IG_NO_IMAGE_CODECS
 static ig_status check_size(long w, long h) {
     if (w < 1 || h < 1) return ig_fail(IG_ERR_FORMAT, "image of %ldx%ld pixels", w, h);
     if (w > IG_IMAGE_MAX_SIDE || h > IG_IMAGE_MAX_SIDE || (unsigned long)w * (unsigned long)h > IG_IMAGE_MAX_PIXELS)
@@ -31,15 +44,6 @@ static ig_image *image_new(int w, int h) {
     }
     return img;
 }
-
-void ig_image_free(ig_image *img) {
-    if (!img) return;
-    free(img->rgb);
-    free(img);
-}
-
-int ig_image_width(const ig_image *img) { return img ? img->w : 0; }
-int ig_image_height(const ig_image *img) { return img ? img->h : 0; }
 
 /* ---- PNG (libpng's simplified API: errors are returned, not raised) ---- */
 
@@ -153,14 +157,23 @@ static ig_status decode_jpeg(const void *data, size_t size, ig_image **out) {
     return IG_OK;
 }
 
+#endif /* IG_NO_IMAGE_CODECS */
+
 ig_status ig_image_decode(const void *data, size_t size, ig_image **out) {
     if (!out) return ig_fail(IG_ERR_INVALID_ARG, "ig_image_decode: out is NULL");
     *out = NULL;
     if (!data || size == 0) return ig_fail(IG_ERR_FORMAT, "empty image");
     const uint8_t *b = data;
     static const uint8_t png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-    if (size >= 8 && !memcmp(b, png_sig, 8)) return decode_png(data, size, out);
-    if (size >= 3 && b[0] == 0xff && b[1] == 0xd8 && b[2] == 0xff) return decode_jpeg(data, size, out);
+    bool is_png = size >= 8 && !memcmp(b, png_sig, 8);
+    bool is_jpeg = size >= 3 && b[0] == 0xff && b[1] == 0xd8 && b[2] == 0xff;
+#ifdef IG_NO_IMAGE_CODECS
+    if (is_png || is_jpeg)
+        return ig_fail(IG_ERR_UNSUPPORTED, "this build of ignis has no image decoders (configured with -DIGNIS_IMAGES=OFF)");
+#else
+    if (is_png) return decode_png(data, size, out);
+    if (is_jpeg) return decode_jpeg(data, size, out);
+#endif
     return ig_fail(IG_ERR_UNSUPPORTED, "unknown image format (PNG and JPEG are supported)");
 }
 
