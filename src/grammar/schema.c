@@ -8,7 +8,8 @@
  *    or any JSON pointer into the document (recursion is fine);
  *  - object: properties in their declared order, required, and
  *    additionalProperties (false or absent: no other keys; true or a
- *    schema: other keys may follow the declared ones);
+ *    schema: other keys, none a declared name, may follow the declared
+ *    ones);
  *  - array: items, minItems, maxItems (exact);
  *  - string: minLength, maxLength (exact, in characters; an escape counts
  *    as one), pattern (a regex subset: literals, escapes, classes, \d \w
@@ -830,6 +831,126 @@ static bool gen_array(gen *g, const ig_json *s, const char *path, sbuf *body) {
     return true;
 }
 
+/* ---- keys other than the declared ones ------------------------------------------ */
+
+/* A trie over the declared property names, in code points. */
+typedef struct key_node {
+    uint32_t cp;          /* the code point leading here */
+    int first, next;      /* first child, next sibling (-1: none) */
+    bool terminal;        /* a declared name ends here */
+    char rule[24];
+} key_node;
+
+static int utf8_next(const char *s, size_t n, size_t *i, uint32_t *cp) {
+    const unsigned char *u = (const unsigned char *)s;
+    unsigned char c = u[*i];
+    int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (!len || *i + (size_t)len > n) return 0;
+    uint32_t v = len == 1 ? c : c & (0x7F >> len);
+    for (int k = 1; k < len; k++) {
+        if ((u[*i + k] & 0xC0) != 0x80) return 0;
+        v = v << 6 | (u[*i + k] & 0x3F);
+    }
+    *i += (size_t)len;
+    *cp = v;
+    return len;
+}
+
+/* The character a simple JSON escape letter stands for. */
+static const char ESC_LETTERS[] = "\"\\/bfnrt";
+static const char ESC_CHARS[] = "\"\\/\b\f\n\r\t";
+
+static bool has_child(const key_node *t, int v, uint32_t cp) {
+    for (int c = t[v].first; c >= 0; c = t[c].next)
+        if (t[c].cp == cp) return true;
+    return false;
+}
+
+/* A rule `name` for a JSON string (with its quotes) that is none of the
+ * declared property names, so that an extra key cannot repeat one (a
+ * validator would see a duplicate key, and keep only the last value). It
+ * walks a trie of the names: at each node the string may end unless a name
+ * ends there, continue into a child (written plainly or as its one-letter
+ * escape), or leave the trie with any other character, after which anything
+ * goes. A \u escape is not allowed before the string has left the trie (it
+ * could spell a name's character). */
+static bool gen_other_key(gen *g, const ig_json *props, const char *path, char name[24]) {
+    size_t total = 1;
+    for (size_t i = 0; i < ig_json_size(props); i++) total += props->u.items[i].key_len;
+    key_node *t = ig_calloc_array(total, sizeof *t);
+    if (!t) return gfail(g, IG_ERR_NO_MEMORY, path, "out of memory");
+    int n = 1;
+    t[0] = (key_node){.first = -1, .next = -1};
+    for (size_t i = 0; i < ig_json_size(props); i++) {
+        const char *k = props->u.items[i].key;
+        size_t len = props->u.items[i].key_len, j = 0;
+        int v = 0;
+        while (j < len) {
+            uint32_t cp;
+            if (!utf8_next(k, len, &j, &cp)) {
+                free(t);
+                return gfail(g, IG_ERR_FORMAT, path, "a property name is not valid UTF-8");
+            }
+            int c = t[v].first;
+            while (c >= 0 && t[c].cp != cp) c = t[c].next;
+            if (c < 0) {
+                c = n++;
+                t[c] = (key_node){.cp = cp, .first = -1, .next = t[v].first};
+                t[v].first = c;
+            }
+            v = c;
+        }
+        t[v].terminal = true;
+    }
+    for (int v = 0; v < n; v++) new_name(g, t[v].rule);
+    const char *rest = "char* \"\\\"\"";
+    for (int v = 0; v < n; v++) {
+        sbuf b = {0};
+        const char *sep = "";
+        if (!t[v].terminal) {
+            sb_puts(&b, "\"\\\"\"");
+            sep = " | ";
+        }
+        for (int c = t[v].first; c >= 0; c = t[c].next) {
+            const uint32_t cp = t[c].cp;
+            const char *e = cp < 0x80 && cp ? strchr(ESC_CHARS, (int)cp) : NULL;
+            if (!e && cp < 0x20) continue; /* only a \u escape could spell it: not allowed here */
+            sb_puts(&b, sep);
+            sep = " | ";
+            if (e) /* the escaped spelling, and '/' also plain */
+                sb_printf(&b, "( \"\\\\%c\"%s ) %s", ESC_LETTERS[e - ESC_CHARS], cp == '/' ? " | \"/\"" : "",
+                          t[c].rule);
+            else sb_printf(&b, "[\\U%08X] %s", (unsigned)cp, t[c].rule);
+        }
+        /* leaving the trie: a plain character that no child starts with */
+        sb_printf(&b, "%s[^\"\\\\\\x00-\\x1f", sep);
+        for (int c = t[v].first; c >= 0; c = t[c].next)
+            if (t[c].cp >= 0x20 && t[c].cp != '"' && t[c].cp != '\\') sb_printf(&b, "\\U%08X", (unsigned)t[c].cp);
+        sb_printf(&b, "] %s", rest);
+        /* ... or a one-letter escape that no child stands for */
+        sbuf letters = {0};
+        for (int k = 0; ESC_LETTERS[k]; k++)
+            if (!has_child(t, v, (unsigned char)ESC_CHARS[k])) sb_printf(&letters, "%s%c", ESC_LETTERS[k] == '"' || ESC_LETTERS[k] == '\\' ? "\\" : "", ESC_LETTERS[k]);
+        if (letters.n) sb_printf(&b, " | \"\\\\\" [%s] %s", letters.p, rest);
+        if (letters.oom) b.oom = true;
+        free(letters.p);
+        if (b.oom) {
+            free(b.p);
+            free(t);
+            return gfail(g, IG_ERR_NO_MEMORY, path, "out of memory");
+        }
+        add_rule(g, t[v].rule, &b);
+        free(b.p);
+    }
+    sbuf b = {0};
+    sb_printf(&b, "\"\\\"\" %s", t[0].rule);
+    new_name(g, name);
+    add_rule(g, name, &b);
+    free(b.p);
+    free(t);
+    return true;
+}
+
 static bool gen_object(gen *g, const ig_json *s, const char *path, sbuf *body) {
     const ig_json *props = ig_json_get(s, "properties"), *req = ig_json_get(s, "required");
     const ig_json *addl = ig_json_get(s, "additionalProperties");
@@ -852,8 +973,10 @@ static bool gen_object(gen *g, const ig_json *s, const char *path, sbuf *body) {
             path_join(sub, sizeof sub, path, "additionalProperties", NULL, 0);
             if (!gen_schema(g, addl, sub, vname)) return false;
         }
+        char kname[24] = "string";
+        if (n > 0 && !gen_other_key(g, props, path, kname)) return false;
         sbuf b = {0};
-        sb_printf(&b, "string ws \":\" ws %s", vname);
+        sb_printf(&b, "%s ws \":\" ws %s", kname, vname);
         new_name(g, extra);
         add_rule(g, extra, &b);
         free(b.p);

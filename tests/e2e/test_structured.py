@@ -111,10 +111,20 @@ def test_most_schemas_finish():
 
 
 def test_json_object_mode(client: openai.OpenAI):
-    r = client.chat.completions.create(
-        model=MODEL, messages=ask("a small settings file"), temperature=1.0, seed=7, n=2,
-        max_tokens=MAX_TOKENS, response_format={"type": "json_object"})
-    done = [c for c in r.choices if c.finish_reason == "stop"]
+    """Every answer that ends by itself is a JSON object; one that rambles to
+    max_tokens is a valid prefix. Which seeds finish depends on the machine's
+    kernels, so up to three rounds are asked for one that does."""
+    done = []
+    for seed in (1, 2, 3):
+        r = client.chat.completions.create(
+            model=MODEL, messages=ask("a point with x and y"), temperature=1.0, seed=seed, n=2,
+            max_tokens=MAX_TOKENS, response_format={"type": "json_object"})
+        for c in r.choices:
+            assert c.finish_reason in ("stop", "length"), c.finish_reason
+            assert c.message.content.lstrip().startswith("{")
+        done += [c for c in r.choices if c.finish_reason == "stop"]
+        if done:
+            break
     assert done
     for c in done:
         assert isinstance(json.loads(c.message.content), dict)

@@ -277,6 +277,38 @@ IG_TEST(grammar_schema_object) {
     ig_grammar_free(g);
 }
 
+/* Extra keys (additionalProperties true or a schema) may not repeat a
+ * declared name, however spelled: a validator would see a duplicate key. */
+IG_TEST(grammar_schema_extra_keys_are_not_declared_names) {
+    ig_grammar *g = schema("{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"},"
+                           "\"i/d\":{\"type\":\"integer\"},\"n\\u00e9\":{\"type\":\"integer\"},"
+                           "\"\":{\"type\":\"integer\"}},\"required\":[\"id\"],\"additionalProperties\":true}");
+    REQUIRE(g);
+    CHECK_EQ_INT(match(g, "{\"id\":1}"), 1);
+    CHECK_EQ_INT(match(g, "{\"id\":1,\"x\":\"1\"}"), 1);
+    CHECK_EQ_INT(match(g, "{\"id\":1,\"idx\":\"1\",\"i\":2,\"ic\":[],\"\\n\":3}"), 1);
+    CHECK_EQ_INT(match(g, "{\"id\":1,\"n\":1,\"n\xc3\xa9x\":1,\"n\xc3\xa8\":1,\"i\\\\d\":0}"), 1);
+    CHECK_EQ_INT(match(g, "{\"id\":1,\"id\":\"1\"}"), -1);
+    CHECK_EQ_INT(match(g, "{\"id\":1,\"x\":0,\"id\":2}"), -1);
+    CHECK_EQ_INT(match(g, "{\"id\":1,\"i\\u0064\":2}"), -1);
+    CHECK_EQ_INT(match(g, "{\"id\":1,\"i/d\":2,\"\":3}"), 1); /* declared, in order */
+    CHECK_EQ_INT(match(g, "{\"id\":1,\"i/d\":2,\"i/d\":3}"), -1);
+    CHECK_EQ_INT(match(g, "{\"id\":1,\"i/d\":2,\"i\\/d\":3}"), -1);
+    CHECK_EQ_INT(match(g, "{\"id\":1,\"x\":0,\"i\\/d\":2}"), -1);
+    CHECK_EQ_INT(match(g, "{\"id\":1,\"x\":0,\"n\xc3\xa9\":2}"), -1);
+    CHECK_EQ_INT(match(g, "{\"id\":1,\"\":2,\"\":3}"), -1);
+    ig_grammar_free(g);
+    /* the same with a schema for the extra values */
+    g = schema("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"}},"
+               "\"additionalProperties\":{\"type\":\"integer\"}}");
+    REQUIRE(g);
+    CHECK_EQ_INT(match(g, "{\"b\":1,\"ab\":2}"), 1);
+    CHECK_EQ_INT(match(g, "{\"a\":\"s\",\"b\":1}"), 1);
+    CHECK_EQ_INT(match(g, "{\"a\":\"s\",\"a\":1}"), -1);
+    CHECK_EQ_INT(match(g, "{\"b\":\"s\"}"), -1);
+    ig_grammar_free(g);
+}
+
 IG_TEST(grammar_schema_optional_and_nullable) {
     ig_grammar *g = schema("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"boolean\"},"
                            "\"b\":{\"type\":[\"string\",\"null\"]},\"c\":{\"const\":{\"k\":[1]}}},"
