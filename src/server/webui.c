@@ -15,7 +15,7 @@
 
 const char *const srv_webui_headers[] = {
     "Content-Security-Policy",
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
     "X-Content-Type-Options", "nosniff",
     "Referrer-Policy", "no-referrer",
