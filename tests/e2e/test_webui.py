@@ -729,7 +729,10 @@ def test_image_attach_is_sent_as_a_content_part(browser, vlm: Serve, shots: Path
     wait_idle(d, 60)
     m = messages(d)
     assert [x["role"] for x in m] == ["user", "assistant"], m
-    s = STATS.match(m[1]["stats"])
+    # usage came with the stream, and text before it (the time to the first
+    # token is measured on text chunks); the tiny model may be too quick for
+    # a decode speed
+    s = re.match(r"^(\d+) \+ (\d+) tokens · .*[\d.]+ s to first token", m[1]["stats"])
     assert s, m[1]["stats"]
     assert 1 <= int(s.group(2)) <= 4
     # the image shows in the question, decoded

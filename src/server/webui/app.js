@@ -513,6 +513,7 @@
     c.messages.push(m);
     input.value = '';
     attached = [];
+    attachError = '';
     renderAttachments();
     autosize();
     generate(c);
@@ -546,9 +547,12 @@
     if (attached.length) {
       box.appendChild(thumbs(attached.map((a) => a.url), (i) => { attached.splice(i, 1); renderAttachments(); }));
     }
-    if (attachError) box.hidden = false, box.appendChild(el('span', 'err', attachError));
+    if (attachError) {
+      box.hidden = false;
+      box.appendChild(el('span', 'err', attachError));
+    }
   }
-  let attachError = '';
+  let attachError = ''; // why the last file was refused, shown next to the thumbnails
   const readUrl = (f) => new Promise((resolve, reject) => {
     const r = new FileReader();
     r.onload = () => resolve(String(r.result));
