@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import subprocess
-import threading
 from pathlib import Path
 
 import pytest
@@ -123,6 +123,7 @@ def test_metrics_vulkan(ignis_build: Path):
         assert s.stop() == 0
 
 
+@pytest.mark.asan
 def test_health_degraded_when_queue_full(ignis_build: Path):
     # one slot, no queue: while a request runs, the next would get 503
     s = Serve(binary_of(ignis_build), ["--parallel", "1", "--max-queue", "0", "--ctx", "512", "-t", "1",
@@ -130,15 +131,20 @@ def test_health_degraded_when_queue_full(ignis_build: Path):
     try:
         st, _, b = http_req(s.port, "GET", "/health")
         assert st == 200 and json.loads(b) == {"status": "ok"}
-        t = threading.Thread(target=complete, args=(s.port, 200))
-        t.start()
-        wait_for(lambda: scrape(s.port)["ignis_requests_running"] == 1, 30, "the request to run")
-        st, _, b = http_req(s.port, "GET", "/health")
-        assert st == 200 and json.loads(b) == {"status": "degraded", "reason": "queue_full"}
-        st, _, b = http_req(s.port, "POST", "/v1/completions", {"prompt": "x", "max_tokens": 1})
-        assert st == 503  # what degraded announces
-        t.join()
-        st, _, b = http_req(s.port, "GET", "/health")
-        assert st == 200 and json.loads(b) == {"status": "ok"}
+        # a long streamed request, on a socket of our own to hang up later
+        body = json.dumps({"prompt": "Once upon a time", "max_tokens": 400, "stream": True}).encode()
+        sock = socket.create_connection(("127.0.0.1", s.port))
+        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        try:
+            wait_for(lambda: scrape(s.port)["ignis_requests_running"] == 1, 60, "the request to run")
+            st, _, b = http_req(s.port, "GET", "/health")
+            assert st == 200 and json.loads(b) == {"status": "degraded", "reason": "queue_full"}
+            st, _, b = http_req(s.port, "POST", "/v1/completions", {"prompt": "x", "max_tokens": 1})
+            assert st == 503  # what degraded announces
+        finally:
+            sock.close()  # the server cancels the sequence
+        wait_for(lambda: json.loads(http_req(s.port, "GET", "/health")[2]) == {"status": "ok"}, 60,
+                 "the slot to be free again")
     finally:
         assert s.stop() == 0
