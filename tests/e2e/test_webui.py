@@ -758,3 +758,39 @@ def test_image_attach_is_sent_as_a_content_part(browser, vlm: Serve, shots: Path
              "the image after a reload")
     d.save_screenshot(str(shots / "chat-image.png"))
     no_console_errors(d)
+
+
+def test_dashboard_gpu_cards_on_vulkan(browser, ignis_build: Path, shots: Path):
+    """On a Vulkan device (lavapipe here): the device memory card shows
+    used / budget, and the GPU busy card a share of the time while a
+    request runs."""
+    r = subprocess.run([str(binary_of(ignis_build)), "devices"], capture_output=True, text=True, timeout=60)
+    if r.returncode != 0 or "usable: yes" not in r.stdout:
+        pytest.skip("no usable Vulkan device")
+    s = Serve(binary_of(ignis_build), ["--backend", "vulkan", "--parallel", "1", "--ctx", "256", "-t", "2",
+                                       "--quiet"]).wait(timeout=300)
+    d = browser
+    try:
+        fresh(d, s.base)
+        d.find_element("id", "tab-dash").click()
+
+        def val(metric):
+            return float(js(d, "return document.querySelector("
+                               "'.card[data-metric=\"' + arguments[0] + '\"] .value').dataset.raw || 'NaN'", metric))
+        wait_for(lambda: val("dmem") > 0.2, 10, "device memory on the dashboard")
+        card = js(d, "return document.querySelector('.card[data-metric=\"dmem\"]').innerText")
+        assert "Device memory used / budget" in card
+        used, budget = map(float, re.search(r"([\d.]+) / ([\d.]+)", card).groups())
+        assert 0.2 < used < budget  # GiB: weights, cache and activations of the 270M; lavapipe's 2 GiB heap
+        assert d.find_element("css selector", '.card[data-metric="busy"]').is_displayed()
+        t = threading.Thread(target=http_req, args=(s.port, "POST", "/v1/completions"),
+                             kwargs={"body": {"prompt": "Once upon a time", "max_tokens": 3}, "timeout": 300})
+        t.start()
+        try:
+            wait_for(lambda: 0 < val("busy") <= 100, 120, "GPU busy time on the dashboard")
+            d.save_screenshot(str(shots / "dashboard-vulkan.png"))
+        finally:
+            t.join()
+        no_console_errors(d)
+    finally:
+        assert s.stop() == 0
