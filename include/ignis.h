@@ -203,6 +203,29 @@ ig_status ig_decode_prompt_images(ig_context *ctx, int seq, const int32_t *token
 const float *ig_get_logits(const ig_context *ctx, int i);
 int ig_n_outputs(const ig_context *ctx);
 
+/* Memory and busy time of the device a context runs on, for monitoring.
+ * Thread-safe: it may be called while another thread runs ig_decode on the
+ * context. On the CPU backend the "device" is the host: allocated and used
+ * are the weights plus the KV cache, the budget is the machine's physical
+ * memory, and no busy time is measured. */
+typedef struct ig_device_stats {
+    ig_backend_kind backend;
+    uint64_t weight_bytes;    /* the model's weights (as stored in the file) */
+    uint64_t kv_bytes;        /* this context's KV cache */
+    uint64_t allocated_bytes; /* device memory the engine allocated (every context of the model) */
+    uint64_t used_bytes;      /* device-local memory in use by every process where the device
+                                 reports it (memory_budget), else allocated_bytes */
+    uint64_t budget_bytes;    /* device-local memory this process may use (memory_budget), else
+                                 the device-local heaps' size */
+    bool memory_budget;       /* used and budget come from VK_EXT_memory_budget */
+    bool busy_measured;       /* busy_ns is measured (GPU timestamps around each step) */
+    uint64_t busy_ns;         /* device time spent executing the engine's steps, since the
+                                 model's device was made */
+    bool device_lost;         /* the GPU reported VK_ERROR_DEVICE_LOST: nothing more will run */
+} ig_device_stats;
+
+ig_status ig_context_device_stats(const ig_context *ctx, ig_device_stats *out);
+
 /* Number of positions cached for sequence seq. */
 int ig_seq_len(const ig_context *ctx, int seq);
 /* Forget everything of sequence seq. */

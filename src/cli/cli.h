@@ -40,6 +40,12 @@ int cli_attach_vision(ig_model *m, const char *model_path, const char *mmproj, b
 /* Embeds the images of n files (ig_image_embed), in order. */
 ig_status cli_embed_images(ig_model *m, char **paths, int n, int n_threads, float ***out);
 void cli_free_images(float **e, int n);
+/* Keeps in *peak the largest device memory seen so far (ig_context_device_stats
+ * of ctx; *have says whether *peak holds anything). */
+void cli_device_peak(const ig_context *ctx, ig_device_stats *peak, bool *have);
+/* One line on stderr: the process's peak resident memory and, from dev
+ * (NULL: none), the GPU's memory or the weights and KV cache. */
+void cli_print_memory(const ig_device_stats *dev);
 /* Most --image options of one command. */
 #define CLI_MAX_IMAGES 64
 

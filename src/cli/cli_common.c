@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 const char *cli_default_model(void) {
@@ -128,4 +129,39 @@ void cli_free_images(float **e, int n) {
     if (!e) return;
     for (int i = 0; i < n; i++) free(e[i]);
     free(e);
+}
+
+static void fmt_bytes(char *out, size_t cap, double b) {
+    if (b >= 1024.0 * 1024 * 1024) snprintf(out, cap, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+    else snprintf(out, cap, "%.0f MiB", b / (1024.0 * 1024));
+}
+
+void cli_device_peak(const ig_context *ctx, ig_device_stats *peak, bool *have) {
+    ig_device_stats d;
+    if (!ctx || ig_context_device_stats(ctx, &d) != IG_OK) return;
+    if (!*have) *peak = d;
+    if (d.allocated_bytes > peak->allocated_bytes) peak->allocated_bytes = d.allocated_bytes;
+    if (d.used_bytes > peak->used_bytes) peak->used_bytes = d.used_bytes;
+    if (d.kv_bytes > peak->kv_bytes) peak->kv_bytes = d.kv_bytes;
+    peak->budget_bytes = d.budget_bytes;
+    *have = true;
+}
+
+void cli_print_memory(const ig_device_stats *dev) {
+    struct rusage ru;
+    char rss[32] = "?", a[32], u[32], t[32];
+    if (getrusage(RUSAGE_SELF, &ru) == 0) fmt_bytes(rss, sizeof rss, (double)ru.ru_maxrss * 1024.0);
+    if (dev && dev->backend == IG_BACKEND_VULKAN) {
+        fmt_bytes(a, sizeof a, (double)dev->allocated_bytes);
+        fmt_bytes(u, sizeof u, (double)dev->used_bytes);
+        fmt_bytes(t, sizeof t, (double)dev->budget_bytes);
+        fprintf(stderr, "memory: peak RSS %s; vulkan device: %s allocated, %s used of %s%s\n", rss, a, u, t,
+                dev->memory_budget ? " (memory budget)" : "");
+    } else if (dev) {
+        fmt_bytes(a, sizeof a, (double)dev->weight_bytes);
+        fmt_bytes(u, sizeof u, (double)dev->kv_bytes);
+        fprintf(stderr, "memory: peak RSS %s (weights %s, KV cache %s)\n", rss, a, u);
+    } else {
+        fprintf(stderr, "memory: peak RSS %s\n", rss);
+    }
 }

@@ -340,6 +340,9 @@ static void account(const ig_model *model, const bench_cfg *cfg, const machine *
 }
 
 static int tty_progress;
+/* the largest device memory the rows' contexts held (printed at the end) */
+static ig_device_stats dev_peak;
+static bool have_dev_peak;
 
 static void progress(const char *test, int threads, int rep, int reps) {
     if (!tty_progress) return;
@@ -473,6 +476,7 @@ static int run_test(ig_model *model, const bench_cfg *cfg, const machine *mc, in
     if (tty_progress) fprintf(stderr, "\r\033[K");
     free(prompt);
     batch_free(&b);
+    cli_device_peak(ctx, &dev_peak, &have_dev_peak);
     ig_context_free(ctx);
     if (rc) return rc;
     mean_sd(r->ts, r->n_ts, &r->mean, &r->sd);
@@ -810,6 +814,7 @@ int cmd_bench(int argc, char **argv) {
         json_decref(root);
     }
     json_decref(results);
+    if (have_dev_peak) cli_print_memory(&dev_peak);
     ig_model_free(model);
     return rc;
 }

@@ -314,6 +314,8 @@ int cmd_run(int argc, char **argv) {
                 stats.n_drafted, stats.n_accepted,
                 stats.n_drafted ? 100.0 * stats.n_accepted / stats.n_drafted : 0.0,
                 stats.n_steps ? (double)stats.n_generated / (stats.n_steps + 1) : 0.0);
+    ig_device_stats dev;
+    cli_print_memory(ig_context_device_stats(ctx, &dev) == IG_OK ? &dev : NULL);
     rc = 0;
 done:
     ig_grammar_free(grammar);

@@ -46,6 +46,10 @@ typedef struct ig_device_ops {
     bool host_kv; /* its backends keep the KV cache in the host arrays of desc->kv */
     ig_status (*backend_create)(ig_device *dev, const ig_backend_desc *desc, ig_backend **out);
     void (*free)(ig_device *dev);
+    /* Fills the device's memory and busy-time fields of out (allocated,
+     * used, budget, busy); may run on any thread, also during a step. NULL:
+     * the engine reports the host's numbers (ig_context_device_stats). */
+    void (*stats)(const ig_device *dev, ig_device_stats *out);
 } ig_device_ops;
 
 struct ig_device {

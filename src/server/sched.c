@@ -476,9 +476,14 @@ static int cmp_admit(const void *a, const void *b) {
 
 static void update_kv_metrics(srv_sched *s) {
     int64_t used = 0;
-    for (int i = 0; i < s->p.n_parallel; i++) used += s->slots[i].n_cache;
+    int seqs = 0;
+    for (int i = 0; i < s->p.n_parallel; i++) {
+        used += s->slots[i].n_cache;
+        seqs += s->slots[i].n_cache > 0;
+    }
     pthread_mutex_lock(&s->m->mu);
     s->m->kv_tokens = used;
+    s->m->kv_sequences = seqs;
     s->m->kv_capacity = (int64_t)s->n_ctx * s->p.n_parallel;
     pthread_mutex_unlock(&s->m->mu);
 }
@@ -609,8 +614,11 @@ static void step(srv_sched *s) {
         s->b_img[q] = 0;
     }
     const ig_batch_images bi = {.embd = s->b_embd, .image = s->b_img};
+    const double t_step = ig_time_now();
     ig_status st = any_image ? ig_decode_images(s->ctx, &b, &bi) : ig_decode(s->ctx, &b);
+    const double step_s = ig_time_now() - t_step;
     pthread_mutex_lock(&s->m->mu);
+    srv_hist_observe(nb > n_decoding ? &s->m->step_prefill : &s->m->step_decode, step_s);
     s->m->decode_calls++;
     s->m->prefill_tokens += (uint64_t)(nb - n_decoding);
     pthread_mutex_unlock(&s->m->mu);
@@ -738,6 +746,7 @@ ig_status srv_sched_start(ig_model *model, ig_context *ctx, const srv_sched_para
     metrics->slots = p->n_parallel;
     metrics->kv_capacity = (int64_t)s->n_ctx * p->n_parallel;
     pthread_mutex_unlock(&metrics->mu);
+    srv_metrics_attach(metrics, ctx, p->max_queue);
     *out = s;
     return IG_OK;
 }

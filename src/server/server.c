@@ -270,8 +270,14 @@ static bool model_matches(ig_server *S, const char *name) {
 
 static enum MHD_Result handle_health(ig_server *S, struct MHD_Connection *c, conn *cn) {
     int st = atomic_load(&S->state);
+    if (st == ST_READY && !atomic_load(&S->stopping) && srv_metrics_device_lost(&S->metrics))
+        return reply_error(c, cn, 503, "unavailable_error", NULL, "device_lost",
+                           "The GPU was lost (VK_ERROR_DEVICE_LOST): restart the server");
     if (st == ST_READY && !atomic_load(&S->stopping)) {
-        json_t *j = json_pack("{s:s}", "status", "ok");
+        /* serving, but a new request would be refused: degraded */
+        json_t *j = srv_metrics_queue_full(&S->metrics)
+                        ? json_pack("{s:s,s:s}", "status", "degraded", "reason", "queue_full")
+                        : json_pack("{s:s}", "status", "ok");
         return queue_json(c, cn, 200, j);
     }
     const char *msg = st == ST_FAILED     ? S->load_error
@@ -325,6 +331,7 @@ static enum MHD_Result handle_status(ig_server *S, struct MHD_Connection *c, con
         .n_ctx = st == ST_READY ? S->n_ctx : 0,
         .n_parallel = S->p.n_parallel,
         .n_batch = st == ST_READY ? ig_context_params_get(S->ctx)->n_batch : S->p.n_batch,
+        .vision = st == ST_READY && ig_model_has_vision(S->model),
         .api_key = S->api_key != NULL,
         .started = S->started,
     };

@@ -8,13 +8,14 @@
 #include <ctype.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 const char *const srv_webui_headers[] = {
     "Content-Security-Policy",
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
     "X-Content-Type-Options", "nosniff",
     "Referrer-Policy", "no-referrer",
@@ -48,23 +49,6 @@ size_t srv_webui_total_bytes(void) {
     size_t n = 0;
     for (size_t i = 0; i < srv_webui_n_files; i++) n += srv_webui_files[i].len;
     return n;
-}
-
-long long srv_process_rss_bytes(void) {
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (!f) return -1;
-    unsigned long long size = 0, rss = 0;
-    int n = fscanf(f, "%llu %llu", &size, &rss);
-    fclose(f);
-    if (n != 2) return -1;
-    long page = sysconf(_SC_PAGESIZE);
-    return (long long)(rss * (unsigned long long)(page > 0 ? page : 4096));
-}
-
-double srv_process_cpu_seconds(void) {
-    struct timespec ts;
-    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return 0;
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* "model name" of /proc/cpuinfo, read once. */
@@ -112,10 +96,40 @@ static json_t *sampling_defaults(void) {
 
 static int set(json_t *o, const char *k, json_t *v) { return json_object_set_new(o, k, v); }
 
+/* device_memory and device_busy of the status document (null without an
+ * engine; device_busy null where the device's time is not measured). */
+static int set_device(json_t *j, const srv_snapshot *sn) {
+    if (!sn->have_device)
+        return set(j, "device_memory", json_null()) | set(j, "device_busy", json_null());
+    const ig_device_stats *d = &sn->dev;
+    json_t *mem = json_object();
+    if (!mem) return -1;
+    int e = 0;
+    e |= set(mem, "used_bytes", json_integer((json_int_t)d->used_bytes));
+    e |= set(mem, "budget_bytes", json_integer((json_int_t)d->budget_bytes));
+    e |= set(mem, "allocated_bytes", json_integer((json_int_t)d->allocated_bytes));
+    e |= set(mem, "weight_bytes", json_integer((json_int_t)d->weight_bytes));
+    e |= set(mem, "kv_bytes", json_integer((json_int_t)d->kv_bytes));
+    e |= set(mem, "source", json_string(d->backend != IG_BACKEND_VULKAN ? "host"
+                                        : d->memory_budget         ? "memory_budget"
+                                                                   : "heaps"));
+    e |= set(j, "device_memory", mem);
+    if (d->busy_measured) {
+        json_t *busy = json_object();
+        if (!busy) return -1;
+        e |= set(busy, "seconds", json_real((double)d->busy_ns * 1e-9));
+        e |= set(j, "device_busy", busy);
+    } else {
+        e |= set(j, "device_busy", json_null());
+    }
+    e |= set(j, "device_lost", json_boolean(d->device_lost));
+    return e;
+}
+
 json_t *srv_status_json(const srv_status_info *in, srv_metrics *m) {
-    pthread_mutex_lock(&m->mu);
-    srv_metrics s = *m; /* snapshot; the copied mutex is never used */
-    pthread_mutex_unlock(&m->mu);
+    srv_snapshot *sn = srv_metrics_snapshot(m);
+    if (!sn) return NULL;
+    const srv_metrics s = sn->m;
     pthread_once(&cpu_once, read_cpu_name);
 
     json_t *j = json_object(), *model = json_object(), *eng = json_object(),
@@ -131,6 +145,7 @@ json_t *srv_status_json(const srv_status_info *in, srv_metrics *m) {
         json_decref(proc);
         json_decref(http);
         json_decref(defs);
+        free(sn);
         return NULL;
     }
     double now = ig_time_now();
@@ -143,6 +158,7 @@ json_t *srv_status_json(const srv_status_info *in, srv_metrics *m) {
 
     e |= set(model, "id", srv_json_text(in->model_id, strlen(in->model_id)));
     e |= set(model, "n_ctx", json_integer(in->n_ctx));
+    e |= set(model, "vision", json_boolean(in->vision));
     e |= set(j, "model", model);
 
     bool vk = !strcmp(in->backend, "vulkan");
@@ -188,17 +204,17 @@ json_t *srv_status_json(const srv_status_info *in, srv_metrics *m) {
                                                        : 0.0));
     e |= set(j, "kv_cache", kv);
 
-    long long rss = srv_process_rss_bytes();
-    e |= set(proc, "rss_bytes", rss >= 0 ? json_integer(rss) : json_null());
-    e |= set(proc, "cpu_seconds", json_real(srv_process_cpu_seconds()));
+    e |= set(proc, "rss_bytes", sn->rss >= 0 ? json_integer(sn->rss) : json_null());
+    e |= set(proc, "peak_rss_bytes", sn->peak_rss >= 0 ? json_integer(sn->peak_rss) : json_null());
+    e |= set(proc, "cpu_seconds", json_real(sn->cpu_seconds));
+    e |= set(proc, "open_fds", sn->open_fds >= 0 ? json_integer(sn->open_fds) : json_null());
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     e |= set(proc, "cpus", json_integer(ncpu > 0 ? ncpu : 1));
     e |= set(j, "process", proc);
 
-    /* no backend reports device memory or utilisation yet */
-    e |= set(j, "device_memory", json_null());
-    e |= set(j, "device_busy", json_null());
+    e |= set_device(j, sn);
     e |= set(j, "defaults", defs);
+    free(sn);
     if (e) {
         json_decref(j);
         return NULL;

@@ -5,6 +5,7 @@
 #define IG_SERVER_WEBUI_H
 
 #include "server/metrics.h"
+#include "server/proc.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -31,10 +32,6 @@ size_t srv_webui_total_bytes(void);
  * referrer, no framing. NULL-terminated name/value pairs. */
 extern const char *const srv_webui_headers[];
 
-/* Resident set size of this process in bytes (/proc/self/statm), or -1. */
-long long srv_process_rss_bytes(void);
-/* CPU time used by this process in seconds (all threads). */
-double srv_process_cpu_seconds(void);
 
 /* What GET /v1/status reports besides the metrics. */
 typedef struct srv_status_info {
@@ -46,6 +43,7 @@ typedef struct srv_status_info {
     int n_ctx;           /* positions per slot; 0 while loading */
     int n_parallel;
     int n_batch;
+    bool vision;         /* the model reads images (image_url content parts) */
     bool api_key;        /* an API key is required */
     double started;      /* ig_time_now() at start */
 } srv_status_info;

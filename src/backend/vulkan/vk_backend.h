@@ -152,6 +152,19 @@ void ig_vk_device_free(ig_vk_device *dev);
 const ig_vk_device_info *ig_vk_device_get_info(const ig_vk_device *dev);
 /* Bytes allocated from the device, by kind of memory. */
 uint64_t ig_vk_device_allocated(const ig_vk_device *dev);
+/* Memory and busy time of a device, for monitoring (vk_monitor.c); safe to
+ * call from any thread while another one uses the device. */
+typedef struct ig_vk_device_stats {
+    uint64_t allocated;  /* bytes this device object allocated */
+    uint64_t used;       /* device-local heaps summed: VK_EXT_memory_budget's usage (every
+                            process), else allocated */
+    uint64_t budget;     /* ... its budget for this process, else the heaps' size */
+    bool memory_budget;  /* used and budget come from VK_EXT_memory_budget */
+    bool timestamps;     /* busy_ns is measured */
+    uint64_t busy_ns;    /* GPU time of the graphs run on it (a timestamp pair around each) */
+    bool lost;           /* a call returned VK_ERROR_DEVICE_LOST */
+} ig_vk_device_stats;
+void ig_vk_device_get_stats(const ig_vk_device *dev, ig_vk_device_stats *out);
 /* What a device's tensor-core kernels run on, decided from what it, the
  * GLSL compiler (glsl_nv, glsl_khr: ig_vk_compiler_coopmat_*) and the user
  * allow: ig_vk_device_create's choice, which `ignis devices` shows. */

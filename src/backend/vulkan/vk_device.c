@@ -620,6 +620,7 @@ ig_status ig_vk_device_create(const ig_vk_device_params *params, ig_vk_device **
         d->wg_size = 64;
         st = tune_device(d, &p);
         if (st == IG_OK) st = create_logical(d);
+        if (st == IG_OK) ig_vk_monitor_init(d);
     }
     if (st == IG_OK) st = ig_vk_pipelines_init(d);
     if (st == IG_OK) st = ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, 256, &d->dummy);

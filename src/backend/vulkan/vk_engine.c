@@ -573,11 +573,25 @@ static void vk_device_free(ig_device *dev) {
     free(dev);
 }
 
+/* Monitoring: the device's memory and busy time (vk_monitor.c). */
+static void vk_device_stats(const ig_device *dev, ig_device_stats *out) {
+    ig_vk_device_stats s;
+    ig_vk_device_get_stats(((const vk_model *)dev->impl)->dev, &s);
+    out->allocated_bytes = s.allocated;
+    out->used_bytes = s.used;
+    out->budget_bytes = s.budget;
+    out->memory_budget = s.memory_budget;
+    out->busy_measured = s.timestamps;
+    out->busy_ns = s.busy_ns;
+    out->device_lost = s.lost;
+}
+
 static const ig_device_ops vk_device_ops = {
     .name = "vulkan",
     .host_kv = false,
     .backend_create = vk_backend_create,
     .free = vk_device_free,
+    .stats = vk_device_stats,
 };
 
 ig_status ig_device_vulkan_create(int index, const char *tuning, ig_device **out) {

@@ -52,6 +52,7 @@ struct ig_vk_graph {
     VkPipeline *q_pipe; /* pipeline of the dispatch ending at query i + 1 */
     double *q_ns;       /* summed ns per dispatch */
     int n_runs;
+    VkQueryPool busy_q; /* monitoring: timestamps around the whole graph (vk_monitor.c) */
 };
 
 #define PROFILE_QUERIES 8192
@@ -183,6 +184,7 @@ ig_status ig_vk_graph_begin(ig_vk_device *d, ig_vk_step *step, int max_tokens, i
                  VK_ACCESS_HOST_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT,
                  VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
     if (g->qpool) ig_vk.vkCmdWriteTimestamp(g->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, g->qpool, (uint32_t)g->n_q++);
+    g->busy_q = ig_vk_busy_begin(d, g->cb);
     *out = g;
     return IG_OK;
 }
@@ -195,6 +197,7 @@ ig_status ig_vk_graph_end(ig_vk_graph *g) {
     full_barrier(g->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
                  VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                  VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_SHADER_READ_BIT);
+    ig_vk_busy_end(g->cb, g->busy_q);
     VkResult r = ig_vk.vkEndCommandBuffer(g->cb);
     if (r != VK_SUCCESS) return ig_vk_graph_set_error(g, ig_vk_fail(r, "vkEndCommandBuffer"));
     g->ended = true;
@@ -227,6 +230,7 @@ ig_status ig_vk_graph_wait(ig_vk_graph *g) {
     g->in_flight = false;
     ig_vk_step_busy(g->step, -1);
     profile_collect(g);
+    ig_vk_busy_collect(g->dev, g->busy_q);
     return IG_OK;
 }
 
@@ -257,7 +261,10 @@ ig_status ig_vk_graphs_run(ig_vk_graph *const *gs, int n) {
     r = ig_vk.vkWaitForFences(g0->dev->dev, 1, &g0->fence, VK_TRUE, UINT64_MAX);
     for (int i = 0; i < n; i++) ig_vk_step_busy(gs[i]->step, -1);
     if (r != VK_SUCCESS) return ig_vk_fail(r, "vkWaitForFences");
-    for (int i = 0; i < n; i++) profile_collect(gs[i]);
+    for (int i = 0; i < n; i++) {
+        profile_collect(gs[i]);
+        ig_vk_busy_collect(gs[i]->dev, gs[i]->busy_q);
+    }
     return IG_OK;
 }
 
@@ -270,6 +277,7 @@ void ig_vk_graph_free(ig_vk_graph *g) {
     }
     profile_print(g);
     if (g->qpool) ig_vk.vkDestroyQueryPool(d->dev, g->qpool, NULL);
+    ig_vk_busy_free(d, g->busy_q);
     free(g->q_pipe);
     free(g->q_ns);
     if (g->fence) ig_vk.vkDestroyFence(d->dev, g->fence, NULL);

@@ -10,6 +10,7 @@
 #include "core/util.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 /* ---- Loader: entry points resolved at run time ------------------------- */
 
@@ -158,7 +159,7 @@ struct ig_vk_device {
     uint64_t max_block;   /* largest allocation */
     uint64_t align;       /* offset alignment of sub-allocations */
     ig_vk_block *blocks;
-    uint64_t allocated;
+    _Atomic uint64_t allocated; /* read by monitoring from any thread */
     /* transfers */
     VkCommandPool pool;
     VkCommandBuffer xfer_cb;
@@ -186,7 +187,29 @@ struct ig_vk_device {
     bool x8_shuffle;    /* the int8 copies quantized with subgroup shuffles (x8_quant_vecs) */
     ig_vk_buffer *dummy; /* bound to unused descriptor slots */
     float timestamp_period; /* ns per timestamp tick (profiling) */
+    /* monitoring (vk_monitor.c) */
+    _Atomic uint64_t busy_ns; /* GPU time of the submitted graphs */
+    uint64_t ts_mask;         /* valid bits of the queue's timestamps; 0: none */
+    bool memory_budget;       /* VK_EXT_memory_budget */
+    PFN_vkGetPhysicalDeviceMemoryProperties2 get_memprops2;
 };
+
+/* ---- Monitoring (vk_monitor.c) ------------------------------------------ */
+
+/* Finds what the device offers for monitoring: timestamps on its queue, the
+ * memory budget query. Called once, when the device is made. */
+void ig_vk_monitor_init(ig_vk_device *d);
+/* The busy time of a graph: a pair of timestamps around its commands.
+ * begin records the reset and the first timestamp (VK_NULL_HANDLE without
+ * timestamps: the other calls then do nothing); end the second, before the
+ * command buffer ends; collect, after the graph's fence, adds the time
+ * between them to the device's busy time. */
+VkQueryPool ig_vk_busy_begin(ig_vk_device *d, VkCommandBuffer cb);
+void ig_vk_busy_end(VkCommandBuffer cb, VkQueryPool q);
+void ig_vk_busy_collect(ig_vk_device *d, VkQueryPool q);
+void ig_vk_busy_free(ig_vk_device *d, VkQueryPool q);
+/* Set once any call has returned VK_ERROR_DEVICE_LOST (ig_vk_fail). */
+extern atomic_bool ig_vk_lost;
 
 /* Weight rows on the device: ggml's block layout, except Q4_0, Q5_0, Q8_0 and
  * Q6_K rows, which are stored field by field so that the quantized bytes of a

@@ -45,6 +45,7 @@ ig_status ig_vk_fail(VkResult r, const char *what) {
     ig_status st = (r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY)
                        ? IG_ERR_NO_MEMORY
                        : IG_ERR_BACKEND;
+    if (r == VK_ERROR_DEVICE_LOST) atomic_store(&ig_vk_lost, true); /* monitoring (vk_monitor.c) */
     return ig_fail(st, "vulkan: %s: %s (%d)", what, ig_vk_result_str(r), (int)r);
 }
 

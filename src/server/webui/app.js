@@ -15,11 +15,13 @@
   const load = (k, d) => {
     try { const v = localStorage.getItem(k); return v === null ? d : JSON.parse(v); } catch (e) { return d; }
   };
-  const save = (k, v) => { try { localStorage.setItem(k, JSON.stringify(v)); } catch (e) { /* full */ } };
+  const save = (k, v) => { try { localStorage.setItem(k, JSON.stringify(v)); return true; } catch (e) { return false; } };
   const str = (v) => (typeof v === 'string' ? v : '');
 
   // ---- stored state ---------------------------------------------------------
   const ROLES = ['user', 'assistant', 'system'];
+  const MAX_IMAGES = 16; // per request, as the server allows
+  const MAX_IMAGE_BYTES = 8 << 20; // per file (the server's body limit is 16 MiB by default)
   function cleanConv(c) {
     if (!c || typeof c !== 'object' || typeof c.id !== 'string') return null;
     const msgs = Array.isArray(c.messages) ? c.messages : [];
@@ -28,9 +30,16 @@
       updated: Number(c.updated) || 0,
       messages: msgs.filter((m) => m && ROLES.includes(m.role)).map((m) => ({
         role: m.role, content: str(m.content), error: str(m.error) || undefined,
-        stats: cleanStats(m.stats),
+        stats: cleanStats(m.stats), images: cleanImages(m.images),
       })),
     };
+  }
+  // Images of a user message: PNG or JPEG data: URLs, nothing else.
+  const IMAGE_URL = /^data:image\/(png|jpeg);base64,[A-Za-z0-9+/]+=*$/;
+  function cleanImages(a) {
+    if (!Array.isArray(a)) return undefined;
+    const ok = a.filter((u) => typeof u === 'string' && IMAGE_URL.test(u)).slice(0, MAX_IMAGES);
+    return ok.length ? ok : undefined;
   }
   function cleanStats(s) {
     if (!s || typeof s !== 'object') return undefined;
@@ -46,8 +55,18 @@
   let apiKey = localStorage.getItem(K.key) || '';
   let defaults = {};
   let busy = null; // {ctrl, conv, msg} while an answer streams
+  let vision = false; // the model reads images (/v1/status model.vision)
+  let attached = []; // images for the next message (data: URLs)
 
-  const persist = () => { save(K.convs, convs); save(K.cur, currentId); };
+  // Images may not fit in localStorage: then the conversations are kept
+  // without them (they stay in this page until it is closed).
+  const persist = () => {
+    if (!save(K.convs, convs)) {
+      save(K.convs, convs.map((c) => Object.assign({}, c, {
+        messages: c.messages.map((m) => Object.assign({}, m, { images: undefined })) })));
+    }
+    save(K.cur, currentId);
+  };
   const conv = () => convs.find((c) => c.id === currentId) || null;
   const newId = () => Date.now().toString(36) + Math.random().toString(36).slice(2, 8);
 
@@ -281,6 +300,7 @@
     if (busy && busy.msg === m) div.classList.add('streaming');
     div.appendChild(el('div', 'who', m.role === 'assistant' ? 'model' : m.role));
     const body = el('div', 'body');
+    if (m.role === 'user' && m.images) body.appendChild(thumbs(m.images));
     if (m.role === 'user') body.appendChild(el('div', 'plain', m.content)); // white-space kept by CSS
     else md(m.content, body);
     if (m.error) body.appendChild(el('p', 'err', m.error));
@@ -398,14 +418,18 @@
     return o;
   }
 
-  // The one place messages become request content. Images would be added
-  // here as content parts ({type: "image_url"}) once the server takes them.
+  // The one place messages become request content: a user message with
+  // images is a list of parts, the images (data: URLs) before the text.
   function requestMessages(c, upto) {
     const out = [];
     if (c.system.trim()) out.push({ role: 'system', content: c.system });
     for (const m of c.messages.slice(0, upto)) {
       if (m.role === 'system' || (m.role === 'assistant' && !m.content)) continue;
-      out.push({ role: m.role, content: m.content });
+      if (m.role === 'user' && m.images && m.images.length) {
+        const parts = m.images.map((url) => ({ type: 'image_url', image_url: { url } }));
+        if (m.content) parts.push({ type: 'text', text: m.content });
+        out.push({ role: 'user', content: parts });
+      } else out.push({ role: m.role, content: m.content });
     }
     return out;
   }
@@ -481,13 +505,80 @@
   function send() {
     const input = $('input');
     const text = input.value;
-    if (busy || !text.trim()) return;
+    if (busy || (!text.trim() && !attached.length)) return;
     const c = conv() || newConv();
-    if (!c.messages.length) c.title = title(text);
-    c.messages.push({ role: 'user', content: text });
+    if (!c.messages.length) c.title = text.trim() ? title(text) : 'Image';
+    const m = { role: 'user', content: text };
+    if (attached.length) m.images = attached.map((a) => a.url);
+    c.messages.push(m);
     input.value = '';
+    attached = [];
+    attachError = '';
+    renderAttachments();
     autosize();
     generate(c);
+  }
+
+  // ---- images -----------------------------------------------------------------
+  function thumbs(urls, onRemove) {
+    const box = el('div', 'thumbs');
+    urls.forEach((u, i) => {
+      const fig = el('span', 'thumb');
+      const img = el('img');
+      img.src = u; // a checked data: URL (cleanImages / attachFiles)
+      img.alt = 'image ' + (i + 1);
+      fig.appendChild(img);
+      if (onRemove) {
+        const x = el('button', 'remove', '\u00d7');
+        x.type = 'button';
+        x.title = 'Remove image';
+        x.setAttribute('aria-label', 'Remove image ' + (i + 1));
+        x.addEventListener('click', () => onRemove(i));
+        fig.appendChild(x);
+      }
+      box.appendChild(fig);
+    });
+    return box;
+  }
+  function renderAttachments() {
+    const box = $('attachments');
+    box.replaceChildren();
+    box.hidden = !attached.length;
+    if (attached.length) {
+      box.appendChild(thumbs(attached.map((a) => a.url), (i) => { attached.splice(i, 1); renderAttachments(); }));
+    }
+    if (attachError) {
+      box.hidden = false;
+      box.appendChild(el('span', 'err', attachError));
+    }
+  }
+  let attachError = ''; // why the last file was refused, shown next to the thumbnails
+  const readUrl = (f) => new Promise((resolve, reject) => {
+    const r = new FileReader();
+    r.onload = () => resolve(String(r.result));
+    r.onerror = () => reject(r.error);
+    r.readAsDataURL(f);
+  });
+  // Attaches PNG and JPEG files (others are refused with a note).
+  async function attachFiles(files) {
+    attachError = '';
+    for (const f of files) {
+      if (attached.length >= MAX_IMAGES) { attachError = 'At most ' + MAX_IMAGES + ' images a message.'; break; }
+      if (f.type !== 'image/png' && f.type !== 'image/jpeg') { attachError = f.name + ': only PNG and JPEG images.'; continue; }
+      if (f.size > MAX_IMAGE_BYTES) { attachError = f.name + ': larger than 8 MiB.'; continue; }
+      try {
+        const url = await readUrl(f);
+        if (IMAGE_URL.test(url)) attached.push({ url, name: f.name });
+        else attachError = f.name + ': cannot be read.';
+      } catch (e) { attachError = f.name + ': cannot be read.'; }
+    }
+    renderAttachments();
+  }
+  const imageFiles = (list) => [...(list || [])].filter((f) => f.type && f.type.startsWith('image/'));
+  function showVision(on) {
+    vision = on;
+    $('attach').hidden = !on;
+    if (!on && attached.length) { attached = []; renderAttachments(); }
   }
   function autosize() {
     const t = $('input');
@@ -511,10 +602,13 @@
   const CARDS = [
     { id: 'decode', label: 'Decode', unit: 'tok/s', fmt: (v) => v.toFixed(1) },
     { id: 'prefill', label: 'Prefill', unit: 'tok/s', fmt: (v) => v.toFixed(0) },
-    { id: 'running', label: ['Running', 'queued'], unit: 'seq', fmt: (v, s) => v + ' / ' + s.waiting, second: 'waiting' },
+    { id: 'running', label: ['Running', 'queued'], unit: 'seq', fmt: (v, x) => v + ' / ' + x.waiting, second: 'waiting' },
     { id: 'kv', label: 'KV cache', unit: '%', fmt: (v) => v.toFixed(1), max: 100 },
     { id: 'rss', label: 'Process RSS', unit: 'MiB', fmt: (v) => v.toFixed(0) },
     { id: 'cpu', label: 'CPU use', unit: 'cores', fmt: (v) => v.toFixed(2) },
+    { id: 'dmem', label: 'Device memory used / budget', unit: 'GiB',
+      fmt: (v, x) => v.toFixed(2) + ' / ' + x.dbudget.toFixed(1), peak: (v) => v.toFixed(2) + ' GiB' },
+    { id: 'busy', label: 'GPU busy', unit: '%', fmt: (v) => v.toFixed(0), max: 100 },
   ];
   const series = {};
   let prev = null;
@@ -603,8 +697,13 @@
       span.append(el('b', '', k), document.createTextNode(String(v)));
       box.appendChild(span);
     }
-    $('dash-note').textContent = s.device_memory === null
-      ? 'Device memory and device busy time are not reported by this backend.' : '';
+    const dm = s.device_memory;
+    $('dash-note').textContent = !dm ? 'Device memory is reported once the model is loaded.'
+      : dm.source === 'host' ? 'CPU backend: the memory card shows the weights and KV cache against the machine\'s memory; GPU busy time is measured on Vulkan devices.'
+      : dm.source === 'heaps' ? 'This device has no memory budget query: used is what ignis allocated, of the device-local heaps.' : '';
+    const label = document.querySelector('.card[data-metric="dmem"] .label');
+    if (dm) label.textContent = dm.source === 'host' ? 'Weights + KV cache / memory' : 'Device memory used / budget';
+    document.querySelector('.card[data-metric="busy"]').hidden = !s.device_busy;
   }
   function onStatus(s) {
     const rate = (f) => {
@@ -620,17 +719,21 @@
       kv: s.kv_cache.usage * 100,
       rss: s.process.rss_bytes === null ? 0 : s.process.rss_bytes / 1048576,
       cpu: rate((x) => x.process.cpu_seconds),
+      dmem: s.device_memory ? s.device_memory.used_bytes / 1073741824 : 0,
+      dbudget: s.device_memory ? s.device_memory.budget_bytes / 1073741824 : 0,
+      // the GPU's busy time over the wall time between two polls
+      busy: s.device_busy && prev && prev.device_busy ? Math.min(100, 100 * rate((x) => x.device_busy.seconds)) : 0,
     };
     prev = s;
     for (const k of Object.keys(series)) push(k, vals[k]);
     for (const c of CARDS) {
       const card = document.querySelector('.card[data-metric="' + c.id + '"]');
       const v = card.querySelector('.value');
-      v.replaceChildren(document.createTextNode(c.fmt(vals[c.id], s.sequences)), el('span', 'unit', c.unit));
+      v.replaceChildren(document.createTextNode(c.fmt(vals[c.id], vals)), el('span', 'unit', c.unit));
       v.dataset.raw = String(vals[c.id]);
       if (!$('dash').hidden) {
         plot(card.querySelector('canvas'), series[c.id], c.second ? series[c.second] : null, c.max,
-             (v) => (c.second ? String(v) : c.fmt(v)));
+             (v) => (c.peak ? c.peak(v) : c.second ? String(v) : c.fmt(v, vals)));
       }
     }
     info(s);
@@ -646,6 +749,7 @@
       $('conn').className = 'conn ' + (s.state === 'ready' ? 'ok' : 'bad');
       $('conn').title = 'Server: ' + s.state;
       $('model').textContent = s.model.id;
+      if (!!s.model.vision !== vision) showVision(!!s.model.vision);
       if (!Object.keys(defaults).length) { defaults = s.defaults || {}; showDefaults(); }
       if (s.api_key_required && apiKey) $('forget-key').hidden = false;
       onStatus(s);
@@ -677,6 +781,27 @@
       if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); send(); }
     });
     $('input').addEventListener('input', autosize);
+    $('attach').addEventListener('click', () => $('file').click());
+    $('file').addEventListener('change', (e) => { attachFiles(imageFiles(e.target.files)); e.target.value = ''; });
+    $('input').addEventListener('paste', (e) => {
+      const files = vision ? imageFiles(e.clipboardData && e.clipboardData.files) : [];
+      if (files.length) { e.preventDefault(); attachFiles(files); }
+    });
+    const conversation = document.querySelector('.conversation');
+    conversation.addEventListener('dragover', (e) => {
+      if (!vision || !e.dataTransfer || ![...e.dataTransfer.types].includes('Files')) return;
+      e.preventDefault();
+      conversation.classList.add('drop');
+    });
+    conversation.addEventListener('dragleave', (e) => {
+      if (!conversation.contains(e.relatedTarget)) conversation.classList.remove('drop');
+    });
+    conversation.addEventListener('drop', (e) => {
+      conversation.classList.remove('drop');
+      if (!vision) return;
+      e.preventDefault();
+      attachFiles(imageFiles(e.dataTransfer && e.dataTransfer.files));
+    });
     $('stop').addEventListener('click', () => busy && busy.ctrl.abort());
     $('new-chat').addEventListener('click', () => { if (!busy) { newConv(); renderAll(); $('input').focus(); } });
     $('menu').addEventListener('click', () => $('sidebar').classList.toggle('open'));
