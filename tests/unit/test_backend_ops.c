@@ -355,7 +355,9 @@ static int run_suite(const suite *s, const target *t) {
             ig_test_fail_at(__FILE__, __LINE__, "out of memory");
             return n;
         }
+        const double t0 = ig_time_now();
         ig_status st = run_case(t->dev, c, t->pool, out);
+        const double dt = ig_time_now() - t0;
         n++;
         if (st != IG_OK) {
             ig_test_fail_at(__FILE__, __LINE__, "%s: %s: status %d (%s)", t->name, c->what, (int)st, ig_last_error());
@@ -364,7 +366,7 @@ static int run_suite(const suite *s, const target *t) {
         }
         const double e = nmse(out, c->ref, len);
         if (!(e <= c->tol)) ig_test_fail_at(__FILE__, __LINE__, "%s: %s: nmse %.3g > %.3g", t->name, c->what, e, c->tol);
-        if (getenv("IGNIS_TEST_VERBOSE")) fprintf(stderr, "    %-22s %-58s nmse %.3g\n", t->name, c->what, e);
+        if (getenv("IGNIS_TEST_VERBOSE")) fprintf(stderr, "    %-18s %-62s %6.3fs nmse %.3g\n", t->name, c->what, dt, e);
         if (c->group & G_SPLIT) {
             if (t->same && c->last && memcmp(c->last, out, len * sizeof *out) != 0)
                 ig_test_fail_at(__FILE__, __LINE__, "%s: %s: not the same bytes as before", t->name, c->what);
@@ -477,17 +479,24 @@ static int k_for(ig_dtype t) { return !quantized(t) ? 203 : ig_dtype_block_elems
  * may take f16 activations; tensor cores round both to f16. */
 static double mm_tol(ig_dtype t) { return t == IG_TYPE_F32 ? 1e-10 : t == IG_TYPE_F16 || t == IG_TYPE_BF16 ? 1e-5 : 2e-4; }
 
-/* rows x k matmul of n_tok tokens; head: the output projection itself
- * (gathered rows into the logits); geglu: gate and up then GEGLU. */
-static void case_matmul(suite *s, unsigned group, ig_dtype t, int k, int n, int n_tok, bool head, bool geglu) {
+enum { MM_HEAD = 1, MM_GEGLU = 2, MM_OUTPUTS = 4 };
+
+/* rows x k matmul of n_tok tokens; MM_HEAD: the output projection itself
+ * (gathered rows into the logits); MM_GEGLU: gate and up then GEGLU;
+ * MM_OUTPUTS: on the output rows only (the first n_tok - 1). */
+static void case_matmul(suite *s, unsigned group, ig_dtype t, int k, int n, int n_tok, int mode) {
+    const bool head = mode & MM_HEAD, geglu = mode & MM_GEGLU, outs = mode & MM_OUTPUTS;
     if (n_tok <= 8) group |= G_MV;
     tcase *c = one_step(s, group, n_tok);
     if (!c) return;
+    if (outs) c->st[0].n_out = n_tok > 1 ? n_tok - 1 : 1;
+    const int n_out = c->st[0].n_out;
     float *dg, *du = NULL;
     ig_tensor *w = rand_weight(&s->a, t, k, n, &dg), *wu = geglu ? rand_weight(&s->a, t, k, n, &du) : NULL;
     const float *in = input(s, c, IG_BUF_X, k, NULL);
     REQUIRE(w && in && (!geglu || wu));
-    name(c, "matmul%s %s k=%d n=%d T=%d", head ? " head" : geglu ? "+geglu" : "", ig_dtype_name(t), k, n, n_tok);
+    name(c, "matmul%s %s k=%d n=%d T=%d%s", head ? " head" : geglu ? "+geglu" : "", ig_dtype_name(t), k, n, n_tok,
+         outs ? " outputs" : "");
     float *ref;
     if (head) {
         c->g.buf_width[IG_BUF_OUT_H] = k;
@@ -501,15 +510,16 @@ static void case_matmul(suite *s, unsigned group, ig_dtype t, int k, int n, int 
         c->ref = ref = alloc_f(&s->a, (size_t)n_tok * n);
     } else {
         c->g.buf_width[IG_BUF_GATE] = c->g.buf_width[IG_BUF_UP] = n;
-        add(c, (ig_op){.kind = IG_OP_MATMUL, .src = IG_BUF_X, .dst = IG_BUF_GATE, .w = w, .width = n});
+        add(c, (ig_op){.kind = IG_OP_MATMUL, .src = IG_BUF_X, .dst = IG_BUF_GATE, .w = w, .width = n, .on_outputs = outs});
         if (geglu) {
-            add(c, (ig_op){.kind = IG_OP_MATMUL, .src = IG_BUF_X, .dst = IG_BUF_UP, .w = wu, .width = n});
-            add(c, (ig_op){.kind = IG_OP_GEGLU, .src = IG_BUF_UP, .dst = IG_BUF_GATE, .width = n});
+            add(c, (ig_op){.kind = IG_OP_MATMUL, .src = IG_BUF_X, .dst = IG_BUF_UP, .w = wu, .width = n,
+                           .on_outputs = outs});
+            add(c, (ig_op){.kind = IG_OP_GEGLU, .src = IG_BUF_UP, .dst = IG_BUF_GATE, .width = n, .on_outputs = outs});
         }
         ref = finish(s, c, IG_BUF_GATE, n, geglu ? 2 * mm_tol(t) : mm_tol(t));
     }
     REQUIRE(ref);
-    for (int r = 0; r < n_tok; r++)
+    for (int r = 0; r < n_out; r++)
         for (int j = 0; j < n; j++) {
             const float *x = in + (size_t)r * k;
             float a = ref_dot(dg + (size_t)j * k, x, k);
@@ -799,31 +809,34 @@ static void build_suite(suite *s) {
     const int toks[] = {1, 2, 7, 16, 64, 130};
     for (size_t i = 0; i < IG_ARRAY_LEN(all_types); i++) {
         const ig_dtype t = all_types[i];
-        for (size_t k = 0; k < IG_ARRAY_LEN(toks); k++) case_matmul(s, G_MM, t, k_for(t), 67, toks[k], false, false);
+        for (size_t k = 0; k < IG_ARRAY_LEN(toks); k++) case_matmul(s, G_MM, t, k_for(t), 67, toks[k], 0);
         if (!quantized(t)) /* rows of whole vec4s: the fast mat-vec */
-            for (int T = 1; T <= 5; T += 4) case_matmul(s, G_MM, t, 200, 67, T, false, false);
-        case_matmul(s, G_MM, t, k_for(t), 37, 3, true, false);
-        case_matmul(s, G_MM, t, k_for(t), 37, 17, true, false);
-        case_matmul(s, G_FUSE | G_MM, t, k_for(t), 45, 1, false, true);
-        case_matmul(s, G_FUSE | G_MM, t, k_for(t), 45, 17, false, true);
+            for (int T = 1; T <= 5; T += 4) case_matmul(s, G_MM, t, 200, 67, T, 0);
+        case_matmul(s, G_MM, t, k_for(t), 37, 3, MM_HEAD);
+        case_matmul(s, G_MM, t, k_for(t), 37, 17, MM_HEAD);
+        case_matmul(s, G_FUSE | G_MM, t, k_for(t), 45, 1, MM_GEGLU);
+        case_matmul(s, G_FUSE | G_MM, t, k_for(t), 45, 17, MM_GEGLU);
         case_embed(s, t, 1);
         case_embed(s, t, 17);
         if (quantized(t)) case_matmul_x8(s, t, 1024, 16, 8, false);
     }
-    case_matmul(s, G_FUSE | G_MM, IG_TYPE_Q8_0, 256, 40, 64, false, true);
-    case_matmul(s, G_FUSE | G_MM, IG_TYPE_Q4_K, 512, 37, 130, false, true);
-    case_matmul(s, G_MM, IG_TYPE_Q8_0, 32, 140000, 1, false, false); /* more workgroups than a grid row */
-    case_matmul(s, G_MM, IG_TYPE_F16, 1152, 300, 64, false, false);
-    case_matmul(s, G_MM, IG_TYPE_Q4_K, 256 * 21, 3, 1, false, false); /* long rows, few */
-    case_matmul(s, G_MM, IG_TYPE_Q6_K, 256, 300, 2, false, false);    /* rows of one block */
+    case_matmul(s, G_FUSE | G_MM, IG_TYPE_Q8_0, 256, 40, 64, MM_GEGLU);
+    case_matmul(s, G_FUSE | G_MM, IG_TYPE_Q4_K, 512, 37, 130, MM_GEGLU);
+    case_matmul(s, G_MM, IG_TYPE_Q8_0, 32, 140000, 1, 0); /* more workgroups than a grid row */
+    case_matmul(s, G_MM, IG_TYPE_F16, 1152, 300, 64, 0);
+    case_matmul(s, G_MM, IG_TYPE_Q4_K, 256 * 21, 3, 1, 0); /* long rows, few */
+    case_matmul(s, G_MM, IG_TYPE_Q6_K, 256, 300, 2, 0);    /* rows of one block */
     /* one-token rows long against their count (a row per workgroup where
        a mat-vec shape says so), and a few tokens of them */
-    case_matmul(s, G_MM, IG_TYPE_Q6_K, 256 * 7, 9, 1, false, false);
-    case_matmul(s, G_MM, IG_TYPE_Q4_K, 256 * 9, 37, 1, false, false);
-    case_matmul(s, G_MM, IG_TYPE_Q4_K, 256 * 9, 37, 3, false, false);
-    case_matmul(s, G_MM, IG_TYPE_Q8_0, 32 * 21, 10, 1, false, true);
-    case_matmul(s, G_MM, IG_TYPE_F16, 520, 12, 1, false, false);
-    case_matmul(s, G_MM, IG_TYPE_Q5_0, 320, 37, 32, false, false);
+    case_matmul(s, G_MM, IG_TYPE_Q6_K, 256 * 7, 9, 1, 0);
+    case_matmul(s, G_MM, IG_TYPE_Q4_K, 256 * 9, 37, 1, 0);
+    case_matmul(s, G_MM, IG_TYPE_Q4_K, 256 * 9, 37, 3, 0);
+    case_matmul(s, G_MM, IG_TYPE_Q8_0, 32 * 21, 10, 1, MM_GEGLU);
+    case_matmul(s, G_MM, IG_TYPE_F16, 520, 12, 1, 0);
+    case_matmul(s, G_MM, IG_TYPE_Q5_0, 320, 37, 32, 0);
+    case_matmul(s, G_MM, IG_TYPE_Q6_K, 256, 70, 5, MM_OUTPUTS);
+    case_matmul(s, G_MM, IG_TYPE_Q4_0, 64, 70, 20, MM_OUTPUTS);
+    case_matmul(s, G_FUSE | G_MM, IG_TYPE_Q8_0, 32 * 11, 45, 5, MM_GEGLU | MM_OUTPUTS);
     case_matmul_x8(s, IG_TYPE_Q8_0, 1024, 1024, 3, true); /* blocks of 32, f16 scales */
     case_matmul_x8(s, IG_TYPE_Q4_0, 1024, 1024, 2, true); /* ... and their half sums */
     case_matmul_x8(s, IG_TYPE_Q4_K, 1024, 1024, 3, true); /* units of 256, f32 scales */
@@ -937,10 +950,11 @@ static void build_suite(suite *s) {
         const ig_dtype t = cm_types[i];
         const int k = ig_dtype_block_elems(t) == 256 ? 256 * 9 : 32 * 73;
         for (size_t j = 0; j < IG_ARRAY_LEN(cm_toks); j++)
-            case_matmul(s, G_CM, t, k, 1800 + 7 * (int)j, cm_toks[j], false, cm_toks[j] == 17 || cm_toks[j] == 130);
-        case_matmul(s, G_CM, t, 4096, 1024, 40, false, false);
-        case_matmul(s, G_CM, t, 4096, 1024, 12, false, true);
-        case_matmul(s, G_CM, t, k, 1830, 30, true, false);
+            case_matmul(s, G_CM, t, k, 1800 + 7 * (int)j, cm_toks[j],
+                        cm_toks[j] == 17 || cm_toks[j] == 130 ? MM_GEGLU : 0);
+        case_matmul(s, G_CM, t, 4096, 1024, 40, 0);
+        case_matmul(s, G_CM, t, 4096, 1024, 12, MM_GEGLU);
+        case_matmul(s, G_CM, t, k, 1830, 30, MM_HEAD);
     }
 }
 
@@ -963,7 +977,7 @@ IG_TEST(backend_ops_cpu_threads) { cpu_run(2); }
 IG_TEST(backend_ops_reference_checked) {
     suite s = {.want = G_NORM | G_MM};
     case_rmsnorm(&s, 67, 1, 3, false);
-    case_matmul(&s, G_MM, IG_TYPE_Q4_K, 256, 5, 2, false, false);
+    case_matmul(&s, G_MM, IG_TYPE_Q4_K, 256, 5, 2, 0);
     REQUIRE(s.n == 2);
     target t = {.name = "cpu", .groups = G_ALL, .x8 = true};
     REQUIRE(ig_device_cpu_create(&t.dev) == IG_OK);
