@@ -170,7 +170,14 @@ enum {
     G_X8 = 1 << 7,     /* int8 activations checked exactly (backends quantizing as the CPU) */
     G_SPLIT = 1 << 8,  /* decode attention over long contexts then an int8 matmul of its output */
     G_CM = 1 << 9,     /* matrices large enough for the tensor cores */
-    G_ALL = (1 << 10) - 1
+    /* subsets for the device variants (a variant compiles its kernels anew) */
+    G_SHAPE = 1 << 10, /* mat-vecs of one to eight tokens, a few of each kind */
+    G_LONG = 1 << 11,  /* one-token mat-vecs of long rows */
+    G_PARTS = 1 << 12, /* weights of several 4 KiB parts */
+    G_STAGE = 1 << 13, /* uploads, the cache and the logits through staging copies */
+    G_TILE = 1 << 14,  /* attention the tiled prefill kernel can take (f16 caches, head dims 64-256) */
+    G_IDLE = 1 << 15,  /* ... a few, where it is recorded but the step does not run it */
+    G_ALL = (1 << 16) - 1
 };
 
 typedef struct tcase {
@@ -428,7 +435,7 @@ static void ref_attention(const tcase *c, const float *q, const float *k, const 
                           float softcap, float *out) {
     const int nkv = c->n_head_kv, hd = c->head_dim, group = nh / nkv;
     const tstep *ls = last_step(c);
-    double *s = malloc((size_t)c->n_rows * sizeof *s);
+    double *s = malloc((size_t)(c->n_rows + hd) * sizeof *s);
     if (!s) return;
     for (int o = 0; o < ls->n_out; o++) {
         const int t = ls->first + ls->out_idx[o];
@@ -449,13 +456,13 @@ static void ref_attention(const tcase *c, const float *q, const float *k, const 
                 s[j] = d;
                 if (d > mx) mx = d;
             }
-            for (int j = 0; j < c->n_rows; j++) sum += s[j] == -INFINITY ? 0 : exp(s[j] - mx);
-            for (int i = 0; i < hd; i++) {
-                double acc = 0;
-                for (int j = 0; j < c->n_rows; j++)
-                    if (s[j] != -INFINITY) acc += exp(s[j] - mx) / sum * v[((size_t)j * nkv + kvh) * hd + i];
-                out[((size_t)o * nh + h) * hd + i] = (float)acc;
-            }
+            for (int j = 0; j < c->n_rows; j++) sum += s[j] = s[j] == -INFINITY ? 0 : exp(s[j] - mx);
+            double *acc = s + c->n_rows;
+            for (int i = 0; i < hd; i++) acc[i] = 0;
+            for (int j = 0; j < c->n_rows; j++)
+                if (s[j] != 0)
+                    for (int i = 0; i < hd; i++) acc[i] += s[j] / sum * v[((size_t)j * nkv + kvh) * hd + i];
+            for (int i = 0; i < hd; i++) out[((size_t)o * nh + h) * hd + i] = (float)acc[i];
         }
     }
     free(s);
@@ -554,8 +561,8 @@ static void case_matmul_x8(suite *s, ig_dtype t, int k, int n, int n_tok, bool o
     }
 }
 
-static void case_embed(suite *s, ig_dtype t, int n_tok) {
-    tcase *c = one_step(s, G_MM, n_tok);
+static void case_embed(suite *s, unsigned group, ig_dtype t, int n_tok) {
+    tcase *c = one_step(s, group, n_tok);
     if (!c) return;
     const int k = quantized(t) ? 3 * (int)ig_dtype_block_elems(t) : 101, rows = 37;
     float *deq;
@@ -615,6 +622,45 @@ static void case_add_norm(suite *s, int w, int n_tok, bool norm2, bool out_x, bo
     }
     name(c, "add_rmsnorm%s w=%d T=%d%s%s", norm2 ? "+rmsnorm" : "", w, n_tok, norm2 ? (out_x ? " (x)" : " (xn)") : "",
          on_outputs ? " outputs" : "");
+}
+
+/* Quantized matmuls of a norm's output (a backend may write their int8
+ * input in the norm and share it between them), then of that output
+ * normed again in place (the int8 copy made anew): matmul `which` (0, 1:
+ * Q4_K and Q8_0 of the first, 2: Q4_K of the second) as the output. */
+static void case_norm_matmuls(suite *s, int which) {
+    const int w = 1280, n = 40, T = 3;
+    tcase *c = one_step(s, G_FUSE, T);
+    if (!c) return;
+    float *da, *db;
+    const float *x = input(s, c, IG_BUF_X, w, NULL), *src = input_scaled(s, c, IG_BUF_PROJ, w, 3.0f, 0.0f);
+    const float *w1 = rand_vec(&s->a, (size_t)w, 0.5f, 1.0f), *w2 = rand_vec(&s->a, (size_t)w, 0.5f, 1.0f);
+    ig_tensor *a = rand_weight(&s->a, IG_TYPE_Q4_K, w, n, &da), *b = rand_weight(&s->a, IG_TYPE_Q8_0, w, n, &db);
+    float *xr = alloc_f(&s->a, (size_t)w), *xn = alloc_f(&s->a, (size_t)w);
+    REQUIRE(x && src && w1 && w2 && a && b && xr && xn);
+    const ig_buf_id outs[3] = {IG_BUF_UP, IG_BUF_Q, IG_BUF_K};
+    c->g.buf_width[IG_BUF_XN] = w;
+    c->g.buf_width[IG_BUF_GATE] = c->g.buf_width[IG_BUF_UP] = c->g.buf_width[IG_BUF_Q] = c->g.buf_width[IG_BUF_K] = n;
+    add(c, (ig_op){.kind = IG_OP_MATMUL, .src = IG_BUF_PROJ, .dst = IG_BUF_GATE, .w = a, .width = n});
+    add(c, (ig_op){.kind = IG_OP_ADD_RMSNORM, .src = IG_BUF_PROJ, .dst = IG_BUF_X, .norm = w1, .width = w, .f0 = 1e-6f});
+    add(c, (ig_op){.kind = IG_OP_RMSNORM, .src = IG_BUF_X, .dst = IG_BUF_XN, .norm = w2, .width = w, .n_heads = 1,
+                   .f0 = 1e-6f});
+    add(c, (ig_op){.kind = IG_OP_MATMUL, .src = IG_BUF_XN, .dst = IG_BUF_UP, .w = a, .width = n});
+    add(c, (ig_op){.kind = IG_OP_MATMUL, .src = IG_BUF_XN, .dst = IG_BUF_Q, .w = b, .width = n});
+    add(c, (ig_op){.kind = IG_OP_RMSNORM, .src = IG_BUF_XN, .dst = IG_BUF_XN, .norm = w1, .width = w, .n_heads = 1,
+                   .f0 = 1e-6f});
+    add(c, (ig_op){.kind = IG_OP_MATMUL, .src = IG_BUF_XN, .dst = IG_BUF_K, .w = a, .width = n});
+    float *ref = finish(s, c, outs[which], n, 3e-4);
+    REQUIRE(ref);
+    for (int t = 0; t < T; t++) {
+        memcpy(xr, x + (size_t)t * w, (size_t)w * sizeof *xr);
+        ref_rmsnorm(src + (size_t)t * w, xr, w1, w, 1e-6f, true);
+        ref_rmsnorm(xr, xn, w2, w, 1e-6f, false);
+        if (which == 2) ref_rmsnorm(xn, xn, w1, w, 1e-6f, false);
+        for (int j = 0; j < n; j++) ref[(size_t)t * n + j] = ref_dot((which == 1 ? db : da) + (size_t)j * w, xn, w);
+    }
+    name(c, "add_rmsnorm+rmsnorm+matmuls w=%d T=%d: %s", w, T,
+         which == 0 ? "Q4_K of the norm" : which == 1 ? "Q8_0 of the norm" : "Q4_K of the norm normed again");
 }
 
 /* RoPE at random positions below pos_max (norm: a per-head rmsnorm first,
@@ -800,7 +846,10 @@ static void case_attention(suite *s, unsigned group, attn_shape a, int kind, ig_
          wt != NO_W ? " " : "", wt != NO_W ? ig_dtype_name(wt) : "");
 }
 
-static void attn(suite *s, unsigned group, attn_shape a) { case_attention(s, group, a, ATTN_PLAIN, NO_W, NO_W, 0); }
+static void attn(suite *s, unsigned group, attn_shape a) {
+    if (a.kv == IG_KV_F16 && (a.hd == 64 || a.hd == 128 || a.hd == 256)) group |= G_TILE;
+    case_attention(s, group, a, ATTN_PLAIN, NO_W, NO_W, 0);
+}
 
 /* ---- the suite ---- */
 
@@ -816,8 +865,9 @@ static void build_suite(suite *s) {
         case_matmul(s, G_MM, t, k_for(t), 37, 17, MM_HEAD);
         case_matmul(s, G_FUSE | G_MM, t, k_for(t), 45, 1, MM_GEGLU);
         case_matmul(s, G_FUSE | G_MM, t, k_for(t), 45, 17, MM_GEGLU);
-        case_embed(s, t, 1);
-        case_embed(s, t, 17);
+        const unsigned eg = t == IG_TYPE_Q6_K || t == IG_TYPE_F32 ? G_PARTS : t == IG_TYPE_Q5_0 ? G_STAGE : 0;
+        case_embed(s, G_MM, t, 1);
+        case_embed(s, G_MM | eg, t, 17);
         if (quantized(t)) case_matmul_x8(s, t, 1024, 16, 8, false);
     }
     case_matmul(s, G_FUSE | G_MM, IG_TYPE_Q8_0, 256, 40, 64, MM_GEGLU);
@@ -828,11 +878,35 @@ static void build_suite(suite *s) {
     case_matmul(s, G_MM, IG_TYPE_Q6_K, 256, 300, 2, 0);    /* rows of one block */
     /* one-token rows long against their count (a row per workgroup where
        a mat-vec shape says so), and a few tokens of them */
-    case_matmul(s, G_MM, IG_TYPE_Q6_K, 256 * 7, 9, 1, 0);
-    case_matmul(s, G_MM, IG_TYPE_Q4_K, 256 * 9, 37, 1, 0);
-    case_matmul(s, G_MM, IG_TYPE_Q4_K, 256 * 9, 37, 3, 0);
-    case_matmul(s, G_MM, IG_TYPE_Q8_0, 32 * 21, 10, 1, MM_GEGLU);
-    case_matmul(s, G_MM, IG_TYPE_F16, 520, 12, 1, 0);
+    case_matmul(s, G_MM | G_LONG, IG_TYPE_Q6_K, 256 * 7, 9, 1, 0);
+    case_matmul(s, G_MM | G_LONG, IG_TYPE_Q4_K, 256 * 9, 37, 1, 0);
+    case_matmul(s, G_MM | G_LONG, IG_TYPE_Q4_K, 256 * 9, 37, 3, 0);
+    case_matmul(s, G_MM | G_LONG, IG_TYPE_Q8_0, 32 * 21, 10, 1, MM_GEGLU | MM_OUTPUTS);
+    case_matmul(s, G_MM | G_LONG, IG_TYPE_F16, 520, 12, 1, 0);
+    /* the mat-vec shapes: several rows per group, rows of at most 32 items */
+    case_matmul(s, G_SHAPE, IG_TYPE_Q4_K, 256 * 5, 37, 1, MM_GEGLU);
+    case_matmul(s, G_SHAPE, IG_TYPE_Q6_K, 256 * 3, 37, 3, 0);
+    case_matmul(s, G_SHAPE, IG_TYPE_Q8_0, 32 * 9, 37, 8, MM_GEGLU);
+    case_matmul(s, G_SHAPE, IG_TYPE_F16, 200, 37, 2, 0);
+    case_matmul(s, G_SHAPE, IG_TYPE_Q6_K, 256 * 3, 37, 1, MM_GEGLU);
+    case_matmul(s, G_SHAPE, IG_TYPE_Q8_0, 32 * 9, 37, 1, 0);
+    case_matmul(s, G_SHAPE, IG_TYPE_F16, 200, 37, 1, 0);
+    /* weights in parts, staging copies */
+    case_matmul(s, G_PARTS, IG_TYPE_Q4_K, 512, 50, 3, 0);
+    case_matmul(s, G_PARTS, IG_TYPE_Q4_K, 512, 50, 17, 0);
+    case_matmul(s, G_PARTS, IG_TYPE_Q4_K, 512, 50, 1, 0);
+    case_matmul(s, G_PARTS, IG_TYPE_F32, 100, 33, 3, MM_GEGLU);
+    case_matmul(s, G_PARTS, IG_TYPE_Q8_0, 256, 40, 64, MM_GEGLU);
+    case_matmul(s, G_PARTS, IG_TYPE_Q6_K, 512, 50, 3, MM_GEGLU);
+    case_matmul(s, G_PARTS, IG_TYPE_Q8_0, 256, 50, 1, 0);
+    case_matmul(s, G_PARTS, IG_TYPE_Q5_0, 256, 50, 4, MM_GEGLU);
+    case_matmul(s, G_PARTS, IG_TYPE_Q6_K, 512, 50, 130, 0);
+    case_matmul(s, G_PARTS, IG_TYPE_Q6_K, 512, 40, 5, MM_HEAD);
+    case_matmul(s, G_STAGE, IG_TYPE_Q5_K, 256, 50, 3, MM_GEGLU);
+    case_matmul(s, G_STAGE, IG_TYPE_BF16, 64, 50, 17, 0);
+    case_matmul(s, G_STAGE, IG_TYPE_Q4_K, 512, 40, 2, 0);
+    case_matmul(s, G_STAGE, IG_TYPE_F16, 64, 40, 1, MM_GEGLU);
+    case_matmul(s, G_STAGE, IG_TYPE_Q5_0, 256, 40, 2, MM_HEAD);
     case_matmul(s, G_MM, IG_TYPE_Q5_0, 320, 37, 32, 0);
     case_matmul(s, G_MM, IG_TYPE_Q6_K, 256, 70, 5, MM_OUTPUTS);
     case_matmul(s, G_MM, IG_TYPE_Q4_0, 64, 70, 20, MM_OUTPUTS);
@@ -861,6 +935,7 @@ static void build_suite(suite *s) {
     case_add_norm(s, 5376, 3, true, false, true);
     case_add_norm(s, 100, 5, true, false, false);
     case_add_norm(s, 99, 2, true, false, false); /* not whole vec4s */
+    for (int which = 0; which < 3; which++) case_norm_matmuls(s, which);
 
     /* RoPE, alone and after a per-head rmsnorm */
     const int hds[] = {32, 128, 256};
@@ -891,8 +966,8 @@ static void build_suite(suite *s) {
         for (size_t k = 0; k < IG_ARRAY_LEN(atoks); k++) {
             const int T = atoks[k];
             attn(s, G_ATTN, (attn_shape){4, 1, hd, IG_KV_F16, 1, 0, 0, 0, T, 0});
-            attn(s, G_ATTN, (attn_shape){4, 2, hd, IG_KV_F16, 3, 0, 0, 0, T, 0});
-            attn(s, G_ATTN, (attn_shape){2, 2, hd, IG_KV_F16, 1, 37, 0, T > 16 ? T : 16, T, 4});
+            attn(s, G_ATTN | (hd == 128 && T == 64 ? G_IDLE : 0), (attn_shape){4, 2, hd, IG_KV_F16, 3, 0, 0, 0, T, 0});
+            attn(s, G_ATTN | (hd == 256 && T == 7 ? G_IDLE : 0), (attn_shape){2, 2, hd, IG_KV_F16, 1, 37, 0, T > 16 ? T : 16, T, 4});
             attn(s, G_ATTN, (attn_shape){4, 2, hd, IG_KV_F32, 2, T == 1 ? 0 : 37, 0, 0, T, 0});
         }
     }
@@ -902,10 +977,11 @@ static void build_suite(suite *s) {
     attn(s, G_ATTN, (attn_shape){8, 4, 128, IG_KV_F16, 1, 0, 0, 0, 5, 0});
     attn(s, G_ATTN, (attn_shape){4, 4, 64, IG_KV_F16, 1, 0, 50.0f, 0, 50, 0});
     attn(s, G_ATTN, (attn_shape){4, 4, 64, IG_KV_F32, 1, 0, 50.0f, 0, 3, 0});
+    attn(s, G_ATTN | G_STAGE, (attn_shape){4, 2, 128, IG_KV_F16, 2, 37, 0, 16, 17, 3});
     /* long contexts: many key tiles, a window of 300 over 600 */
     attn(s, G_ATTN, (attn_shape){4, 2, 128, IG_KV_F16, 1, 0, 0, 500, 64, 0});
     attn(s, G_ATTN, (attn_shape){4, 1, 256, IG_KV_F16, 1, 300, 0, 540, 64, 0});
-    attn(s, G_ATTN, (attn_shape){4, 2, 128, IG_KV_F16, 1, 0, 0, 500, 1, 0});
+    attn(s, G_ATTN | G_IDLE, (attn_shape){4, 2, 128, IG_KV_F16, 1, 0, 0, 500, 1, 0});
     attn(s, G_ATTN, (attn_shape){4, 1, 256, IG_KV_F32, 1, 300, 0, 500, 3, 0});
 
     /* decode steps over long contexts (the keys split over chunks, merged
@@ -937,7 +1013,8 @@ static void build_suite(suite *s) {
                        NO_W, 0);
     }
     case_attention(s, G_FUSE, (attn_shape){4, 1, 256, IG_KV_F16, 1, 0, 0, 3, 1, 0}, ATTN_QKV, IG_TYPE_Q5_0, IG_TYPE_Q8_0, 640);
-    case_attention(s, G_FUSE, (attn_shape){8, 4, 128, IG_KV_F16, 1, 0, 0, 2, 1, 0}, ATTN_QKV, IG_TYPE_Q4_K, IG_TYPE_Q6_K, 512);
+    case_attention(s, G_FUSE | G_PARTS | G_SHAPE, (attn_shape){8, 4, 128, IG_KV_F16, 1, 0, 0, 2, 1, 0}, ATTN_QKV,
+                   IG_TYPE_Q4_K, IG_TYPE_Q6_K, 512);
     case_attention(s, G_FUSE, (attn_shape){6, 2, 64, IG_KV_F32, 1, 10, 0, 12, 1, 0}, ATTN_QKV, IG_TYPE_Q4_0, IG_TYPE_Q8_0, 96);
     case_attention(s, G_FUSE, (attn_shape){4, 2, 64, IG_KV_F32, 1, 0, 0, 2, 1, 0}, ATTN_QKV, IG_TYPE_F16, IG_TYPE_F32, 64);
 
@@ -1079,65 +1156,82 @@ static void vk_run(const vk_cfg *cfg, int n_cfg, int *ran) {
     suite_free(&s);
 }
 
-#define WEIGHTS (G_MM | G_FUSE | G_X8)
-
-/* The default device, and its memory variants: weights split into parts
- * of 4 KiB (several per matrix; no q/k/v tails), the copies of a discrete
- * GPU (staging buffers, logits read back through host memory). */
+/* The default device: every group but the tensor cores' sizes. */
 IG_TEST(backend_ops_vulkan) {
     static const vk_cfg cfg[] = {
         {"default", G_ALL & ~(G_CM | G_SPLIT), 0, false, IG_VK_COOPMAT_AUTO, NULL, NEED_NONE, false},
-        {"parts of 4 KiB", WEIGHTS, 4096, false, IG_VK_COOPMAT_AUTO, "cm_wide_groups=1,cm_split_groups=1", NEED_NONE,
+    };
+    int ran;
+    vk_run(cfg, (int)IG_ARRAY_LEN(cfg), &ran);
+}
+
+/* Its memory variants: weights split into parts of 4 KiB (several per
+ * matrix, no q/k/v tails; tensor cores with 128-token tiles at any size
+ * and no split K), the copies of a discrete GPU (staging buffers, logits
+ * read back through host memory); and no fusions (the fusable sequences
+ * op by op). */
+IG_TEST(backend_ops_vulkan_memory) {
+    static const vk_cfg cfg[] = {
+        {"parts of 4 KiB", G_PARTS, 4096, false, IG_VK_COOPMAT_AUTO, "cm_wide_groups=1,cm_split_groups=1", NEED_NONE,
          false},
-        {"staging", G_MM | G_ATTN | G_NORM, 4096, true, IG_VK_COOPMAT_AUTO, NULL, NEED_NONE, false},
+        {"staging", G_STAGE, 4096, true, IG_VK_COOPMAT_AUTO, NULL, NEED_NONE, false},
         {"unfused", G_FUSE, 0, false, IG_VK_COOPMAT_AUTO, "fuse=0", NEED_NONE, false},
     };
     int ran;
     vk_run(cfg, (int)IG_ARRAY_LEN(cfg), &ran);
 }
 
-/* The mat-vec without int8 activations (f32 ones), and the int8 mat-vec in
- * the GPU's shapes (one token: 64 invocations per row of 128-wide
- * workgroups; several: two rows per group of 32), the older one (two items
- * per pass), a group of two subgroups' width, and one-token long rows in
- * workgroups of one row. */
-IG_TEST(backend_ops_vulkan_matvec) {
+/* The mat-vec without int8 activations (f32 ones: every type), and the
+ * int8 mat-vec in the GPU's shapes (one token: 64 invocations per row of
+ * 128-wide workgroups; several: two rows per group of 32; and row groups
+ * of two rows in the q/k tails), the older one (two items per pass), a
+ * group of two subgroups' width, and one-token long rows in workgroups of
+ * one row. */
+IG_TEST_SLOW(backend_ops_vulkan_matvec) {
     static const vk_cfg cfg[] = {
-        {"no int8", G_MV | G_FUSE, 0, false, IG_VK_COOPMAT_AUTO, "int8=0", NEED_INT8, false},
-        {"mv gpu", G_MV | G_X8 | G_FUSE, 0, false, IG_VK_COOPMAT_AUTO,
-         "mv_wg=128,mv_nr1=1,mv_nrn=2,mv_tpr=64,mv_unroll=1,mv_tprn=32,mv_unrolln=1,mv_nrn_min=0", NEED_NONE, false},
-        {"mv older", G_MV, 0, false, IG_VK_COOPMAT_AUTO,
-         "mv_wg=128,mv_nr1=1,mv_nrn=1,mv_tpr=64,mv_unroll=2,mv_tprn=64,mv_unrolln=2,mv_nrn_min=0", NEED_NONE, false},
-        {"mv wide", G_MV, 0, false, IG_VK_COOPMAT_AUTO,
-         "mv_wg=128,mv_nr1=2,mv_nrn=2,mv_tpr=128,mv_unroll=2,mv_tprn=128,mv_unrolln=2,mv_nrn_min=0,head_tail_nr=2",
+        {"no int8", G_MV, 0, false, IG_VK_COOPMAT_AUTO, "int8=0", NEED_INT8, false},
+        {"mv gpu", G_SHAPE, 0, false, IG_VK_COOPMAT_AUTO,
+         "mv_wg=128,mv_nr1=1,mv_nrn=2,mv_tpr=64,mv_unroll=1,mv_tprn=32,mv_unrolln=1,mv_nrn_min=0,head_tail_nr=2",
          NEED_NONE, false},
-        {"mv long 128", G_MV, 0, false, IG_VK_COOPMAT_AUTO,
+        {"mv older", G_SHAPE, 0, false, IG_VK_COOPMAT_AUTO,
+         "mv_wg=128,mv_nr1=1,mv_nrn=1,mv_tpr=64,mv_unroll=2,mv_tprn=64,mv_unrolln=2,mv_nrn_min=0", NEED_NONE, false},
+        {"mv wide", G_SHAPE, 0, false, IG_VK_COOPMAT_AUTO,
+         "mv_wg=128,mv_nr1=2,mv_nrn=2,mv_tpr=128,mv_unroll=2,mv_tprn=128,mv_unrolln=2,mv_nrn_min=0", NEED_NONE, false},
+        {"mv long 128", G_LONG, 0, false, IG_VK_COOPMAT_AUTO,
          "mv_long_tpr=128,mv_long_pct=200,mv_long_unroll=4,mv_long_rows=8", NEED_NONE, false},
-        {"mv long 64", G_MV, 0, false, IG_VK_COOPMAT_AUTO,
+        {"mv long 64", G_LONG, 0, false, IG_VK_COOPMAT_AUTO,
          "mv_long_tpr=64,mv_long_pct=200,mv_long_unroll=1,mv_long_rows=8", NEED_NONE, false},
     };
     int ran;
     vk_run(cfg, (int)IG_ARRAY_LEN(cfg), &ran);
 }
 
-/* The attention variants: the tiled prefill kernel in every graph and
- * step (attn_tile.comp; on tensor cores where there, NV's and KHR's), in
- * every graph but no step (the decode kernel in the same graph serves
- * them); the split decode attention merged by the last workgroup of units
- * of any size, by a stage of its own, and without its int8 copy (the
- * matmul reading it makes it: the same bytes). */
-IG_TEST(backend_ops_vulkan_attention) {
+/* The split decode attention (long contexts, few tokens) merged by the
+ * last workgroup of each unit of heads, without writing the int8 copy of
+ * its output (the matmul reading it makes it: the same bytes), merged by
+ * units of any size, and by a stage of its own. */
+IG_TEST_SLOW(backend_ops_vulkan_split) {
     static const vk_cfg cfg[] = {
         {"default", G_SPLIT, 0, false, IG_VK_COOPMAT_AUTO, NULL, NEED_NONE, false},
         {"no x8 producers", G_SPLIT, 0, false, IG_VK_COOPMAT_AUTO, "x8_producers=0", NEED_INT8, true},
         {"merge any unit", G_SPLIT, 0, false, IG_VK_COOPMAT_AUTO, "attn_merge_max=1048576", NEED_NONE, false},
         {"merge stage", G_SPLIT, 0, false, IG_VK_COOPMAT_AUTO, "attn_merge_max=0", NEED_NONE, false},
-        {"tiled", G_ATTN, 0, false, IG_VK_COOPMAT_AUTO, "attn_tile_min=1,attn_tile_run=1,attn_coopmat=0", NEED_NONE,
+    };
+    int ran;
+    vk_run(cfg, (int)IG_ARRAY_LEN(cfg), &ran);
+}
+
+/* The tiled prefill attention in every graph and step (attn_tile.comp;
+ * on tensor cores where there, NV's and KHR's), and in every graph but
+ * no step (the decode kernel recorded next to it serves them). */
+IG_TEST_SLOW(backend_ops_vulkan_attention) {
+    static const vk_cfg cfg[] = {
+        {"tiled", G_TILE, 0, false, IG_VK_COOPMAT_AUTO, "attn_tile_min=1,attn_tile_run=1,attn_coopmat=0", NEED_NONE,
          false},
-        {"tiled idle", G_ATTN, 0, false, IG_VK_COOPMAT_AUTO, "attn_tile_min=1,attn_tile_run=1000000", NEED_NONE,
+        {"tiled idle", G_IDLE, 0, false, IG_VK_COOPMAT_AUTO, "attn_tile_min=1,attn_tile_run=1000000", NEED_NONE,
          false},
-        {"tiled coopmat", G_ATTN, 0, false, IG_VK_COOPMAT_AUTO, "attn_tile_min=1,attn_tile_run=1", NEED_ATTN_CM, false},
-        {"tiled coopmat KHR", G_ATTN, 0, false, IG_VK_COOPMAT_KHR, "attn_tile_min=1,attn_tile_run=1",
+        {"tiled coopmat", G_TILE, 0, false, IG_VK_COOPMAT_AUTO, "attn_tile_min=1,attn_tile_run=1", NEED_ATTN_CM, false},
+        {"tiled coopmat KHR", G_TILE, 0, false, IG_VK_COOPMAT_KHR, "attn_tile_min=1,attn_tile_run=1",
          NEED_ATTN_CM_KHR, false},
     };
     int ran;
