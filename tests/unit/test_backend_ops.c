@@ -742,9 +742,10 @@ enum { ATTN_PLAIN, ATTN_NORM_ROPE, ATTN_ROPE, ATTN_QKV, ATTN_INT8_OUT };
  * pairs, k's with the store), RoPE of k only (ATTN_ROPE), the three
  * projections of one input as well (ATTN_QKV: a one-token step twice after
  * the first); ATTN_INT8_OUT: a quantized matmul reading the attention's
- * output (after one of its input, so producers know its int8 blocks). */
+ * output (after one of its input, so producers know its int8 blocks), the
+ * checked step twice (the graph replayed: its counters back at zero). */
 static void case_attention(suite *s, unsigned group, attn_shape a, int kind, ig_dtype wt, ig_dtype wv, int n_in) {
-    const int n_pre = a.pre ? (a.pre_steps ? a.pre_steps : 1) : 0, n_steps = n_pre + (kind == ATTN_QKV ? 2 : 1);
+    const int n_pre = a.pre ? (a.pre_steps ? a.pre_steps : 1) : 0, n_steps = n_pre + (kind == ATTN_QKV || kind == ATTN_INT8_OUT ? 2 : 1);
     int steps[MAX_STEPS];
     for (int i = 0; i < n_steps; i++) steps[i] = i < n_pre ? a.pre : a.n_tok;
     tcase *c = new_case(s, group, n_steps, steps, a.n_seq);

@@ -632,6 +632,73 @@ IG_TEST(vulkan_qkv_tail_applies) {
     check_qkv_tail_applies(ds, 1, IG_VK_MATMUL_AUTO, false, false);
 }
 
+/* ---- what fused producers save --------------------------------------------------- */
+
+/* The dispatches of a graph holding a quantized mat-vec of q (so producers
+ * know which int8 blocks a matmul of that width reads), the attention over
+ * a long cache (split over chunks) and the same mat-vec of its output, on
+ * a device with these tuning overrides. Recorded only: the results are
+ * test_backend_ops.c's (its split-attention cases on these devices). */
+static int attn_dispatches(const char *tuning, int n_head, int n_kv, int hd, ig_dtype wt, int n_tok) {
+    ig_vk_device_params p = ig_vk_device_default_params();
+    p.index = ig_vk_device_get_info(g_dev)->index;
+    p.tuning = tuning;
+    ig_vk_device *d;
+    if (ig_vk_device_create(&p, &d) != IG_OK) return -1;
+    const int width = n_head * hd, cap = 512;
+    weight w;
+    ig_vk_buffer *bq = NULL, *bc = NULL, *bo = NULL, *by = NULL;
+    ig_vk_step *st = NULL;
+    ig_vk_graph *g = NULL;
+    int n = -1;
+    if (weight_make(d, wt, width, 24, &w) && ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, (uint64_t)width * n_tok * 4, &bq) == IG_OK &&
+        ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, (uint64_t)cap * n_kv * hd * 4, &bc) == IG_OK &&
+        ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, (uint64_t)width * n_tok * 4, &bo) == IG_OK &&
+        ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, (uint64_t)24 * n_tok * 4, &by) == IG_OK &&
+        ig_vk_step_create(d, n_tok, &st) == IG_OK && ig_vk_graph_begin(d, st, n_tok, &g) == IG_OK) {
+        const ig_vk_kv kv = {bc, bc, 0, 0, IG_KV_F32, 1, cap, n_kv, hd, 0};
+        if (ig_vk_op_matmul(g, IG_VK_ROWS_TOKENS, w.buf, (ig_vk_view){bq, 0, 0}, (ig_vk_view){by, 0, 0}) == IG_OK &&
+            ig_vk_op_attention(g, &kv, (ig_vk_view){bq, 0, 0}, (ig_vk_view){bo, 0, 0}, n_head, 0.1f, 0.0f) == IG_OK &&
+            ig_vk_op_matmul(g, IG_VK_ROWS_TOKENS, w.buf, (ig_vk_view){bo, 0, 0}, (ig_vk_view){by, 0, 0}) == IG_OK &&
+            ig_vk_graph_end(g) == IG_OK)
+            n = ig_vk_graph_get_stats(g).n_dispatch;
+    }
+    ig_vk_graph_free(g);
+    ig_vk_step_free(st);
+    ig_vk_buffer_free(bq);
+    ig_vk_buffer_free(bc);
+    ig_vk_buffer_free(bo);
+    ig_vk_buffer_free(by);
+    weight_free(&w);
+    ig_vk_device_free(d);
+    return n;
+}
+
+/* The split attention's chunks merged by its last workgroup: one dispatch
+ * fewer than a merge stage of its own (attn_reduce.comp); where the
+ * mat-vec reads int8 activations, the merge writes the int8 copy of the
+ * output: one quant_x8 dispatch fewer. Heads of 128 (two per block of 256)
+ * and of 256. */
+IG_TEST(vulkan_attention_dispatches) {
+    ig_vk_device *d = device();
+    if (!d) return;
+    const bool i8 = ig_vk_device_int8(d);
+    const struct {
+        int nh, nkv, hd;
+        ig_dtype wt;
+    } cases[] = {{4, 2, 128, IG_TYPE_Q4_K}, {4, 2, 256, IG_TYPE_Q6_K}};
+    for (size_t i = 0; i < IG_ARRAY_LEN(cases); i++) {
+        const int nf = attn_dispatches(NULL, cases[i].nh, cases[i].nkv, cases[i].hd, cases[i].wt, 1);
+        const int ns = attn_dispatches("attn_merge_max=0", cases[i].nh, cases[i].nkv, cases[i].hd, cases[i].wt, 1);
+        const int nq = attn_dispatches("x8_producers=0", cases[i].nh, cases[i].nkv, cases[i].hd, cases[i].wt, 1);
+        REQUIRE(nf > 0 && ns > 0 && nq > 0);
+        /* the mat-vecs, the attention (+ a quant_x8 of q where int8) */
+        CHECK_EQ_INT(nf, 3 + i8);
+        CHECK_EQ_INT(ns, nf + 1);
+        CHECK_EQ_INT(nq, nf + i8);
+    }
+}
+
 /* ---- ops the engine's graphs do not use ------------------------------------------ */
 
 /* dst = a + b over rows with padding (left untouched). */
