@@ -1190,7 +1190,7 @@ IG_TEST(backend_ops_vulkan_memory) {
  * one row. */
 IG_TEST_SLOW(backend_ops_vulkan_matvec) {
     static const vk_cfg cfg[] = {
-        {"no int8", G_MV, 0, false, IG_VK_COOPMAT_AUTO, "int8=0", NEED_INT8, false},
+        {"no int8", G_MV, 0, false, IG_VK_COOPMAT_AUTO, "int8=0", NEED_NONE, false},
         {"mv gpu", G_SHAPE, 0, false, IG_VK_COOPMAT_AUTO,
          "mv_wg=128,mv_nr1=1,mv_nrn=2,mv_tpr=64,mv_unroll=1,mv_tprn=32,mv_unrolln=1,mv_nrn_min=0,head_tail_nr=2",
          NEED_NONE, false},
