@@ -7,16 +7,20 @@
  * graph) and the reference of its last step's output: the result rows are
  * gathered straight into the logits (exact), the only output a backend
  * hands back. References are computed once per case; each case then runs
- * on every configuration of its test:
- *  - the CPU with one and two threads;
- *  - Vulkan device 0 (skipped without one) by default and in variants made
- *    from device params and tuning (see the vk_cfg tables below): weights
- *    in 4 KiB parts, staging copies, the tiled prefill attention forced on
- *    (on the tensor cores where there) or recorded but not run, the split
- *    attention merged by a stage of its own or by units of any size, one
- *    cooperative-matrix extension only, no int8 activations, other mat-vec
- *    shapes, no fusions. Variants a device cannot make are skipped with
- *    the reason.
+ * on every configuration of its test that takes its group:
+ *  - backend_ops_cpu, backend_ops_cpu_threads: the CPU, one and two threads;
+ *  - backend_ops_vulkan*: Vulkan device 0 (skipped without one), made from
+ *    device params and tuning (the vk_cfg tables below; the engine's device
+ *    on it by ig_device_vulkan_wrap): by default; with weights in 4 KiB
+ *    parts, staging copies, no fusions (_memory); without int8 activations
+ *    and in other mat-vec shapes (_matvec); the split decode attention
+ *    merged by a stage of its own, by units of any size, without its int8
+ *    copy (_split: the same bytes); the tiled prefill attention in every
+ *    step (on tensor cores where there) or recorded but not run
+ *    (_attention); the tensor cores' matmuls on one extension only, with
+ *    and without int8 (_coopmat). Each variant compiles its kernels anew,
+ *    so it runs a subset sized for it; variants a device cannot make are
+ *    skipped with the reason.
  * Shapes are chosen to reach the kernels' variants: odd widths, batches of
  * 1, 2, 7, 16, 64 and 130 tokens (the mat-vec's column tiles, partial
  * matmul tiles), several sequences interleaved, head dims 32 to 256 with 1
@@ -1051,7 +1055,7 @@ static void cpu_run(int threads) {
 IG_TEST(backend_ops_cpu) { cpu_run(1); }
 IG_TEST(backend_ops_cpu_threads) { cpu_run(2); }
 
-/* A deliberately wrong reference fails the comparison. */
+/* The comparison can fail: a result one value off from its reference. */
 IG_TEST(backend_ops_reference_checked) {
     suite s = {.want = G_NORM | G_MM};
     case_rmsnorm(&s, 67, 1, 3, false);
