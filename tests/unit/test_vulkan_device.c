@@ -574,6 +574,15 @@ IG_TEST(vulkan_matmul_fast_rejects) {
                  IG_ERR_INVALID_ARG);
     ig_vk_graph_free(g);
     weight_free(&w);
+    /* the int8 tensor cores: Q4_K and Q6_K only */
+    if (ig_vk_device_coopmat_int8(d)) {
+        REQUIRE(weight_make(d, IG_TYPE_Q5_K, 256, 8, &w));
+        REQUIRE_OK(ig_vk_graph_begin(d, s, 1, &g));
+        ig_vk_graph_set_matmul_path(g, IG_VK_MATMUL_COOPMAT_INT8);
+        CHECK(ig_vk_op_matmul(g, IG_VK_ROWS_TOKENS, w.buf, (ig_vk_view){b, 0, 256}, (ig_vk_view){b, 2048, 8}) != IG_OK);
+        ig_vk_graph_free(g);
+        weight_free(&w);
+    }
     ig_vk_buffer_free(b);
     ig_vk_step_free(s);
 }
