@@ -756,7 +756,7 @@ static void case_attention(suite *s, unsigned group, attn_shape a, int kind, ig_
     if (!c) return;
     /* decode over a long context: a cache of 2048 (the split attention
        takes as many chunks as its size allows: 32) */
-    if (kind == ATTN_INT8_OUT && a.pre >= 300) c->n_ctx = 2048;
+    if (kind == ATTN_INT8_OUT && a.pre >= 200) c->n_ctx = 2048;
     const int wq = a.nh * a.hd, wk = a.nkv * a.hd, R = c->n_rows;
     c->n_head_kv = a.nkv;
     c->head_dim = a.hd;
@@ -999,10 +999,10 @@ static void build_suite(suite *s) {
         attn_shape a;
         ig_dtype wt;
     } split[] = {
-        {{32, 16, 128, IG_KV_F16, 1, 0, 0, 64, 1, 0}, IG_TYPE_Q4_K}, {{4, 1, 256, IG_KV_F16, 1, 0, 0, 100, 1, 0}, IG_TYPE_Q4_K},
-        {{4, 1, 256, IG_KV_F16, 1, 0, 0, 300, 3, 0}, IG_TYPE_Q6_K},   {{8, 4, 256, IG_KV_F32, 1, 0, 0, 50, 2, 0}, IG_TYPE_Q4_K},
+        {{32, 16, 128, IG_KV_F16, 1, 0, 0, 40, 1, 0}, IG_TYPE_Q4_K}, {{4, 1, 256, IG_KV_F16, 1, 0, 0, 100, 1, 0}, IG_TYPE_Q4_K},
+        {{4, 1, 256, IG_KV_F16, 1, 0, 0, 200, 3, 0}, IG_TYPE_Q6_K},   {{8, 4, 256, IG_KV_F32, 1, 0, 0, 50, 2, 0}, IG_TYPE_Q4_K},
         {{8, 8, 128, IG_KV_F32, 1, 0, 0, 40, 3, 0}, IG_TYPE_Q4_K},    {{8, 2, 128, IG_KV_F16, 1, 0, 0, 40, 2, 0}, IG_TYPE_Q4_K},
-        {{4, 2, 64, IG_KV_F32, 1, 0, 0, 300, 3, 0}, IG_TYPE_Q8_0},    {{8, 1, 64, IG_KV_F16, 1, 0, 0, 70, 1, 0}, IG_TYPE_Q8_0},
+        {{4, 2, 64, IG_KV_F32, 1, 0, 0, 200, 3, 0}, IG_TYPE_Q8_0},    {{8, 1, 64, IG_KV_F16, 1, 0, 0, 70, 1, 0}, IG_TYPE_Q8_0},
         {{4, 4, 64, IG_KV_F32, 1, 0, 0, 90, 2, 0}, IG_TYPE_Q4_K},     {{4, 2, 128, IG_KV_F32, 1, 0, 0, 40, 3, 0}, IG_TYPE_Q8_0},
     };
     for (size_t i = 0; i < IG_ARRAY_LEN(split); i++)
