@@ -687,7 +687,10 @@ static void case_rope(suite *s, int heads, int hd, int n_tok, float base, float 
     memcpy(ref, in, (size_t)n_tok * w * sizeof *ref);
     for (int t = 0; t < n_tok; t++) {
         if (norm)
-            for (int h = 0; h < heads; h++) ref_rmsnorm(in + ((size_t)t * heads + h) * hd, ref + ((size_t)t * heads + h) * hd, nw, hd, 1e-6f, false);
+            for (int h = 0; h < heads; h++) {
+                const size_t o = ((size_t)t * heads + h) * hd;
+                ref_rmsnorm(in + o, ref + o, nw, hd, 1e-6f, false);
+            }
         ref_rope(ref + (size_t)t * w, heads, hd, c->pos[t], base, factor);
     }
     name(c, "%srope heads=%d hd=%d T=%d base=%g factor=%g pos<%d", norm ? "rmsnorm+" : "", heads, hd, n_tok,
@@ -749,7 +752,8 @@ enum { ATTN_PLAIN, ATTN_NORM_ROPE, ATTN_ROPE, ATTN_QKV, ATTN_INT8_OUT };
  * output (after one of its input, so producers know its int8 blocks), the
  * checked step twice (the graph replayed: its counters back at zero). */
 static void case_attention(suite *s, unsigned group, attn_shape a, int kind, ig_dtype wt, ig_dtype wv, int n_in) {
-    const int n_pre = a.pre ? (a.pre_steps ? a.pre_steps : 1) : 0, n_steps = n_pre + (kind == ATTN_QKV || kind == ATTN_INT8_OUT ? 2 : 1);
+    const int n_pre = a.pre ? (a.pre_steps ? a.pre_steps : 1) : 0;
+    const int n_steps = n_pre + (kind == ATTN_QKV || kind == ATTN_INT8_OUT ? 2 : 1);
     int steps[MAX_STEPS];
     for (int i = 0; i < n_steps; i++) steps[i] = i < n_pre ? a.pre : a.n_tok;
     tcase *c = new_case(s, group, n_steps, steps, a.n_seq);
@@ -817,8 +821,14 @@ static void case_attention(suite *s, unsigned group, attn_shape a, int kind, ig_
         add(c, (ig_op){.kind = IG_OP_ROPE, .dst = IG_BUF_K, .width = wk, .n_heads = a.nkv, .f0 = base, .f1 = factor});
     for (int r = 0; r < R; r++) {
         if (kind == ATTN_NORM_ROPE || kind == ATTN_QKV) {
-            for (int h = 0; h < a.nh; h++) ref_rmsnorm(q + ((size_t)r * a.nh + h) * a.hd, q + ((size_t)r * a.nh + h) * a.hd, nq, a.hd, eps, false);
-            for (int h = 0; h < a.nkv; h++) ref_rmsnorm(k + ((size_t)r * a.nkv + h) * a.hd, k + ((size_t)r * a.nkv + h) * a.hd, nk, a.hd, eps, false);
+            for (int h = 0; h < a.nh; h++) {
+                float *qh = q + ((size_t)r * a.nh + h) * a.hd;
+                ref_rmsnorm(qh, qh, nq, a.hd, eps, false);
+            }
+            for (int h = 0; h < a.nkv; h++) {
+                float *kh = k + ((size_t)r * a.nkv + h) * a.hd;
+                ref_rmsnorm(kh, kh, nk, a.hd, eps, false);
+            }
             ref_rope(q + (size_t)r * wq, a.nh, a.hd, c->pos[r], base, factor);
         }
         if (kind != ATTN_PLAIN && kind != ATTN_INT8_OUT) ref_rope(k + (size_t)r * wk, a.nkv, a.hd, c->pos[r], base, factor);
@@ -975,7 +985,8 @@ static void build_suite(suite *s) {
             const int T = atoks[k];
             attn(s, G_ATTN, (attn_shape){4, 1, hd, IG_KV_F16, 1, 0, 0, 0, T, 0});
             attn(s, G_ATTN | (hd == 128 && T == 64 ? G_IDLE : 0), (attn_shape){4, 2, hd, IG_KV_F16, 3, 0, 0, 0, T, 0});
-            attn(s, G_ATTN | (hd == 256 && T == 7 ? G_IDLE : 0), (attn_shape){2, 2, hd, IG_KV_F16, 1, 37, 0, T > 16 ? T : 16, T, 4});
+            attn(s, G_ATTN | (hd == 256 && T == 7 ? G_IDLE : 0),
+                 (attn_shape){2, 2, hd, IG_KV_F16, 1, 37, 0, T > 16 ? T : 16, T, 4});
             attn(s, G_ATTN, (attn_shape){4, 2, hd, IG_KV_F32, 2, T == 1 ? 0 : 37, 0, 0, T, 0});
         }
     }
