@@ -203,6 +203,13 @@ bool ig_vk_prefetch_default(const ig_vk_device_info *info);
  * exists (vk_engine.c); else NULL. */
 typedef struct ig_model ig_model;
 const ig_vk_device *ig_vk_engine_device(const ig_model *m);
+/* The engine's device (engine/backend.h) on vk, a device made by the caller
+ * from params of its own (tests: weights in small parts, staging copies,
+ * one cooperative-matrix extension), which it takes ownership of (freed
+ * with it, or here on failure). ig_device_vulkan_create is this on a
+ * device made from an index and a tuning string. */
+typedef struct ig_device ig_device;
+ig_status ig_device_vulkan_wrap(ig_vk_device *vk, ig_device **out);
 
 /* The device's limits as `ignis bench` quotes them (vk_probe.c): memory read
  * bandwidth over a buffer of up to 1 GiB (one binding), and the rate of the

@@ -594,27 +594,31 @@ static const ig_device_ops vk_device_ops = {
     .stats = vk_device_stats,
 };
 
-ig_status ig_device_vulkan_create(int index, const char *tuning, ig_device **out) {
+ig_status ig_device_vulkan_wrap(ig_vk_device *vk, ig_device **out) {
     *out = NULL;
+    if (!vk) return ig_fail(IG_ERR_INVALID_ARG, "vulkan: no device");
     ig_device *d = ig_calloc_array(1, sizeof *d);
     vk_model *vm = ig_calloc_array(1, sizeof *vm);
     if (!d || !vm) {
         free(d);
         free(vm);
+        ig_vk_device_free(vk);
         return IG_ERR_NO_MEMORY;
     }
-    vm->device = index;
-    ig_vk_device_params dp = ig_vk_device_default_params();
-    dp.index = index;
-    dp.tuning = tuning;
-    ig_status st = ig_vk_device_create(&dp, &vm->dev);
-    if (st != IG_OK) {
-        vk_model_free(vm);
-        free(d);
-        return st;
-    }
+    vm->dev = vk;
+    vm->device = ig_vk_device_get_info(vk)->index;
     d->ops = &vk_device_ops;
     d->impl = vm;
     *out = d;
     return IG_OK;
+}
+
+ig_status ig_device_vulkan_create(int index, const char *tuning, ig_device **out) {
+    *out = NULL;
+    ig_vk_device_params dp = ig_vk_device_default_params();
+    dp.index = index;
+    dp.tuning = tuning;
+    ig_vk_device *vk;
+    IG_TRY(ig_vk_device_create(&dp, &vk));
+    return ig_device_vulkan_wrap(vk, out);
 }
