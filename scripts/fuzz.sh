@@ -3,7 +3,7 @@
 # their own build directory and runs each for FUZZ_SECONDS (default 60), one
 # after another, on a scratch copy of its seed corpus (the repository's
 # corpus never grows by itself). Fails when any target finds a crash, leak,
-# hang (FUZZ_TIMEOUT seconds for one input, default 10) or sanitizer report;
+# hang (FUZZ_TIMEOUT seconds for one input, default 30) or sanitizer report;
 # the inputs that did so are kept under BUILD_DIR/artifacts/TARGET/.
 # Installs Debian's clang when it is missing.
 #   scripts/fuzz.sh [TARGET...]        (default: all of them)
@@ -37,7 +37,7 @@ for t in $targets; do
     mkdir -p "$scratch/$t" "$b/artifacts/$t"
     cp tests/fuzz/corpus/"$t"/* "$scratch/$t/"
     echo "fuzz_$t: ${secs}s"
-    if ! "$b/fuzz_$t" $dict -max_total_time="$secs" -timeout="${FUZZ_TIMEOUT:-10}" \
+    if ! "$b/fuzz_$t" $dict -max_total_time="$secs" -timeout="${FUZZ_TIMEOUT:-30}" \
         -print_final_stats=1 -artifact_prefix="$b/artifacts/$t/" "$scratch/$t" \
         >"$scratch/$t.log" 2>&1; then
         tail -n 60 "$scratch/$t.log"
