@@ -83,5 +83,12 @@ install: build
 check-aarch64:
 	@scripts/check-aarch64.sh
 
+# The libFuzzer targets (tests/fuzz, docs/fuzzing.md), built with clang in
+# build-fuzz, each run FUZZ_SECONDS on a scratch copy of its seed corpus.
+FUZZ_SECONDS ?= 60
+.PHONY: fuzz
+fuzz:
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_JOBS=$(JOBS) scripts/fuzz.sh
+
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) build-aarch64

@@ -5,6 +5,8 @@
 
 #include "ignis.h"
 
+#include <stdio.h>
+
 int cmd_info(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
@@ -48,5 +50,24 @@ void cli_device_peak(const ig_context *ctx, ig_device_stats *peak, bool *have);
 void cli_print_memory(const ig_device_stats *dev);
 /* Most --image options of one command. */
 #define CLI_MAX_IMAGES 64
+
+/* An output file written whole or not at all: the bytes go to a temporary
+ * file in the same directory, which cli_output_commit flushes, fsyncs and
+ * renames onto the final name; cli_output_abort (or a failed commit)
+ * removes it, so that no half-written file ever has the final name. A path
+ * that exists and is not a regular file (/dev/null, a FIFO) is written
+ * directly; a symbolic link is followed. */
+typedef struct cli_output {
+    FILE *fp;
+    char *path; /* the final name (a link resolved) */
+    char *tmp;  /* the temporary file, NULL when writing directly */
+} cli_output;
+/* 0, or -1 with errno set (nothing created). */
+int cli_output_open(cli_output *o, const char *path);
+/* 0 once the file has its final name; -1 with errno set (the temporary
+ * file removed). Closes the stream either way. */
+int cli_output_commit(cli_output *o);
+/* Closes the stream and removes the temporary file. */
+void cli_output_abort(cli_output *o);
 
 #endif

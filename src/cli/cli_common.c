@@ -1,13 +1,17 @@
+#define _GNU_SOURCE /* realpath */
 #include "cli.h"
 
 #include "model/model.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 const char *cli_default_model(void) {
@@ -164,4 +168,81 @@ void cli_print_memory(const ig_device_stats *dev) {
     } else {
         fprintf(stderr, "memory: peak RSS %s\n", rss);
     }
+}
+
+/* ---- outputs written whole or not at all ---------------------------------- */
+
+static void output_free(cli_output *o) {
+    free(o->path);
+    free(o->tmp);
+    o->path = o->tmp = NULL;
+    o->fp = NULL;
+}
+
+int cli_output_open(cli_output *o, const char *path) {
+    memset(o, 0, sizeof *o);
+    struct stat sb;
+    bool exists = stat(path, &sb) == 0;
+    if (exists && !S_ISREG(sb.st_mode)) { /* a device or FIFO: no rename onto it */
+        o->fp = fopen(path, "wb");
+        return o->fp ? 0 : -1;
+    }
+    struct stat lsb;
+    bool link = lstat(path, &lsb) == 0 && S_ISLNK(lsb.st_mode);
+    o->path = link && exists ? realpath(path, NULL) : strdup(path);
+    if (!o->path) return -1;
+    /* DIR/.BASE.XXXXXX: hidden, in the final name's directory (so that the
+     * rename stays within one file system) */
+    const char *slash = strrchr(o->path, '/');
+    size_t dir_len = slash ? (size_t)(slash - o->path) + 1 : 0;
+    const char *base = o->path + dir_len;
+    size_t n = strlen(o->path) + 16;
+    o->tmp = malloc(n);
+    if (!o->tmp) {
+        output_free(o);
+        errno = ENOMEM;
+        return -1;
+    }
+    snprintf(o->tmp, n, "%.*s.%s.XXXXXX", (int)dir_len, o->path, base);
+    int fd = mkstemp(o->tmp);
+    if (fd < 0) {
+        int e = errno;
+        output_free(o);
+        errno = e;
+        return -1;
+    }
+    /* mkstemp's 0600 to what a plain fopen would have given */
+    mode_t mask = umask(0);
+    umask(mask);
+    if (fchmod(fd, 0666 & ~mask) != 0 || !(o->fp = fdopen(fd, "wb"))) {
+        int e = errno;
+        close(fd);
+        unlink(o->tmp);
+        output_free(o);
+        errno = e;
+        return -1;
+    }
+    return 0;
+}
+
+int cli_output_commit(cli_output *o) {
+    if (!o->tmp) { /* written directly */
+        int rc = fclose(o->fp);
+        output_free(o);
+        return rc == 0 ? 0 : -1;
+    }
+    int rc = fflush(o->fp) == 0 && fsync(fileno(o->fp)) == 0 ? 0 : -1;
+    int e = errno;
+    if (fclose(o->fp) != 0 && rc == 0) rc = -1, e = errno;
+    if (rc == 0 && rename(o->tmp, o->path) != 0) rc = -1, e = errno;
+    if (rc != 0) unlink(o->tmp);
+    output_free(o);
+    errno = e;
+    return rc;
+}
+
+void cli_output_abort(cli_output *o) {
+    if (o->fp) fclose(o->fp);
+    if (o->tmp) unlink(o->tmp);
+    output_free(o);
 }

@@ -12,14 +12,16 @@
  * and Q5_0).
  *
  * Streaming: the input is memory-mapped and converted one row at a time.
- * The output goes to OUT.tmp, is fsync'ed, then renamed to OUT; an existing
- * OUT is refused unless --force. */
+ * The output goes to a temporary file next to OUT, is fsync'ed, then renamed
+ * to OUT (a failure leaves no OUT and no temporary file); an existing OUT is
+ * refused unless --force. */
 #include "cli.h"
 
 #include "model/gguf.h"
 #include "model/gguf_write.h"
 #include "quant/quant.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +32,8 @@ static void usage(FILE *f) {
             "usage: ignis quantize IN.gguf OUT.gguf --type f16|bf16|q8_0|q4_0|q5_0 [--force]\n"
             "Converts an F32, F16 or BF16 GGUF: every weight matrix becomes the type, the\n"
             "norms stay F32, the metadata (tokenizer, chat template) is kept. The output is\n"
-            "written to OUT.tmp and renamed; an existing OUT needs --force.\n");
+            "written to a temporary file next to OUT and renamed onto OUT once complete;\n"
+            "an existing OUT needs --force.\n");
 }
 
 static const struct {
@@ -93,8 +96,7 @@ int cmd_quantize(int argc, char **argv) {
     int rc = 1;
     gguf_file *g = NULL;
     gguf_writer *w = NULL;
-    FILE *fp = NULL;
-    char *tmp = NULL;
+    cli_output o = {0};
     float *row = NULL;
     unsigned char *qrow = NULL;
     ig_dtype *out_type = NULL;
@@ -140,18 +142,14 @@ int cmd_quantize(int argc, char **argv) {
     }
     if (st != IG_OK) goto fail;
 
-    size_t plen = strlen(out) + 5;
-    tmp = malloc(plen);
     row = malloc(sizeof *row * (size_t)max_row);
     qrow = malloc(sizeof(float) * (size_t)max_row);
-    if (!tmp || !row || !qrow) goto oom;
-    snprintf(tmp, plen, "%s.tmp", out);
-    fp = fopen(tmp, "wb");
-    if (!fp) {
-        fprintf(stderr, "ignis quantize: cannot create %s\n", tmp);
+    if (!row || !qrow) goto oom;
+    if (cli_output_open(&o, out) != 0) {
+        fprintf(stderr, "ignis quantize: cannot create %s: %s\n", out, strerror(errno));
         goto done;
     }
-    if ((st = gguf_writer_begin(w, fp)) != IG_OK) goto fail;
+    if ((st = gguf_writer_begin(w, o.fp)) != IG_OK) goto fail;
     const int tty = isatty(fileno(stderr));
     for (size_t i = 0; i < tt->count; i++) {
         const ig_tensor *t = &tt->items[i];
@@ -174,14 +172,8 @@ int cmd_quantize(int argc, char **argv) {
     }
     if (tty) fprintf(stderr, "\n");
     if ((st = gguf_writer_finish(w)) != IG_OK) goto fail;
-    if (fflush(fp) != 0 || fsync(fileno(fp)) != 0) {
-        fprintf(stderr, "ignis quantize: cannot write %s\n", tmp);
-        goto done;
-    }
-    int cerr = fclose(fp);
-    fp = NULL;
-    if (cerr != 0 || rename(tmp, out) != 0) {
-        fprintf(stderr, "ignis quantize: cannot write %s\n", out);
+    if (cli_output_commit(&o) != 0) {
+        fprintf(stderr, "ignis quantize: cannot write %s: %s\n", out, strerror(errno));
         goto done;
     }
     printf("%s: %zu tensors, %s\n", out, tt->count, ig_dtype_name(want));
@@ -193,13 +185,9 @@ oom:
 fail:
     fprintf(stderr, "ignis quantize: %s\n", *ig_last_error() ? ig_last_error() : ig_status_str(st));
 done:
-    if (fp) {
-        fclose(fp);
-        remove(tmp);
-    }
+    if (o.fp) cli_output_abort(&o);
     gguf_writer_free(w);
     gguf_close(g);
-    free(tmp);
     free(row);
     free(qrow);
     free(out_type);

@@ -28,7 +28,9 @@ static void serve_usage(FILE *f) {
             "  --api-key-file F     read the key from the first line of F\n"
             "  --max-queue N        sequences that may wait for a slot (default 64)\n"
             "  --max-body BYTES     largest request body (default 16777216)\n"
-            "  --timeout S          idle connection timeout in seconds (default 600)\n"
+            "  --timeout-s S        close a connection idle for S seconds (default 60; also --timeout)\n"
+            "  --max-connections N  open connections at once (default 256)\n"
+            "  --max-connections-per-ip N  from one client address (default 0: no limit)\n"
             "  --grace S            on SIGINT/SIGTERM, let requests finish for S s (default 10)\n"
             "  --alias NAME         model id shown in /v1/models (default: file name)\n"
             "  --mmproj FILE        the vision tower (llama.cpp mmproj GGUF) for image inputs; an\n"
@@ -118,7 +120,11 @@ int cmd_serve(int argc, char **argv) {
             if (cli_parse_int(a, val, 1, 1L << 40, &v)) return 2;
             p.max_body = (size_t)v;
             i++;
-        } else if (!strcmp(a, "--timeout")) INT_OPT(a, 1, 86400 * 7, p.timeout_s);
+        } else if (!strcmp(a, "--timeout") || !strcmp(a, "--timeout-s"))
+            INT_OPT(a, 1, 86400 * 7, p.timeout_s);
+        else if (!strcmp(a, "--max-connections")) INT_OPT(a, 1, 65536, p.max_connections);
+        else if (!strcmp(a, "--max-connections-per-ip"))
+            INT_OPT(a, 0, 65536, p.max_connections_per_ip);
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) INT_OPT(a, 0, 1024, p.n_threads);
         else if (!strcmp(a, "--device")) INT_OPT(a, 0, 64, p.device);
         else if (!strcmp(a, "--grace")) {

@@ -167,14 +167,13 @@ int cmd_synth(int argc, char **argv) {
     human((double)fsize, hs, sizeof hs);
 
     /* Fail early when the file clearly cannot fit (an existing output is
-     * truncated first, so its blocks count as free). */
+     * replaced only once the new one is complete: its blocks are not free). */
     char dir[4096];
     dir_of(out, dir, sizeof dir);
     struct statvfs vfs;
     bool exists = stat(out, &so) == 0;
     if ((!exists || S_ISREG(so.st_mode)) && statvfs(dir, &vfs) == 0) {
         uint64_t avail = (uint64_t)vfs.f_bavail * (uint64_t)vfs.f_frsize;
-        if (exists) avail += (uint64_t)so.st_size;
         if (avail < fsize) {
             char ha[32];
             human((double)avail, ha, sizeof ha);
@@ -185,16 +184,14 @@ int cmd_synth(int argc, char **argv) {
         }
     }
 
-    FILE *fp = fopen(out, "wb");
-    if (!fp) {
+    /* a temporary file renamed onto OUT once complete (a device such as
+     * /dev/null or /dev/full is written directly) */
+    cli_output o;
+    if (cli_output_open(&o, out) != 0) {
         fprintf(stderr, "ignis synth: cannot create %s: %s\n", out, strerror(errno));
         ig_synth_free(s);
         return 1;
     }
-    /* only a regular file is removed on failure (never a device such as
-     * /dev/null or /dev/full) */
-    struct stat sf;
-    bool regular = fstat(fileno(fp), &sf) == 0 && S_ISREG(sf.st_mode);
     if (!quiet)
         fprintf(stderr,
                 "ignis synth: Gemma 3 %s %s, %d layer%s, %.3f B parameters, seed %llu -> %s "
@@ -206,19 +203,17 @@ int cmd_synth(int argc, char **argv) {
     pr.last_decile = 0;
     pr.tty = isatty(fileno(stderr));
     if (!quiet) ig_synth_set_progress(s, on_progress, &pr);
-    st = ig_synth_write(s, fp);
+    st = ig_synth_write(s, o.fp);
     if (st == IG_OK) {
         errno = 0;
-        if (fclose(fp) != 0)
-            st = ig_fail(IG_ERR_IO, "closing %s: %s", out, errno ? strerror(errno) : "I/O error");
+        if (cli_output_commit(&o) != 0)
+            st = ig_fail(IG_ERR_IO, "writing %s: %s", out, errno ? strerror(errno) : "I/O error");
     } else {
-        fclose(fp);
+        cli_output_abort(&o);
     }
     ig_synth_free(s);
     if (st != IG_OK) {
         fprintf(stderr, "%signis synth: %s\n", pr.tty && !quiet ? "\n" : "", ig_last_error());
-        if (regular && unlink(out) == 0)
-            fprintf(stderr, "ignis synth: removed the partial %s\n", out);
         return 1;
     }
     double dt = ig_time_now() - pr.t0;

@@ -465,12 +465,12 @@ static bool parse_messages(json_t *root, const srv_limits *lim, srv_request *r, 
         ok = false;
         if (!json_is_object(m)) {
             srv_error_bad(err, "messages", "messages[%zu] must be an object", i);
-            return false;
+            break;
         }
         json_t *role = json_object_get(m, "role");
         if (!role || !json_is_string(role)) {
             srv_error_bad(err, "messages", "messages[%zu].role must be a string", i);
-            return false;
+            break;
         }
         const char *nr = normalize_role(json_string_value(role));
         if (!nr) {

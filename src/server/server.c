@@ -67,8 +67,8 @@ ig_server_params ig_server_default_params(void) {
     p.n_batch = 256;
     p.max_queue = 64;
     p.max_body = 16u << 20;
-    p.timeout_s = 600;
-    p.max_connections = 512;
+    p.timeout_s = 60;
+    p.max_connections = 256;
     p.log_requests = 1;
     p.backend = IG_BACKEND_CPU;
     p.webui = 1;
@@ -615,6 +615,7 @@ typedef struct stream {
     bool started;
     bool eos;
     bool pinged; /* an SSE comment went out after the client's FIN */
+    double last_out; /* when the last bytes were handed to MHD (ig_time_now) */
 } stream;
 
 static void stream_free(void *cls) {
@@ -689,6 +690,13 @@ static bool collect(stream *st) {
     return ok;
 }
 
+/* Seconds without output after which a stream sends an SSE comment: half
+ * the idle timeout, so that a stream waiting on the engine is never idle
+ * for the timeout's length. */
+static double keepalive_s(const ig_server *S) {
+    return S->p.timeout_s > 1 ? S->p.timeout_s / 2.0 : 0.5;
+}
+
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     stream *st = cls;
@@ -699,6 +707,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             if (n > max) n = max;
             memcpy(buf, st->out.data + st->out_off, n);
             st->out_off += n;
+            st->last_out = ig_time_now();
             return (ssize_t)n;
         }
         st->out.len = 0;
@@ -731,6 +740,16 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
                  * that only half-closed keeps reading. */
                 st->pinged = true;
                 if (!srv_buf_puts(&st->out, ": ping\n\n")) {
+                    srv_job_cancel(j);
+                    return MHD_CONTENT_READER_END_WITH_ERROR;
+                }
+                goto flush;
+            }
+            if (ig_time_now() - st->last_out > keepalive_s(st->S)) {
+                /* a long prefill or a wait for a slot: a comment keeps the
+                 * idle timeout, which closes clients that stopped reading,
+                 * from closing one that is only waiting */
+                if (!srv_buf_puts(&st->out, ": keep-alive\n\n")) {
                     srv_job_cancel(j);
                     return MHD_CONTENT_READER_END_WITH_ERROR;
                 }
@@ -775,6 +794,7 @@ static enum MHD_Result start_stream(ig_server *S, struct MHD_Connection *c, conn
     srv_job_ref(j);
     st->job = j;
     st->fd = conn_fd(c);
+    st->last_out = ig_time_now();
     snprintf(st->id, sizeof st->id, "%s", id);
     st->ri.kind = j->req.kind;
     st->ri.id = st->id;
@@ -1318,8 +1338,9 @@ ig_status ig_server_start(const ig_server_params *p, ig_server **out) {
     if (S->p.n_batch < S->p.n_parallel) S->p.n_batch = S->p.n_parallel;
     if (S->p.max_queue < 0) S->p.max_queue = 0;
     if (S->p.max_body == 0) S->p.max_body = 16u << 20;
-    if (S->p.timeout_s <= 0) S->p.timeout_s = 600;
-    if (S->p.max_connections <= 0) S->p.max_connections = 512;
+    if (S->p.timeout_s <= 0) S->p.timeout_s = 60;
+    if (S->p.max_connections <= 0) S->p.max_connections = 256;
+    if (S->p.max_connections_per_ip < 0) S->p.max_connections_per_ip = 0;
     srv_metrics_init(&S->metrics);
     S->model_path = ig_strdup(p->model_path);
     S->model_id = p->model_alias && *p->model_alias ? ig_strdup(p->model_alias)
@@ -1371,6 +1392,8 @@ ig_status ig_server_start(const ig_server_params *p, ig_server **out) {
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, S,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)S->p.timeout_s,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)S->p.max_connections,
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                            (unsigned)S->p.max_connections_per_ip,
                             MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
                             MHD_OPTION_END);
     freeaddrinfo(ai);

@@ -24,8 +24,9 @@ typedef struct ig_server_params {
     const char *api_key;      /* NULL/"": no authentication */
     int max_queue;            /* sequences waiting beyond the slots; default 64 */
     size_t max_body;          /* bytes; default 16 MiB */
-    int timeout_s;            /* idle connection timeout; default 600 */
-    int max_connections;      /* default 512 */
+    int timeout_s;            /* idle connection timeout; default 60 */
+    int max_connections;      /* open connections at once; default 256 */
+    int max_connections_per_ip; /* from one client address; 0 (default): no such limit */
     int log_requests;         /* 1: one line per request on stderr (default) */
     ig_backend_kind backend;
     int device;

@@ -5,6 +5,7 @@
 
 #include "server/request.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -133,4 +134,20 @@ IG_TEST(server_tools_errors) {
     tool_fail("{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\","
               "\"tool_calls\":[{\"id\":\"c\",\"function\":{\"name\":\"f\",\"arguments\":\"[1]\"}}]}]}",
               "messages", "not a JSON object");
+}
+
+/* A malformed message after an assistant message with tool calls: the
+ * list of calls seen so far is freed on that error path too (a leak found
+ * by fuzzing; the sanitizer build's leak check catches it). */
+IG_TEST(server_tools_error_after_tool_calls) {
+    const char *calls = "{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"c1\",\"type\":"
+                        "\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}";
+    char body[512];
+    snprintf(body, sizeof body,
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},%s,{\"content\":\"r\"}]}",
+             calls);
+    tool_fail(body, "messages", "messages[2].role must be a string");
+    snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},%s,7]}",
+             calls);
+    tool_fail(body, "messages", "messages[2] must be an object");
 }

@@ -10,6 +10,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 ig_act_kind ig_mm_act_kind(ig_dtype type) {
     switch (type) {
@@ -296,13 +299,21 @@ const ig_mm_isa ig_mm_isa_scalar = {
 
 /* ---- Selection ------------------------------------------------------------ */
 
+#if defined(__x86_64__) || defined(__i386__)
+/* F16C through CPUID: older clang's __builtin_cpu_supports does not know it. */
+static bool cpu_has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+#endif
+
 int ig_mm_isa_available(const ig_mm_isa **out, int cap) {
     int n = 0;
     if (n < cap) out[n++] = &ig_mm_isa_scalar;
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                      __builtin_cpu_supports("f16c");
+                      cpu_has_f16c();
     if (avx2 && n < cap) out[n++] = &ig_mm_isa_avx2;
     if (avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
