@@ -1,5 +1,8 @@
 /* ignis quantize IN.gguf OUT.gguf --type T: converts an F32/F16/BF16 GGUF to
- * F16, BF16, Q8_0, Q4_0 or Q5_0.
+ * F16, BF16, Q8_0, Q4_0 or Q5_0, or to llama-quantize's K-quant mixes
+ * Q4_K_M, Q5_K_M and Q6_K (per-tensor types: src/quant/quant_mix.h; with
+ * --pure every weight matrix takes the mix's K type, with the same
+ * fallbacks for rows that are not whole 256-blocks).
  *
  * Every tensor of two or more dimensions whose rows are a whole number of
  * blocks of T becomes T (the token embedding included); the others (the
@@ -20,29 +23,45 @@
 #include "model/gguf.h"
 #include "model/gguf_write.h"
 #include "quant/quant.h"
+#include "quant/quant_mix.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: ignis quantize IN.gguf OUT.gguf --type f16|bf16|q8_0|q4_0|q5_0 [--force]\n"
+            "usage: ignis quantize IN.gguf OUT.gguf --type T [--pure] [--force]\n"
+            "  T: f16, bf16, q8_0, q4_0, q5_0, q4_k_m (or q4_k), q5_k_m (or q5_k), q6_k\n"
             "Converts an F32, F16 or BF16 GGUF: every weight matrix becomes the type, the\n"
-            "norms stay F32, the metadata (tokenizer, chat template) is kept. The output is\n"
-            "written to a temporary file next to OUT and renamed onto OUT once complete;\n"
-            "an existing OUT needs --force.\n");
+            "norms stay F32, the metadata (tokenizer, chat template) is kept. The K types\n"
+            "follow llama-quantize's mixes (output/embedding Q6_K, more bits for some\n"
+            "attn_v and ffn_down, fallbacks where rows are not whole 256-blocks); --pure\n"
+            "gives every weight matrix the K type itself (fallbacks kept). The blocks are\n"
+            "llama-quantize's (no importance matrix). The output is written to a temporary\n"
+            "file next to OUT and renamed onto OUT once complete; an existing OUT needs\n"
+            "--force.\n");
 }
 
 static const struct {
     const char *name;
     ig_dtype type;
     uint32_t file_type; /* llama.cpp's enum llama_ftype */
+    bool mix;           /* a K-quant mix: per-tensor types from quant_mix.h */
 } types[] = {
-    {"f16", IG_TYPE_F16, 1},   {"bf16", IG_TYPE_BF16, 32}, {"q8_0", IG_TYPE_Q8_0, 7},
-    {"q4_0", IG_TYPE_Q4_0, 2}, {"q5_0", IG_TYPE_Q5_0, 8},
+    {"f16", IG_TYPE_F16, 1, false},
+    {"bf16", IG_TYPE_BF16, 32, false},
+    {"q8_0", IG_TYPE_Q8_0, 7, false},
+    {"q4_0", IG_TYPE_Q4_0, 2, false},
+    {"q5_0", IG_TYPE_Q5_0, 8, false},
+    {"q4_k_m", IG_TYPE_Q4_K, IG_FTYPE_Q4_K_M, true},
+    {"q4_k", IG_TYPE_Q4_K, IG_FTYPE_Q4_K_M, true}, /* llama-quantize's alias */
+    {"q5_k_m", IG_TYPE_Q5_K, IG_FTYPE_Q5_K_M, true},
+    {"q5_k", IG_TYPE_Q5_K, IG_FTYPE_Q5_K_M, true},
+    {"q6_k", IG_TYPE_Q6_K, IG_FTYPE_Q6_K, true},
 };
 
 static void row_to_f32(ig_dtype t, const unsigned char *src, float *dst, int64_t n) {
@@ -52,7 +71,7 @@ static void row_to_f32(ig_dtype t, const unsigned char *src, float *dst, int64_t
 
 int cmd_quantize(int argc, char **argv) {
     const char *in = NULL, *out = NULL, *type_arg = NULL;
-    int force = 0;
+    int force = 0, pure = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -62,6 +81,8 @@ int cmd_quantize(int argc, char **argv) {
             type_arg = argv[++i];
         } else if (!strcmp(a, "--force")) {
             force = 1;
+        } else if (!strcmp(a, "--pure")) {
+            pure = 1;
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "ignis quantize: unknown or incomplete option %s\n", a);
             usage(stderr);
@@ -81,9 +102,10 @@ int cmd_quantize(int argc, char **argv) {
     }
     int ti = -1;
     for (size_t k = 0; k < sizeof types / sizeof types[0]; k++)
-        if (!strcmp(type_arg, types[k].name)) ti = (int)k;
+        if (!strcasecmp(type_arg, types[k].name)) ti = (int)k;
     if (ti < 0) {
-        fprintf(stderr, "ignis quantize: --type expects f16, bf16, q8_0, q4_0 or q5_0, got '%s'\n",
+        fprintf(stderr, "ignis quantize: --type expects f16, bf16, q8_0, q4_0, q5_0, q4_k_m, q4_k, "
+                "q5_k_m, q5_k or q6_k, got '%s'\n",
                 type_arg);
         return 2;
     }
@@ -119,6 +141,12 @@ int cmd_quantize(int argc, char **argv) {
         size_t rb;
         out_type[i] = t->n_dims >= 2 && ig_dtype_row_bytes(want, t->ne[0], &rb) ? want : IG_TYPE_F32;
         if (t->ne[0] > max_row) max_row = t->ne[0];
+    }
+    char mix_err[256];
+    if (types[ti].mix &&
+        !ig_quant_mix_types(g, types[ti].file_type, pure, out_type, mix_err, sizeof mix_err)) {
+        fprintf(stderr, "ignis quantize: %s\n", mix_err);
+        goto done;
     }
     if (max_row > ((int64_t)1 << 28)) {
         fprintf(stderr, "ignis quantize: rows of %lld elements are too long\n", (long long)max_row);
@@ -163,7 +191,7 @@ int cmd_quantize(int argc, char **argv) {
         const unsigned char *src = t->data;
         for (int64_t r = 0; r < rows; r++) {
             row_to_f32(t->type, src + (size_t)r * in_rb, row, n);
-            ig_quantize_row(out_type[i], row, qrow, n);
+            ig_quantize_row_ggml(out_type[i], row, qrow, n);
             if ((st = gguf_writer_write(w, qrow, out_rb)) != IG_OK) goto fail;
         }
         if (tty)
@@ -176,7 +204,8 @@ int cmd_quantize(int argc, char **argv) {
         fprintf(stderr, "ignis quantize: cannot write %s: %s\n", out, strerror(errno));
         goto done;
     }
-    printf("%s: %zu tensors, %s\n", out, tt->count, ig_dtype_name(want));
+    printf("%s: %zu tensors, %s\n", out, tt->count,
+           types[ti].mix ? types[ti].name : ig_dtype_name(want));
     rc = 0;
     goto done;
 oom:

@@ -50,6 +50,11 @@ float ig_vec_dot_ref(ig_dtype type, const void *row, const float *x, int64_t n);
  * (rounded up, no iterative search as in llama.cpp), so every value is
  * within half a quantization step of its input. */
 void ig_quantize_row(ig_dtype type, const float *src, void *dst, int64_t n);
+/* The blocks llama-quantize writes without an importance matrix: for Q4_K,
+ * Q5_K and Q6_K those of ggml's quantize_row_*_ref, bit for bit (its search
+ * for the scales and mins, src/quant/quantize_k.c); for the other types
+ * ig_quantize_row's, which are already ggml's. Used by `ignis quantize`. */
+void ig_quantize_row_ggml(ig_dtype type, const float *src, void *dst, int64_t n);
 
 /* Half-precision conversions (IEEE binary16 and bfloat16), round to nearest
  * even. Widening is exact (subnormals, infinities, NaN payloads kept). A NaN

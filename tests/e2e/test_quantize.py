@@ -6,6 +6,8 @@ metadata is copied (general.file_type set), ignis loads the result, and an
 existing output is only replaced with --force."""
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -89,3 +91,85 @@ def test_bad_inputs_are_refused(src: Path, tmp_path: Path):
     r = R.run_ignis(["quantize", junk, tmp_path / "x.gguf", "--type", "q8_0"])
     assert r.returncode == 1
     assert not (tmp_path / "x.gguf").exists() and not (tmp_path / "x.gguf.tmp").exists()
+
+
+# ---- K-quant mixes against llama-quantize --------------------------------
+# The real 270M, dequantized to F32 (tests/tools/dequantize_gguf.py), through
+# `ignis quantize` and `llama-quantize` (scripts/build-llamacpp.sh --cpu):
+# every tensor must get the same type and the same bytes.
+
+LLAMA_QUANTIZE = Path(os.environ.get("IGNIS_LLAMA_QUANTIZE")
+                      or R.CACHE / "llamacpp" / "build" / "bin" / "llama-quantize")
+F32_270M = Path(os.environ.get("IGNIS_MODEL_F32")
+                or R.CACHE / "gemma-3-270m-q4_k_m-dequant-f32.gguf")
+# (ignis --type, llama-quantize type, --pure, general.file_type)
+K_CASES = [("q4_k_m", "Q4_K_M", False, 15), ("q6_k", "Q6_K", True, 18), ("q4_k", "Q4_K", True, 15),
+           ("q6_k", "Q6_K", False, 18)]
+
+
+def tensor_bytes(t) -> np.ndarray:
+    return np.asarray(t.data).view(np.uint8).reshape(-1)
+
+
+@pytest.mark.parametrize("typ,ltyp,pure,ftype", K_CASES, ids=[f"{c[0]}{'-pure' if c[2] else ''}" for c in K_CASES])
+def test_k_quant_matches_llama_quantize(typ: str, ltyp: str, pure: bool, ftype: int, tmp_path: Path):
+    if not LLAMA_QUANTIZE.exists():
+        pytest.skip(f"no llama-quantize at {LLAMA_QUANTIZE} (scripts/build-llamacpp.sh --cpu)")
+    if not F32_270M.exists():
+        pytest.skip(f"no {F32_270M} (tests/tools/dequantize_gguf.py makes it)")
+    flag = ["--pure"] if pure else []
+    ours, theirs = tmp_path / "ignis.gguf", tmp_path / "llama.gguf"
+    r = R.run_ignis(["quantize", F32_270M, ours, "--type", typ, *flag], timeout=900)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([str(LLAMA_QUANTIZE), *flag, str(F32_270M), str(theirs), ltyp, "2"],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    a, b = gguf.GGUFReader(ours), gguf.GGUFReader(theirs)
+    assert a.fields["general.file_type"].contents() == b.fields["general.file_type"].contents() == ftype
+    ta, tb = {t.name: t for t in a.tensors}, {t.name: t for t in b.tensors}
+    assert sorted(ta) == sorted(tb)
+    kinds = set()
+    for name, t in tb.items():
+        assert ta[name].tensor_type == t.tensor_type, (name, ta[name].tensor_type, t.tensor_type)
+        assert np.array_equal(tensor_bytes(ta[name]), tensor_bytes(t)), name
+        kinds.add(t.tensor_type)
+    # the mix really has K-quant tensors and the fallbacks of the 640-wide rows
+    k = Q.Q4_K if typ.startswith("q4") else Q.Q6_K
+    assert k in kinds and (Q.Q5_0 if k == Q.Q4_K else Q.Q8_0) in kinds
+    if typ == "q4_k_m":
+        assert Q.Q6_K in kinds and Q.Q8_0 in kinds
+
+
+def test_q5_k_fallback_refused(src: Path, tmp_path: Path):
+    # The fixture's rows are not whole 256-blocks: llama-quantize would write
+    # Q5_1 there, which ignis does not.
+    out = tmp_path / "q5k.gguf"
+    r = R.run_ignis(["quantize", src, out, "--type", "q5_k_m"])
+    assert r.returncode == 1 and "Q5_1" in r.stderr
+    assert not out.exists() and not (tmp_path / "q5k.gguf.tmp").exists()
+
+
+@pytest.mark.parametrize("typ", ["q4_k_m", "q6_k"])
+def test_k_quant_on_fixture(src: Path, typ: str, tmp_path: Path):
+    # Every row of the tiny fixture falls back (Q5_0 / Q8_0, or F16 where not
+    # whole 32-blocks); the blocks are the reference ones and ignis runs it.
+    out = tmp_path / f"{typ}.gguf"
+    for flag in ([], ["--pure"]):
+        r = R.run_ignis(["quantize", src, out, "--type", typ, "--force", *flag])
+        assert r.returncode == 0, r.stderr
+        a, b = gguf.GGUFReader(src), gguf.GGUFReader(out)
+        assert b.fields["general.file_type"].contents() == (15 if typ == "q4_k_m" else 18)
+        for ta, tb in zip(a.tensors, b.tensors):
+            want = tb.tensor_type
+            if len(ta.shape) < 2 or ta.name.endswith("_norm.weight"):
+                assert want == Q.F32, ta.name
+            elif ta.shape[0] % 256 == 0:
+                assert want in (Q.Q4_K, Q.Q6_K), ta.name
+                continue
+            else:
+                assert want in (Q.Q5_0, Q.Q8_0, Q.F16), (ta.name, want)
+            x = np.asarray(ta.data, dtype=np.float32)
+            ref = gguf.quants.quantize(x, want) if want != Q.F32 else x
+            assert np.array_equal(tensor_bytes(tb), np.asarray(ref).view(np.uint8).reshape(-1)), ta.name
+        r = R.run_ignis(["logits", out, "--tokens", "2,10,20"])
+        assert r.returncode == 0, r.stderr
