@@ -121,6 +121,7 @@ static ig_vk_device *device_tiled(bool run_tiled, int cm) {
         p.index = ig_vk_device_get_info(g_dev)->index;
         p.attn_tile_min = 1;
         p.attn_tile_run = run_tiled ? 1 : 1000000;
+        p.tuning = "invariant=0"; /* else no graph holds the tiled kernels */
         p.no_attn_coopmat = cm == ATTN_TILE;
         if (cm == ATTN_CM_KHR) p.coopmat_ext = IG_VK_COOPMAT_KHR;
         if (ig_vk_device_create(&p, &g_dev_tiled[i]) != IG_OK) g_dev_tiled[i] = NULL;
@@ -493,9 +494,11 @@ static void fill_near_ties(float *x, size_t n, size_t unit) {
 }
 
 /* Whether AUTO takes the int8 tensor cores (vk_ops.c's policy: Q4_K and
- * Q6_K matrices of at least 4M weights, batches from cm_min_tokens, 9). */
+ * Q6_K matrices of at least 4M weights, batches from cm_min_tokens, 9; never
+ * on a batch-invariant device). */
 static bool cmq_auto(ig_vk_device *d, ig_dtype type, int64_t n_in, int rows, int n_tok) {
-    return ig_vk_device_coopmat_int8(d) && (type == IG_TYPE_Q4_K || type == IG_TYPE_Q6_K) && n_in % 256 == 0 &&
+    return !ig_vk_device_invariant(d) && ig_vk_device_coopmat_int8(d) &&
+           (type == IG_TYPE_Q4_K || type == IG_TYPE_Q6_K) && n_in % 256 == 0 &&
            n_in * rows >= (4 << 20) && n_tok >= 9;
 }
 
@@ -566,6 +569,7 @@ static void run_matmul(ig_vk_device *d, ig_dtype type, int64_t n_in, int rows, i
     /* the tensor-core path rounds weights and activations to f16 */
     const bool f16_inputs = path == IG_VK_MATMUL_COOPMAT ||
                             (path == IG_VK_MATMUL_AUTO && !cmq && n_tok > 8 && ig_vk_device_coopmat(d) &&
+                             !ig_vk_device_invariant(d) &&
                              type != IG_TYPE_F32 && type != IG_TYPE_F16 && type != IG_TYPE_BF16);
     /* int8: the CPU's quantization of x, so the same integer sums; only the
        order of the float sums differs. The int8 tensor cores: the same
@@ -1524,15 +1528,15 @@ IG_TEST_SLOW(vulkan_matmul_int8) {
     ds = device_staging();
     REQUIRE(ds != NULL);
     run_matmul(ds, IG_TYPE_Q5_0, 256, 40, 2, IG_VK_MATMUL_INT8, false, IG_VK_ROWS_TOKENS);
-    /* the GPU shape (one token: 64 invocations per row of 128-wide
-       workgroups, one item per lane per pass; several: two rows per group
-       of 32; 32 here on CPU devices) with two rows on matrices of any size,
+    /* the GPU shape (64 invocations per row of 128-wide workgroups, one
+       item per lane per pass; several tokens: two rows per group; 32 here
+       on CPU devices) with two rows on matrices of any size,
        the older one (two items per pass), and a group of two subgroups'
        width */
     const char *shapes[] = {
-        "mv_wg=128,mv_nr1=1,mv_nrn=2,mv_tpr=64,mv_unroll=1,mv_tprn=32,mv_unrolln=1,mv_nrn_min=0",
-        "mv_wg=128,mv_nr1=1,mv_nrn=1,mv_tpr=64,mv_unroll=2,mv_tprn=64,mv_unrolln=2,mv_nrn_min=0",
-        "mv_wg=128,mv_nr1=2,mv_nrn=2,mv_tpr=128,mv_unroll=2,mv_tprn=128,mv_unrolln=2,mv_nrn_min=0"};
+        "mv_wg=128,mv_nr1=1,mv_nrn=2,mv_tpr=64,mv_unroll=1,mv_unrolln=1,mv_nrn_min=0",
+        "mv_wg=128,mv_nr1=1,mv_nrn=1,mv_tpr=64,mv_unroll=2,mv_unrolln=2,mv_nrn_min=0",
+        "mv_wg=128,mv_nr1=2,mv_nrn=2,mv_tpr=128,mv_unroll=2,mv_unrolln=2,mv_nrn_min=0"};
     for (size_t k = 0; k < IG_ARRAY_LEN(shapes); k++) {
         ig_vk_device_params p = ig_vk_device_default_params();
         p.index = ig_vk_device_get_info(d)->index;
