@@ -46,6 +46,9 @@ typedef struct ig_device_ops {
     bool host_kv; /* its backends keep the KV cache in the host arrays of desc->kv */
     ig_status (*backend_create)(ig_device *dev, const ig_backend_desc *desc, ig_backend **out);
     void (*free)(ig_device *dev);
+    /* whether its contexts are batch-invariant: a token's logits the same
+       bits whatever else shares its step */
+    bool (*batch_invariant)(const ig_device *dev);
 } ig_device_ops;
 
 struct ig_device {

@@ -573,11 +573,17 @@ static void vk_device_free(ig_device *dev) {
     free(dev);
 }
 
+static bool vk_batch_invariant(const ig_device *dev) {
+    const vk_model *vm = dev->impl;
+    return vm->dev && ig_vk_device_invariant(vm->dev);
+}
+
 static const ig_device_ops vk_device_ops = {
     .name = "vulkan",
     .host_kv = false,
     .backend_create = vk_backend_create,
     .free = vk_device_free,
+    .batch_invariant = vk_batch_invariant,
 };
 
 ig_status ig_device_vulkan_create(int index, const char *tuning, ig_device **out) {
