@@ -15,7 +15,7 @@ QUICK_E2E   := tests/e2e/test_quant.py tests/e2e/test_install.py
 ASAN_ENV    := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
 
 .PHONY: all build asan deps venv model run check test test-unit test-e2e test-asan \
-        test-asan-slow install check-aarch64 clean
+        test-asan-slow test-e2e-slow install check-aarch64 clean
 
 all: build
 
@@ -67,7 +67,12 @@ test-unit:
 	@$(BUILD)/ignis_tests
 
 test-e2e:
-	@IGNIS_BUILD=$(BUILD) $(VENV)/bin/python -m pytest -q $(PYTEST_PAR) tests/e2e
+	@IGNIS_BUILD=$(BUILD) $(VENV)/bin/python -m pytest -q $(PYTEST_PAR) -m "not slow" tests/e2e
+
+# The end-to-end tests marked slow (minutes each: servers on lavapipe), which
+# CI runs after `make test`.
+test-e2e-slow: build venv model
+	@IGNIS_BUILD=$(BUILD) $(VENV)/bin/python -m pytest -q -m slow tests/e2e
 
 test-asan: asan
 	@$(ASAN_ENV) $(BUILD_ASAN)/ignis_tests --fast

@@ -79,6 +79,13 @@ typedef struct ig_model_params {
     int n_threads;           /* 0 = number of physical cores */
     ig_backend_kind backend; /* IG_BACKEND_CPU by default */
     int device;              /* Vulkan device index */
+    /* Batch-invariant kernels everywhere: a token's logits are the same bits
+     * whether it is alone in a step, in a prompt chunk, after a cached
+     * prefix or beside other sequences, so temperature-0 and seeded output
+     * does not depend on load. The CPU backend always is; on Vulkan this
+     * keeps prefill and large batches off the tensor-core and tiled kernels
+     * (slower there: docs/vulkan.md). */
+    bool deterministic;
 } ig_model_params;
 
 ig_model_params ig_model_default_params(void);

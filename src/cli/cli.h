@@ -23,6 +23,7 @@ int cmd_devices(int argc, char **argv);
 /* `--debug-vk-tuning NAME=VALUE,...` (main.c): overrides of the Vulkan
  * device's tuning for the models this process loads, or NULL. Testing. */
 extern const char *cli_vk_tuning;
+extern bool cli_deterministic; /* --deterministic: batch-invariant kernels (main.c) */
 
 /* Shared helpers (cli_common.c). */
 /* Default model path (~/.cache/ignis/gemma-3-270m-q4_k_m.gguf), or NULL. */

@@ -36,7 +36,9 @@ ig_model *cli_load_model(const char *path, const ig_model_params *params) {
         }
     }
     ig_model *m = NULL;
-    ig_status st = ig_model_load(path, params, &m);
+    ig_model_params mp = params ? *params : ig_model_default_params();
+    if (cli_deterministic) mp.deterministic = true;
+    ig_status st = ig_model_load(path, &mp, &m);
     if (st == IG_OK && cli_vk_tuning) st = ig_model_set_device_tuning(m, cli_vk_tuning);
     if (st != IG_OK) {
         ig_model_free(m);

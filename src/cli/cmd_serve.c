@@ -204,6 +204,7 @@ int cmd_serve(int argc, char **argv) {
     }
     p.model_path = model;
     p.device_tuning = cli_vk_tuning;
+    p.deterministic = cli_deterministic;
     if (p.draft_path && p.lookup) {
         fprintf(stderr, "ignis serve: --draft and --lookup are exclusive\n");
         return 2;

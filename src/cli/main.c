@@ -33,10 +33,26 @@ static void usage(FILE *f) {
         fprintf(f, "  %-11s %s\n", commands[i].name, commands[i].help);
     fprintf(f, "\nMODEL is a .gguf file or a Hugging Face directory; when omitted, the default\n"
                "Gemma 3 270M Q4_K_M in ~/.cache/ignis/ is used.\n"
-               "Run 'ignis COMMAND --help' for a command's options.\n");
+               "Run 'ignis COMMAND --help' for a command's options.\n"
+               "--deterministic (with any command): batch-invariant kernels, so a token's\n"
+               "logits do not depend on what else shares its step (docs/vulkan.md).\n");
 }
 
 const char *cli_vk_tuning;
+bool cli_deterministic;
+
+/* `--deterministic`, anywhere on the command line: the models loaded use
+ * batch-invariant kernels on every backend (ig_model_params.deterministic).
+ * Removes it from argv. */
+static void take_deterministic(int *argc, char **argv) {
+    for (int i = 1; i < *argc; i++) {
+        if (strcmp(argv[i], "--deterministic") != 0) continue;
+        cli_deterministic = true;
+        for (int j = i; j + 1 <= *argc; j++) argv[j] = argv[j + 1];
+        *argc -= 1;
+        i--;
+    }
+}
 
 /* Testing: `--debug-vk-tuning NAME=VALUE,...`, anywhere on the command line,
  * overrides the Vulkan device's tuning (vk_tuning.h) of the models loaded.
@@ -68,6 +84,7 @@ static int take_vk_tuning(int *argc, char **argv) {
 
 int main(int argc, char **argv) {
     if (take_vk_tuning(&argc, argv)) return 2;
+    take_deterministic(&argc, argv);
     if (argc < 2) {
         usage(stderr);
         return 2;

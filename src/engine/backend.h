@@ -50,6 +50,9 @@ typedef struct ig_device_ops {
      * used, budget, busy); may run on any thread, also during a step. NULL:
      * the engine reports the host's numbers (ig_context_device_stats). */
     void (*stats)(const ig_device *dev, ig_device_stats *out);
+    /* whether its contexts are batch-invariant: a token's logits the same
+       bits whatever else shares its step */
+    bool (*batch_invariant)(const ig_device *dev);
 } ig_device_ops;
 
 struct ig_device {

@@ -2,6 +2,7 @@
  * and hands it to the backend. */
 #include "engine/context.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,12 +22,25 @@ static ig_status model_device(ig_model *model) {
     if (model->device) return IG_OK;
     switch (model->params.backend) {
     case IG_BACKEND_CPU: return ig_device_cpu_create(&model->device);
-    case IG_BACKEND_VULKAN:
+    case IG_BACKEND_VULKAN: {
 #ifdef IGNIS_HAVE_VULKAN
-        return ig_device_vulkan_create(model->params.device, model->device_tuning, &model->device);
+        /* deterministic: the invariant kernels, before any tuning override */
+        const char *tuning = model->device_tuning;
+        char *spec = NULL;
+        if (model->params.deterministic) {
+            const size_t n = 16 + (tuning ? strlen(tuning) : 0);
+            spec = malloc(n);
+            if (!spec) return ig_fail(IG_ERR_NO_MEMORY, "out of memory");
+            snprintf(spec, n, "invariant=1%s%s", tuning && *tuning ? "," : "", tuning ? tuning : "");
+            tuning = spec;
+        }
+        ig_status st = ig_device_vulkan_create(model->params.device, tuning, &model->device);
+        free(spec);
+        return st;
 #else
         return ig_fail(IG_ERR_UNSUPPORTED, "this ignis was built without the Vulkan backend");
 #endif
+    }
     }
     return ig_fail(IG_ERR_INVALID_ARG, "unknown backend %d", (int)model->params.backend);
 }

@@ -216,6 +216,10 @@ ig_status ig_model_set_device_tuning(ig_model *m, const char *spec) {
     return IG_OK;
 }
 
+bool ig_model_batch_invariant(const ig_model *m) {
+    return m && m->device && m->device->ops->batch_invariant && m->device->ops->batch_invariant(m->device);
+}
+
 void ig_model_free(ig_model *m) {
     if (!m) return;
     ig_device_free(m->device);

@@ -68,6 +68,10 @@ void ig_vision_free(struct ig_vision *v);
  * For tests and the CLI's --debug-vk-tuning; not part of the public API. */
 ig_status ig_model_set_device_tuning(ig_model *m, const char *spec);
 
+/* Whether the model's contexts are batch-invariant (a token's logits the
+ * same bits whatever shares its step); false before its first context. */
+bool ig_model_batch_invariant(const ig_model *m);
+
 /* Table of tensors of the model's source file. */
 const ig_tensor_table *ig_model_tensors(const ig_model *m);
 const char *ig_model_format(const ig_model *m); /* "gguf" or "safetensors" */

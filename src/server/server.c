@@ -255,8 +255,12 @@ static json_t *model_object(ig_server *S) {
     json_object_set_new(m, "object", json_string("model"));
     json_object_set_new(m, "created", json_integer(S->created));
     json_object_set_new(m, "owned_by", json_string("ignis"));
-    if (atomic_load(&S->state) == ST_READY)
+    if (atomic_load(&S->state) == ST_READY) {
         json_object_set_new(m, "max_model_len", json_integer(S->n_ctx));
+        /* a request's output does not depend on what else is being served
+           (batch-invariant engine, per-request random streams) */
+        json_object_set_new(m, "deterministic", json_boolean(ig_model_batch_invariant(S->model)));
+    }
     return m;
 }
 
@@ -1210,6 +1214,7 @@ static void *loader_main(void *arg) {
     mp.n_threads = S->p.n_threads;
     mp.backend = S->p.backend;
     mp.device = S->p.device;
+    mp.deterministic = S->p.deterministic;
     const char *load_what = S->model_path;
     ig_status st = ig_model_load(S->model_path, &mp, &S->model);
     if (st == IG_OK && S->p.device_tuning) st = ig_model_set_device_tuning(S->model, S->p.device_tuning);

@@ -2,7 +2,8 @@
 --check-invariance` evaluates the same tokens all at once, one per step, in
 chunks of 3 and 7, from a cached prefix and in steps shared with another
 sequence, and must find every position's logits bit-identical, on each CPU
-instruction set, with 1 and 2 threads and either KV-cache type.
+instruction set, with 1 and 2 threads and either KV-cache type; and on the
+Vulkan backend where a device is usable (lavapipe on machines without a GPU).
 
 Without invariance these differ by up to ~1 logit on this model (small
 rounding differences flip activation-quantization roundings, and the model
@@ -58,6 +59,30 @@ def test_logits_do_not_depend_on_chunking(ids, isa, threads, kv):
     toks = ",".join(ids.split(",")[:12]) if isa == "scalar" else ids
     r = ignis(["logits", MODEL, "--tokens", toks, "--check-invariance", "-t", str(threads),
                "--kv", kv], env_cpu=isa)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    for mode in MODES:
+        line = next((ln for ln in lines if ln.startswith(mode)), None)
+        assert line is not None, f"no line for {mode!r}: {r.stdout}"
+        assert line.endswith("max |diff| 0 (bit-identical)"), line
+    assert lines[-1] == "largest difference: 0"
+
+
+def vulkan_usable() -> bool:
+    r = ignis(["devices"], timeout=120)
+    return r.returncode == 0 and "usable: yes" in r.stdout
+
+
+@pytest.mark.parametrize("kv", ["f16", "f32"])
+def test_vulkan_logits_do_not_depend_on_chunking(ids, kv):
+    """The same on the Vulkan backend (batch-invariant with --deterministic): the
+    one-token graph (mat-vecs with the q/k/v tails, decode attention) must
+    give the bits of the multi-token ones. 12 tokens: lavapipe is slow."""
+    if not vulkan_usable():
+        pytest.skip("no usable Vulkan device")
+    toks = ",".join(ids.split(",")[:12])
+    r = ignis(["logits", MODEL, "--tokens", toks, "--check-invariance", "--backend", "vulkan", "--deterministic", "--kv", kv],
+              timeout=1800)
     assert r.returncode == 0, r.stdout + r.stderr
     lines = r.stdout.splitlines()
     for mode in MODES:

@@ -147,7 +147,7 @@ def test_real_model_prefill_attention(ignis_build: Path, tmp_path: Path, prefill
     toks, cpu = PREFILL_TOKENS, prefill_cpu_reference
     p = ignis(ignis_build, "logits", str(REAL), "--tokens", toks, "--all", "--kv", "f16", "--backend", "vulkan",
               "--out", str(tmp_path / "gpu.bin"),
-              "--debug-vk-tuning", "int8=0,attn_tile_min=%s,attn_coopmat=%s" % (tile_min, cm))
+              "--debug-vk-tuning", "int8=0,invariant=0,attn_tile_min=%s,attn_coopmat=%s" % (tile_min, cm))
     assert p.returncode == 0, p.stderr
     gpu = np.fromfile(tmp_path / "gpu.bin", dtype="<f4")
     assert gpu.shape == cpu.shape and cpu.size == 48 * 262144
@@ -180,7 +180,7 @@ def test_int8_tensor_cores_match_cpu(ignis_build: Path, tmp_path: Path):
     errs = {}
     for cm_int8 in ("1", "0"):
         p = ignis(ignis_build, "logits", str(model), "--tokens", toks, "--all", "--backend", "vulkan",
-                  "--out", str(tmp_path / "gpu.bin"), "--debug-vk-tuning", "coopmat_int8=" + cm_int8,
+                  "--out", str(tmp_path / "gpu.bin"), "--debug-vk-tuning", "invariant=0,coopmat_int8=" + cm_int8,
                   env={**os.environ, "IGNIS_VK_PROFILE": "1"})
         assert p.returncode == 0, p.stderr
         # (mmqk_: on KHR's s8 products)

@@ -3,7 +3,9 @@
  * (every position of a prefill, one token at a time, mixed multi-sequence
  * batches with wrapping sliding-window rings, output chunks past the device
  * logits buffer, fusions on and off), and the real Gemma 3 270M GGUF against
- * the CPU backend (logits and 16 greedy tokens). Skipped without a usable
+ * the CPU backend (logits and 16 greedy tokens), and batch invariance (a
+ * token's logits the same bits alone, in chunks and beside another
+ * sequence, on the fixture and a synthetic Q4_K_M). Skipped without a usable
  * Vulkan device; on CI that is lavapipe, so the cases stay small. */
 #include "test.h"
 
@@ -20,6 +22,10 @@
 #include "engine/context.h"
 #include "graph_permute.h"
 #include "model/model.h"
+#include "model/synth.h"
+
+#include <math.h>
+#include <unistd.h>
 
 typedef struct ref_seq {
     int n;
@@ -104,12 +110,16 @@ static bool have_device(void) {
  * or NULL: how a test takes another path through the Vulkan engine. */
 static const char *tuning;
 
+/* the models loaded from here on ask for batch-invariant kernels */
+static bool deterministic;
+
 static ig_model *load(const char *path, ig_backend_kind be) {
     ig_model_params mp = ig_model_default_params();
     mp.n_threads = 2;
     mp.backend = be;
     const char *dev = getenv("IGNIS_VK_DEVICE");
     mp.device = dev && *dev ? atoi(dev) : 0;
+    mp.deterministic = deterministic;
     ig_model *m = NULL;
     if (ig_model_load(path, &mp, &m) != IG_OK || ig_model_set_device_tuning(m, tuning) != IG_OK) {
         fprintf(stderr, "  cannot load %s: %s\n", path, ig_last_error());
@@ -485,6 +495,133 @@ IG_TEST_SLOW(vulkan_engine_real_270m) {
     free(lv);
     free(lc);
     ig_model_free(mv);
+}
+
+/* ---- batch invariance ---- */
+
+/* Feeds toks[0..n) to sequence 0 in steps of `chunk` tokens, each step led
+ * by up to `chunk` tokens of `other` for sequence 1 when n_other > 0; the
+ * logits of position i go to out + i * vocab. */
+static ig_status feed(ig_context *ctx, const int32_t *toks, int n, int chunk, const int32_t *other, int n_other,
+                      float *out, int vocab) {
+    int32_t tk[64], pos[64], seq[64];
+    uint8_t want[64];
+    if (chunk > 32) return IG_ERR_INVALID_ARG;
+    for (int i = 0, j = 0; i < n || j < n_other;) {
+        int m = 0;
+        for (int c = 0; c < chunk && j < n_other; c++, j++, m++) tk[m] = other[j], pos[m] = j, seq[m] = 1, want[m] = 0;
+        const int first = m;
+        for (int c = 0; c < chunk && i < n; c++, i++, m++) tk[m] = toks[i], pos[m] = i, seq[m] = 0, want[m] = 1;
+        ig_batch b = {m, tk, pos, seq, want};
+        IG_TRY(ig_decode(ctx, &b));
+        for (int r = 0; r < m - first; r++) {
+            const float *l = ig_get_logits(ctx, r);
+            if (!l) return IG_ERR_INTERNAL;
+            memcpy(out + (size_t)pos[first + r] * (size_t)vocab, l, sizeof(float) * (size_t)vocab);
+        }
+    }
+    return IG_OK;
+}
+
+/* The logits of every position of n tokens, all in one step, are the same
+ * bits one token per step (the one-token graph: fused q/k/v tails on int8
+ * devices), in chunks of 3, and sharing every step with another sequence
+ * (chunks of 4 and of 1). */
+static void check_invariant(ig_model *m, int n, ig_kv_type kv) {
+    const ig_vk_device *dv = NULL;
+    const int vocab = ig_model_hparams(m)->n_vocab;
+    int32_t toks[32], other[32];
+    REQUIRE(n <= 32);
+    for (int i = 0; i < n; i++) {
+        toks[i] = i == 0 ? 2 : (int32_t)((i * 7919 + 11) % (vocab - 3)) + 3;
+        other[i] = i == 0 ? 2 : (int32_t)((i * 104729 + 5) % (vocab - 3)) + 3;
+    }
+    ig_context *ctx = make_ctx(m, n, 2, 2 * n, kv);
+    REQUIRE(ctx);
+    dv = ig_vk_engine_device(m);
+    REQUIRE(dv);
+    CHECK(ig_vk_device_invariant(dv));
+    const size_t sz = (size_t)n * (size_t)vocab;
+    float *ref = malloc(sizeof(float) * sz), *got = malloc(sizeof(float) * sz);
+    REQUIRE(ref && got);
+    REQUIRE_OK(feed(ctx, toks, n, n, NULL, 0, ref, vocab));
+    static const struct {
+        int chunk, mixed;
+    } modes[] = {{1, 0}, {3, 0}, {4, 1}, {1, 1}};
+    for (size_t k = 0; k < IG_ARRAY_LEN(modes); k++) {
+        ig_seq_clear(ctx, 0);
+        ig_seq_clear(ctx, 1);
+        for (size_t i = 0; i < sz; i++) got[i] = NAN;
+        CHECK_STATUS(feed(ctx, toks, n, modes[k].chunk, modes[k].mixed ? other : NULL, modes[k].mixed ? n : 0, got,
+                          vocab),
+                     IG_OK);
+        for (int p = 0; p < n; p++) {
+            const float *a = ref + (size_t)p * vocab, *b = got + (size_t)p * vocab;
+            if (memcmp(a, b, sizeof(float) * (size_t)vocab) != 0) {
+                int v = 0;
+                while (v < vocab && a[v] == b[v]) v++;
+                ig_test_fail_at(__FILE__, __LINE__, "chunks of %d%s: position %d, logit %d: %.9g vs %.9g",
+                                modes[k].chunk, modes[k].mixed ? " with another sequence" : "", p, v,
+                                v < vocab ? (double)b[v] : 0.0, v < vocab ? (double)a[v] : 0.0);
+                break;
+            }
+        }
+    }
+    /* the logits are real: finite and not all equal */
+    int finite = 0;
+    for (size_t i = 0; i < sz; i++) finite += isfinite(ref[i]) != 0;
+    CHECK_EQ_INT(finite, (long long)sz);
+    CHECK(ref[0] != ref[1] || ref[1] != ref[2]);
+    free(ref);
+    free(got);
+    ig_context_free(ctx);
+}
+
+/* The tiny fixture: F32 weights (the f32 mat-vec), a 16-token sliding
+ * window that 20 tokens pass, f32 and f16 caches. */
+IG_TEST(vulkan_engine_invariance_tiny) {
+    if (!have_device()) return;
+    deterministic = true;
+    ig_model *m = load_fixture("tiny-1b-like", "f32");
+    deterministic = false;
+    REQUIRE(m);
+    check_invariant(m, 20, IG_KV_F32);
+    check_invariant(m, 20, IG_KV_F16);
+    ig_model_free(m);
+}
+
+/* A 2-layer synthetic 270M of the Q4_K_M recipe (Q8_0, Q5_0, Q4_K and Q6_K
+ * matrices): the int8 mat-vec, its activation copies made by the norms and
+ * the attention merge, and one-token steps with the q/k/v tails. */
+IG_TEST_SLOW(vulkan_engine_invariance_synth_q4_k_m) {
+    if (!have_device()) return;
+    char path[] = "/tmp/ignis-vk-invariance-XXXXXX";
+    const int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    close(fd);
+    ig_synth_params p = {0};
+    p.size = "270m";
+    p.ftype = IG_SYNTH_Q4_K_M;
+    p.n_layer = 2;
+    p.seed = 7;
+    ig_synth *s = NULL;
+    ig_status st = ig_synth_create(&p, &s);
+    FILE *fp = st == IG_OK ? fopen(path, "wb") : NULL;
+    if (fp) {
+        st = ig_synth_write(s, fp);
+        if (fclose(fp) != 0 && st == IG_OK) st = IG_ERR_IO;
+    } else if (st == IG_OK) {
+        st = IG_ERR_IO;
+    }
+    ig_synth_free(s);
+    CHECK_STATUS(st, IG_OK);
+    deterministic = true;
+    ig_model *m = st == IG_OK ? load(path, IG_BACKEND_VULKAN) : NULL;
+    deterministic = false;
+    unlink(path);
+    REQUIRE(m);
+    check_invariant(m, 8, IG_KV_F16);
+    ig_model_free(m);
 }
 
 #else

@@ -36,7 +36,6 @@ IG_TEST(vulkan_tuning_nvidia_80g) {
     CHECK_EQ_INT(t.mv_nrn, 2);
     CHECK_EQ_INT(t.mv_tpr, 64);
     CHECK_EQ_INT(t.mv_unroll, 1);
-    CHECK_EQ_INT(t.mv_tprn, 32);
     CHECK_EQ_INT(t.mv_unrolln, 1);
     CHECK(t.mv_nrn_min == 3072);
     CHECK_EQ_INT(t.mv_long_tpr, 128);
@@ -66,7 +65,6 @@ IG_TEST(vulkan_tuning_other_gpus) {
     i = info_of("discrete", 0x1002, 64, 192, 1024);
     REQUIRE_OK(ig_vk_tuning_for(&i, &t));
     CHECK(t.prefetch_stage == 0);
-    CHECK_EQ_INT(t.mv_tprn, 64);
     CHECK_EQ_INT(t.mv_tpr, 64);
     i = info_of("integrated", 0x8086, 32, 4, 256);
     REQUIRE_OK(ig_vk_tuning_for(&i, &t));
@@ -84,7 +82,6 @@ IG_TEST(vulkan_tuning_cpu) {
     CHECK_EQ_INT(t.mv_nrn, 1);
     CHECK_EQ_INT(t.mv_tpr, 32);
     CHECK_EQ_INT(t.mv_unroll, 2);
-    CHECK_EQ_INT(t.mv_tprn, 32);
     CHECK_EQ_INT(t.mv_unrolln, 2);
     CHECK_EQ_INT(t.mv_long_tpr, 0);
     CHECK_EQ_INT(t.head_tail_nr, 4);

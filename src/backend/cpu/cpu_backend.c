@@ -222,11 +222,18 @@ static ig_status cpu_backend_create(ig_device *dev, const ig_backend_desc *desc,
 
 static void cpu_device_free(ig_device *dev) { free(dev); }
 
+/* every kernel of every ISA (docs/benchmarks/2026-11-28-cpu-invariance.md) */
+static bool cpu_batch_invariant(const ig_device *dev) {
+    (void)dev;
+    return true;
+}
+
 static const ig_device_ops cpu_device_ops = {
     .name = "cpu",
     .host_kv = true,
     .backend_create = cpu_backend_create,
     .free = cpu_device_free,
+    .batch_invariant = cpu_batch_invariant,
 };
 
 ig_status ig_device_cpu_create(ig_device **out) {

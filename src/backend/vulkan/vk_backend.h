@@ -196,6 +196,9 @@ bool ig_vk_device_coopmat_int8(const ig_vk_device *dev);
 bool ig_vk_device_attn_coopmat(const ig_vk_device *dev);
 /* Whether the device runs the int8 mat-vec (IG_VK_MATMUL_INT8). */
 bool ig_vk_device_int8(const ig_vk_device *dev);
+/* Whether its graphs are batch-invariant (tuning `invariant`): a token's
+ * logits the same bits whatever shares its step. */
+bool ig_vk_device_invariant(const ig_vk_device *dev);
 /* Whether decode graphs prefetch the weights ahead into L2 on this device
  * by default (its tuning table entries; see vk_engine.c). */
 bool ig_vk_prefetch_default(const ig_vk_device_info *info);

@@ -382,6 +382,7 @@ bool ig_vk_device_coopmat_khr(const ig_vk_device *dev) { return dev->cm.khr; }
 bool ig_vk_device_coopmat_int8(const ig_vk_device *dev) { return dev->cm.i8; }
 bool ig_vk_device_attn_coopmat(const ig_vk_device *dev) { return dev->cm.attn; }
 bool ig_vk_device_int8(const ig_vk_device *dev) { return dev->int8_mv; }
+bool ig_vk_device_invariant(const ig_vk_device *dev) { return dev->tune.invariant; }
 
 bool ig_vk_prefetch_default(const ig_vk_device_info *info) {
     ig_vk_tuning t;

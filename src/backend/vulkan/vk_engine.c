@@ -586,12 +586,18 @@ static void vk_device_stats(const ig_device *dev, ig_device_stats *out) {
     out->device_lost = s.lost;
 }
 
+static bool vk_batch_invariant(const ig_device *dev) {
+    const vk_model *vm = dev->impl;
+    return vm->dev && ig_vk_device_invariant(vm->dev);
+}
+
 static const ig_device_ops vk_device_ops = {
     .name = "vulkan",
     .host_kv = false,
     .backend_create = vk_backend_create,
     .free = vk_device_free,
     .stats = vk_device_stats,
+    .batch_invariant = vk_batch_invariant,
 };
 
 ig_status ig_device_vulkan_wrap(ig_vk_device *vk, ig_device **out) {

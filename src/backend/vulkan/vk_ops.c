@@ -145,7 +145,8 @@ static bool x8_wanted(ig_vk_graph *g, uint64_t n_in, uint32_t off, uint32_t stri
     for (int i = 0; i < 4; i++)
         if (c->seen_n_in[i] == n_in) *kind = c->seen_kind[i], seen = true;
     return seen && d->int8_mv && d->tune.x8_producers && ig_vk_graph_matmul_path(g) == IG_VK_MATMUL_AUTO &&
-           T <= d->tune.mv_max_tokens && (T < d->cm_min_tokens || !d->cm.f16 || d->cm.i8) &&
+           (d->tune.invariant ||
+            (T <= d->tune.mv_max_tokens && (T < d->cm_min_tokens || !d->cm.f16 || d->cm.i8))) &&
            n_in % x8_unit(*kind) == 0 &&
            off % 4 == 0 && stride % 4 == 0;
 }
@@ -404,7 +405,9 @@ static ig_vk_matmul_path auto_path(const ig_vk_device *d, const ig_vk_buffer *w,
        mv_max_tokens, of larger ones below cm_min_tokens */
     const uint64_t mv_cols = c.int8 ? d->tune.mv_max_tokens : MATVEC_MAX_COLS;
     const uint32_t cm_from = c.cmq ? d->cm_min_tokens : d->cm_min_tokens_f16;
-    if (T <= mv_cols && !(cm_auto && T >= cm_from))
+    /* batch invariance: the mat-vec for every batch, whose sums are the
+       same whatever the token count (mv.comp) */
+    if (d->tune.invariant || (T <= mv_cols && !(cm_auto && T >= cm_from)))
         return !c.fast ? IG_VK_MATMUL_VEC : c.int8 ? IG_VK_MATMUL_INT8 : IG_VK_MATMUL_FAST;
     if (!cm_auto) return IG_VK_MATMUL_TILED;
     /* int8 tensor cores for Q4_K and Q6_K (rows of whole super-blocks)
@@ -413,13 +416,21 @@ static ig_vk_matmul_path auto_path(const ig_vk_device *d, const ig_vk_buffer *w,
     return c.cmq ? IG_VK_MATMUL_COOPMAT_INT8 : IG_VK_MATMUL_COOPMAT;
 }
 
-/* mv.comp's invocations per row group and most items per lane per pass for
- * column tiles of nc tokens: one shape for one token, another for several
- * (vk_tuning.c says why). One token's rows of at most 32 items take groups
- * of 32 where subgroups are no wider (270M's rows of 640 are 20 items,
- * and a group of 64 left 44 lanes idle). */
-static uint32_t mv_group_tpr(const ig_vk_device *d, uint32_t nc, uint64_t items) {
-    if (nc != 1) return d->tune.mv_tprn;
+/* Whether an n_out x n_in matrix has long rows for mv.comp: a row per
+ * workgroup of mv_long_tpr invocations (12B and 27B's down projection). */
+static bool mv_long(const ig_vk_device *d, uint64_t n_in, uint64_t n_out) {
+    return d->tune.mv_long_tpr && n_in * 100 >= (uint64_t)d->tune.mv_long_pct * n_out &&
+           n_out >= d->tune.mv_long_rows;
+}
+
+/* mv.comp's invocations per row group: a property of the matrix, never of
+ * the token count, since it is the shape of each output's sum (lane l adds
+ * items l, l + TPR, ... in order, then the lanes are added): one token and
+ * a batch must round alike (batch invariance). Rows of at most 32 items
+ * take groups of 32 where subgroups are no wider (270M's rows of 640 are
+ * 20 items, and a group of 64 left 44 lanes idle). */
+static uint32_t mv_group_tpr(const ig_vk_device *d, uint64_t n_in, uint64_t n_out, uint64_t items) {
+    if (mv_long(d, n_in, n_out)) return d->tune.mv_long_tpr;
     return items <= 32 && d->tune.mv_tpr > 32 && d->info.subgroup_size <= 32 ? 32 : d->tune.mv_tpr;
 }
 static uint32_t mv_group_unroll(const ig_vk_device *d, uint32_t nc) { return nc == 1 ? d->tune.mv_unroll : d->tune.mv_unrolln; }
@@ -432,15 +443,16 @@ static uint32_t mv_rows_per_group(const ig_vk_device *d, uint32_t nc, uint64_t n
     if (d->info.subgroup_size < 32)
         while (n > 1 && n * nc > 32) n--; /* mv.comp's scratch */
     *nr = n;
-    return d->tune.mv_wg / mv_group_tpr(d, nc, items) * n;
+    return d->tune.mv_wg / mv_group_tpr(d, n_in, n_out, items) * n;
 }
 
 /* The rows per workgroup of the q and k mat-vecs with a tail (and their
- * row group) for rows of that many items: fewer workgroups count in per
- * head when it is larger. */
-static uint32_t tail_rows_per_group(const ig_vk_device *d, uint64_t items, uint32_t *nr) {
+ * row group) for an n_out x n_in matrix of rows of that many items: fewer
+ * workgroups count in per head when it is larger. */
+static uint32_t tail_rows_per_group(const ig_vk_device *d, uint64_t n_in, uint64_t n_out, uint64_t items,
+                                    uint32_t *nr) {
     *nr = d->tune.head_tail_nr;
-    return d->tune.mv_wg / mv_group_tpr(d, 1, items) * d->tune.head_tail_nr;
+    return d->tune.mv_wg / mv_group_tpr(d, n_in, n_out, items) * d->tune.head_tail_nr;
 }
 
 /* What follows a one-token q, k or v projection, done by the mat-vec
@@ -470,8 +482,8 @@ static ig_status tail_prepare(ig_vk_graph *g, const mv_tail *t, const ig_vk_buff
     const uint64_t hd = t->head_dim, n_out = (uint64_t)w->ne1;
     uint32_t nr;
     if (path != IG_VK_MATMUL_INT8 || T != 1 || w->n_parts != 1 || hd == 0 || hd % 2 || hd > 1024 ||
-        n_out % hd || d->tune.head_tail_nr == 0 ||
-        (t->kind != TAIL_V && hd % tail_rows_per_group(d, mv_items(w->type, w->ne0), &nr)))
+        n_out % hd || d->tune.head_tail_nr == 0 || mv_long(d, (uint64_t)w->ne0, n_out) ||
+        (t->kind != TAIL_V && hd % tail_rows_per_group(d, (uint64_t)w->ne0, n_out, mv_items(w->type, w->ne0), &nr)))
         return bad(g, "vulkan: %s: needs one token on the int8 mat-vec, one weight part and whole heads per "
                       "workgroup", "matmul tail");
     *tp = (tail_plan){.hd = (uint32_t)hd, .eps = t->eps};
@@ -562,8 +574,7 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
     if (path == IG_VK_MATMUL_VEC || path == IG_VK_MATMUL_FAST || path == IG_VK_MATMUL_INT8) {
         uint32_t nc = 1;
         while (nc < T && nc < MATVEC_MAX_COLS) nc *= 2;
-        long_rows = path != IG_VK_MATMUL_VEC && nc == 1 && !has_tail && d->tune.mv_long_tpr &&
-                    n_in * 100 >= (uint64_t)d->tune.mv_long_pct * n_out && n_out >= d->tune.mv_long_rows;
+        long_rows = path != IG_VK_MATMUL_VEC && mv_long(d, n_in, n_out);
         spec1 = nc;
         gy = ceil_div(T, nc);
         if (path == IG_VK_MATMUL_VEC) {
@@ -575,7 +586,7 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
             if (long_rows) spec2 = rows_per_group = 1;
             else
                 rows_per_group = has_tail && tail->kind != TAIL_V
-                                     ? tail_rows_per_group(d, items, &spec2)
+                                     ? tail_rows_per_group(d, n_in, n_out, items, &spec2)
                                      : mv_rows_per_group(d, nc, n_in, n_out, items, &spec2);
             if (has_tail) {
                 const char *kv = tail->kv && tail->kv->type == IG_KV_F16 ? "f16" : "f32";
@@ -608,7 +619,7 @@ static ig_status matmul_common(ig_vk_graph *g, ig_vk_rows rows, const ig_vk_buff
     VkPipeline pipe;
     const bool mv = path == IG_VK_MATMUL_FAST || path == IG_VK_MATMUL_INT8;
     /* spec1: the mat-vec's column tile */
-    const uint32_t tpr = !mv ? 0 : long_rows ? d->tune.mv_long_tpr : mv_group_tpr(d, spec1, items);
+    const uint32_t tpr = !mv ? 0 : mv_group_tpr(d, n_in, n_out, items);
     const uint32_t max_unroll = long_rows ? d->tune.mv_long_unroll : mv ? mv_group_unroll(d, spec1) : 0;
     const uint32_t spec[5] = {spec0, spec1, spec2, tpr, mv ? mv_unroll(items, tpr, max_unroll) : 0};
     IG_TRY(ig_vk_graph_set_error(g, ig_vk_pipeline_spec(d, name, spec, 5, &pipe)));
@@ -715,7 +726,10 @@ bool ig_vk_qkv_tail_ok(ig_vk_graph *g, const ig_vk_qkv *p, const ig_vk_kv *kv, i
     for (int i = 0; i < 3; i++) {
         if (!w[i] || !w[i]->is_weight || w[i]->n_parts != 1 || w[i]->ne1 != rows[i] || w[i]->ne0 != p->wq->ne0)
             return false;
-        if (i < 2 && hd % tail_rows_per_group(d, mv_items(w[i]->type, w[i]->ne0), &nr)) return false; /* q, k */
+        if (mv_long(d, (uint64_t)w[i]->ne0, (uint64_t)w[i]->ne1)) return false;
+        if (i < 2 && hd % tail_rows_per_group(d, (uint64_t)w[i]->ne0, (uint64_t)w[i]->ne1,
+                                              mv_items(w[i]->type, w[i]->ne0), &nr))
+            return false; /* q, k */
         const bool fast_ok = src.offset % 16 == 0 &&
                              ig_vk_matmul_fast_ok(w[i]->type, w[i]->ne0, 0, stride_or(src.stride, (uint64_t)w[i]->ne0));
         if (auto_path(d, w[i], 1, matmul_caps_of(d, w[i], fast_ok)) != IG_VK_MATMUL_INT8) return false;
@@ -928,7 +942,9 @@ ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, i
      * block of query rows rather than once per token. It suits prefill, not
      * a batch of decoding streams (a row per sequence), and a graph serves
      * both: attn.comp is recorded too, and each step runs one of them
-     * (attn_tiled_step). Without attn.comp, attn_tile.comp runs alone. */
+     * (attn_tiled_step). Without attn.comp, attn_tile.comp runs alone.
+     * Not when the device's tuning asks for batch invariance: a token would
+     * round otherwise in a prefill step than alone. */
     /* On tensor cores (attn_cm.comp) where the device has them: faster
        than attn_tile.comp, more so at depth */
     const uint32_t hd = (uint32_t)kv->head_dim;
@@ -939,7 +955,8 @@ ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, i
     const bool cm = d->cm.attn && (hd == 64 || hd == 128 || hd == 256) && attn_cm_rows(hd) % G == 0 &&
                     attn_cm_shared(hd, khr ? 16 : 8) <= d->info.max_shared_memory;
     const uint32_t rows = cm ? attn_cm_rows(hd) : attn_tile_rows(hd);
-    if (kv->type == IG_KV_F16 && T >= d->tune.attn_tile_min && (hd == 64 || hd == 128 || hd == 256) && G <= rows &&
+    if (!d->tune.invariant && kv->type == IG_KV_F16 && T >= d->tune.attn_tile_min &&
+        (hd == 64 || hd == 128 || hd == 256) && G <= rows &&
         rows % G == 0 && kcoff % 8 == 0 && vcoff % 8 == 0 && qoff % 4 == 0 && qs % 4 == 0 && ooff % 4 == 0 &&
         os % 4 == 0 && (cm || attn_tile_shared(hd) <= d->info.max_shared_memory)) {
         pc.tiled = flash ? 1 : 2;
@@ -964,7 +981,12 @@ ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, i
         return ig_vk_rec_dispatch(g, pipe, parts, 4, &pc, sizeof pc, (uint32_t)n_head, (uint32_t)T, 1);
     }
     const uint64_t n_keys = kv->window > 0 && kv->window < kv->cap ? (uint64_t)kv->window : (uint64_t)kv->cap;
-    uint64_t chunks = (d->tune.attn_wgs + T * kv->n_head_kv - 1) / (T * (uint64_t)kv->n_head_kv);
+    /* The chunks of a token: as many as keep the GPU busy for one token,
+       whatever the graph's token count, so that a token's keys are split
+       at the same places (and merged in the same order) alone, in a batch
+       or in a prefill chunk (batch invariance); a batch has more
+       workgroups, each as short as a lone token's. */
+    uint64_t chunks = (d->tune.attn_wgs + kv->n_head_kv - 1) / (uint64_t)kv->n_head_kv;
     if (chunks > 32) chunks = 32;
     if (chunks < 1) chunks = 1;
     /* chunks of at least min_keys keys (4 per subgroup); how many keys each
@@ -973,6 +995,11 @@ ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, i
        keeps every chunk busy */
     const uint32_t min_keys = 4 * NSG;
     if (chunks > (n_keys + min_keys - 1) / min_keys) chunks = (n_keys + min_keys - 1) / min_keys;
+    /* the chunks' states of a large graph must fit one binding (lavapipe's
+       is 128 MiB: a 4B's 512-token graph): fewer chunks there, and that
+       graph's tokens are split differently from a lone token's */
+    while (chunks > 1 && T * (uint64_t)n_head * chunks * ((uint64_t)kv->head_dim + 2) * 4 > d->max_binding)
+        chunks = (chunks + 1) / 2;
     pc.chunk = min_keys;
     pc.n_chunks = (uint32_t)chunks;
     const ig_vk_buffer *scratch = NULL;

@@ -11,9 +11,10 @@
 /* What suits a large discrete GPU (tuned on the H100; the measurements are
  * in the records of docs/benchmarks/). */
 static const ig_vk_tuning defaults = {
-    /* one item per lane per pass; two rows per group of 32 for several
-       tokens, on large matrices only (small ones lose with two) */
-    .mv_wg = 128, .mv_nr1 = 1, .mv_nrn = 2, .mv_tpr = 64, .mv_unroll = 1, .mv_tprn = 32, .mv_unrolln = 1,
+    /* one item per lane per pass; groups of 64 for one token and for
+       several (one shape of sum: batch invariance); two rows per group for
+       several tokens, on large matrices only (small ones lose with two) */
+    .mv_wg = 128, .mv_nr1 = 1, .mv_nrn = 2, .mv_tpr = 64, .mv_unroll = 1, .mv_unrolln = 1,
     .mv_nrn_min = 3072,
     /* past 128 tokens the f32 tiled kernel is faster than the mat-vec */
     .mv_max_tokens = 128,
@@ -36,6 +37,7 @@ static const ig_vk_tuning defaults = {
     .attn_wgs = 512, .attn_tile_min = 32, .attn_tile_run = 16, .attn_merge_max = 512,
     /* few rows, latency-bound: wide workgroups */
     .norm_wg = 1024,
+    .invariant = false,
     .fuse = true,
 };
 
@@ -43,10 +45,6 @@ static const ig_vk_tuning defaults = {
 
 /* In order: later entries win where two set the same value. */
 const ig_vk_tuning_entry ig_vk_tuning_table[] = {
-    {{.subgroup_size = 64}, "mv_tprn=64",
-     "several tokens: a row group per subgroup where subgroups are 64 wide"},
-    {{.subgroup_size = 128}, "mv_tprn=128",
-     "several tokens: a row group per subgroup where subgroups are 128 wide"},
     {{.wg_below = 1024}, "norm_wg=256",
      "the row norms' wide workgroup does not fit"},
     {{.type = "cpu"},
@@ -65,12 +63,12 @@ typedef struct field {
 
 #define F(n) {#n, offsetof(ig_vk_tuning, n), sizeof(((ig_vk_tuning *)0)->n)}
 static const field fields[] = {
-    F(mv_wg), F(mv_nr1), F(mv_nrn), F(mv_tpr), F(mv_unroll), F(mv_tprn), F(mv_unrolln), F(mv_nrn_min),
+    F(mv_wg), F(mv_nr1), F(mv_nrn), F(mv_tpr), F(mv_unroll), F(mv_unrolln), F(mv_nrn_min),
     F(mv_max_tokens), F(mv_long_tpr), F(mv_long_pct), F(mv_long_unroll), F(mv_long_rows), F(head_tail_nr),
     F(int8), F(x8_producers), F(coopmat), F(coopmat_int8), F(attn_coopmat), F(cm_wide_groups),
     F(cm_split_groups), F(cm_pf), F(cm_min_tokens_int8), F(cm_min_tokens_f32), F(cm_min_tokens_f16),
     F(attn_wgs), F(attn_tile_min), F(attn_tile_run), F(attn_merge_max), F(norm_wg), F(prefetch_stage),
-    F(prefetch_ahead), F(prefetch_max_tokens), F(fuse), F(head_cap),
+    F(prefetch_ahead), F(prefetch_max_tokens), F(invariant), F(fuse), F(head_cap),
 };
 #undef F
 
@@ -139,8 +137,7 @@ ig_status ig_vk_tuning_check(const ig_vk_tuning *t, const ig_vk_device_info *inf
     const bool mv_ok = t->mv_wg >= 32 && t->mv_wg <= 256 && t->mv_wg % 32 == 0 && t->mv_nr1 >= 1 &&
                        t->mv_nr1 <= 8 && t->mv_nrn >= 1 && t->mv_nrn <= 8 && group_width(t->mv_tpr) &&
                        t->mv_tpr <= t->mv_wg && t->mv_unroll >= 1 && t->mv_unroll <= 8 &&
-                       group_width(t->mv_tprn) && t->mv_tprn <= t->mv_wg && t->mv_unrolln >= 1 &&
-                       t->mv_unrolln <= 8;
+                       t->mv_unrolln >= 1 && t->mv_unrolln <= 8;
     if (!mv_ok) return ig_fail(IG_ERR_INVALID_ARG, "vulkan tuning: bad mat-vec shape");
     const uint32_t lt = t->mv_long_tpr;
     if (!(lt == 0 || lt == 32 || lt == 64 || lt == 128 || lt == 256) || lt > info->max_wg_invocations ||

@@ -17,18 +17,19 @@
 
 typedef struct ig_vk_tuning {
     /* mat-vec (mv.comp): workgroup size, rows per group for one token and
-       for several, invocations per row, most items per lane per loop pass
-       (each matrix takes as few passes as this allows), the last two also
-       for several tokens */
-    uint32_t mv_wg, mv_nr1, mv_nrn, mv_tpr, mv_unroll, mv_tprn, mv_unrolln;
+       for several, invocations per row (for any number of tokens: it is
+       the shape of each output's sum), most items per lane per loop pass
+       (each matrix takes as few passes as this allows) for one token and
+       for several */
+    uint32_t mv_wg, mv_nr1, mv_nrn, mv_tpr, mv_unroll, mv_unrolln;
     /* several tokens: mv_nrn rows per group only on matrices of at least
        this many rows and elements per row, else one */
     uint64_t mv_nrn_min;
     /* batches up to which the int8 mat-vec runs (else the tiled kernel;
        matrices large enough for the tensor cores leave it earlier) */
     uint32_t mv_max_tokens;
-    /* one-token mat-vecs of long rows (100 n_in >= mv_long_pct n_out) and
-       at least mv_long_rows rows take a row per workgroup of mv_long_tpr
+    /* mat-vecs of long rows (100 n_in >= mv_long_pct n_out) and at least
+       mv_long_rows rows take a row per workgroup of mv_long_tpr
        invocations, at most mv_long_unroll items per lane per pass; 0: off */
     uint32_t mv_long_tpr, mv_long_pct, mv_long_unroll, mv_long_rows;
     /* one-token q/k/v mat-vecs do the QK-norm, RoPE and cache store in
@@ -64,6 +65,12 @@ typedef struct ig_vk_tuning {
        (prefetch_stage 0: off) */
     uint64_t prefetch_stage, prefetch_ahead;
     uint32_t prefetch_max_tokens;
+    /* batch invariance: a token's logits are the same bits whatever shares
+       its step (alone, in a batch, in a prefill chunk). The matmuls take
+       the mat-vec for every batch size and attention attn.comp for every
+       step; off: batches of many tokens take the tiled and tensor-core
+       kernels (faster prefill, other roundings) */
+    bool invariant;
     /* the engine's graphs (vk_engine.c): fused ops (off: the plain op for
        every op, the tests' reference); most logits rows held on the device
        at once (0: as many as fit) */

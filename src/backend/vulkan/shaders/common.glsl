@@ -61,6 +61,20 @@ float wg_max(float v) {
     return s;
 }
 
+// The sum of ig_red[0..31] in one fixed order, whatever the workgroup and
+// subgroup sizes: for sums that kernels of different shapes must round
+// alike (a head's sum of squares in rope.comp -DNORM and mv.comp -DTAIL:
+// value l is the sum of the squares of elements l, l + 32, ... in order).
+// The caller writes the 32 values; every invocation must call it (barriers)
+// and every one gets the sum.
+float sum32_red() {
+    barrier();
+    float s = 0.0;
+    for (uint i = 0u; i < 32u; i++) s += ig_red[i];
+    barrier();
+    return s;
+}
+
 float h2f(uint h) { return unpackHalf2x16(h).x; }
 
 // f32 -> f16 bits, round to nearest even (as ig_f32_to_f16), independent of

@@ -163,12 +163,13 @@ void head_tail() {
     if (!s_last) return;
     memoryBarrierBuffer();
     const uint xb = pc.y_off + head * pc.hd, half_ = pc.hd / 2u;
-    float ss = 0.0;
-    for (uint i = tid; i < pc.hd; i += WG) {
-        const float v = ys[xb + i];
-        ss += v * v;
+    // rope.comp -DNORM's order (graphs of several tokens): 32 strided partial sums
+    for (uint l = tid; l < 32u; l += WG) {
+        precise float part = 0.0;
+        for (uint i = l; i < pc.hd; i += 32u) part += ys[xb + i] * ys[xb + i];
+        ig_red[l] = part;
     }
-    ss = wg_sum(ss); // its barriers also order the reads before the writes below
+    const float ss = sum32_red(); // its barriers also order the reads before the writes below
     const float nscale = 1.0 / sqrt(ss / float(pc.hd) + pc.eps);
     const float pf = float(step_pos(0u));
 #if defined(KV_F16) || defined(KV_F32)

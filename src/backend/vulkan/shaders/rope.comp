@@ -62,12 +62,13 @@ void main() {
 #endif
 #if !defined(KV_STORE) || defined(ROTATE_K)
 #ifdef NORM
-    float ss = 0.0;
-    for (uint i = tid; i < pc.hd; i += nt) {
-        float v = xs[xb + i];
-        ss += v * v;
+    // in mv.comp -DTAIL's order (one-token graphs): 32 strided partial sums
+    for (uint l = tid; l < 32u; l += nt) {
+        precise float part = 0.0;
+        for (uint i = l; i < pc.hd; i += 32u) part += xs[xb + i] * xs[xb + i];
+        ig_red[l] = part;
     }
-    ss = wg_sum(ss); // its barriers also order the reads before the writes below
+    const float ss = sum32_red(); // its barriers also order the reads before the writes below
     const float nscale = 1.0 / sqrt(ss / float(pc.hd) + pc.eps);
 #endif
     const float pf = float(p);
