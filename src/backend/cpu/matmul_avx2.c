@@ -553,7 +553,76 @@ static ALWAYS_INLINE void q32_tile(const ig_mm *m, ig_dtype t, int64_t r, int vr
     }
 }
 
+/* One token (decode): rows read in order, two at a time, so that the
+ * hardware prefetcher sees two streams per thread rather than q32_tile's
+ * eight. Eight blocks at a time give eight exact integer sums in the lanes
+ * (fold8 over the blocks instead of the rows); the products isum * (dw *
+ * dx) are then added to the row's sum block by block, in order: q32_tile's
+ * operations, bit for bit (the two rows' chains of adds interleave). */
+static ALWAYS_INLINE void q32_rows1(const ig_mm *m, ig_dtype t, int64_t r, const int R) {
+    const int64_t k = m->k, nb = k / IG_QK;
+    const size_t bb = ig_blk_bytes(t);
+    const int off = t == IG_TYPE_Q8_0 ? 0 : off_u32(t);
+    const uint8_t *a = m->act;
+    const int8_t *xq = ig_act_q(a);
+    const float *xd = ig_act_d(a, k);
+    const int32_t *xs = ig_act_s(a, k);
+    const uint8_t *row[2] = {m->w + (size_t)r * m->row_bytes, m->w + (size_t)(r + R - 1) * m->row_bytes};
+    float acc[2] = {0.0f, 0.0f};
+    int64_t b = 0;
+    for (; b + 8 <= nb; b += 8) {
+        const __m256i offs =
+            _mm256_mullo_epi32(_mm256_set1_epi32(off), _mm256_loadu_si256((const __m256i *)(const void *)(xs + b)));
+        const __m256 xdv = _mm256_loadu_ps(xd + b);
+        float pv[2][8];
+#pragma GCC unroll 2
+        for (int j = 0; j < R; j++) {
+            const uint8_t *blk = row[j] + (size_t)b * bb;
+            __m256i d[8];
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++) {
+                const __m256i w = t == IG_TYPE_Q8_0
+                                      ? _mm256_loadu_si256((const __m256i *)(const void *)(blk + i * bb + 2))
+                                      : dec_u32(t, blk + i * bb);
+                d[i] = dot32(t, w, _mm256_load_si256((const __m256i *)(const void *)(xq + 32 * (b + i))));
+            }
+            const __m256 dw = _mm256_cvtph_ps(_mm_setr_epi16(
+                (short)ig_ld16(blk), (short)ig_ld16(blk + bb), (short)ig_ld16(blk + 2 * bb),
+                (short)ig_ld16(blk + 3 * bb), (short)ig_ld16(blk + 4 * bb), (short)ig_ld16(blk + 5 * bb),
+                (short)ig_ld16(blk + 6 * bb), (short)ig_ld16(blk + 7 * bb)));
+            const __m256i isum = _mm256_sub_epi32(fold8(d), offs);
+            _mm256_storeu_ps(pv[j], _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, xdv)));
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++)
+#pragma GCC unroll 2
+            for (int j = 0; j < R; j++) acc[j] += pv[j][i];
+    }
+    for (; b < nb; b++) { /* the last blocks, one at a time */
+#pragma GCC unroll 2
+        for (int j = 0; j < R; j++) {
+            const uint8_t *blk = row[j] + (size_t)b * bb;
+            const __m256i w = t == IG_TYPE_Q8_0 ? _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2))
+                                                : dec_u32(t, blk);
+            const __m256i d = dot32(t, w, _mm256_load_si256((const __m256i *)(const void *)(xq + 32 * b)));
+            __m128i h = _mm_add_epi32(_mm256_castsi256_si128(d), _mm256_extracti128_si256(d, 1));
+            h = _mm_hadd_epi32(h, h);
+            h = _mm_hadd_epi32(h, h);
+            const int32_t isum = _mm_cvtsi128_si32(h) - off * xs[b];
+            const float p = (float)isum * (f16_to_f32(blk) * xd[b]);
+            acc[j] += p;
+        }
+    }
+    for (int j = 0; j < R; j++) m->y[r + j] = acc[j];
+}
+
 static ALWAYS_INLINE void q32_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1) {
+    if (m->n == 1) {
+        int64_t r = r0;
+        for (; r + 2 <= r1; r += 2) q32_rows1(m, t, r, 2);
+        if (r < r1) q32_rows1(m, t, r, 1);
+        return;
+    }
     for (int64_t r = r0; r < r1; r += 8) {
         const int vr = (int)IG_MIN(8, r1 - r);
         int tok = 0;
