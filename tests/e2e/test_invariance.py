@@ -73,11 +73,14 @@ def vulkan_usable() -> bool:
     return r.returncode == 0 and "usable: yes" in r.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kv", ["f16", "f32"])
 def test_vulkan_logits_do_not_depend_on_chunking(ids, kv):
     """The same on the Vulkan backend (batch-invariant with --deterministic): the
     one-token graph (mat-vecs with the q/k/v tails, decode attention) must
-    give the bits of the multi-token ones. 12 tokens: lavapipe is slow."""
+    give the bits of the multi-token ones. 12 tokens of the real model: minutes
+    on lavapipe, hence the slow tier (the unit test vulkan_engine_invariance_tiny
+    checks the same quickly on the tiny fixture)."""
     if not vulkan_usable():
         pytest.skip("no usable Vulkan device")
     toks = ",".join(ids.split(",")[:12])
