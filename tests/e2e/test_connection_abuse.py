@@ -237,7 +237,7 @@ def test_stream_waiting_for_a_slot_is_kept_alive(ignis_build: Path):
             conn, resp = open_stream(srv.base, "/v1/completions",
                                      {"prompt": "One, two, three,", "max_tokens": max_tokens,
                                       "temperature": 0, "stream": True})
-            results[name] = list(sse_lines(resp))
+            results[name] = list(sse_lines(resp, comments=True))
             conn.close()
 
         first = threading.Thread(target=run, args=("first", 60))

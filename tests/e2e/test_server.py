@@ -159,14 +159,16 @@ def start_counting_stream(base: str, max_tokens: int) -> tuple[threading.Thread,
     return t, lines
 
 
-def sse_lines(resp):
-    """Non-empty lines of an SSE response, as they arrive."""
+def sse_lines(resp, comments: bool = False):
+    """Non-empty lines of an SSE response, as they arrive; comment lines (":
+    keep-alive", sent while a stream waits) only when asked for, since SSE
+    clients ignore them."""
     while True:
         line = resp.readline()
         if not line:
             return
         line = line.decode().rstrip("\n")
-        if line:
+        if line and (comments or not line.startswith(":")):
             yield line
 
 
