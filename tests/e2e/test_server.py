@@ -304,7 +304,7 @@ def test_raw_sse_framing(server: Server, model_id: str):
     raw = r.text
     events = raw.split("\n\n")
     assert events[-1] == ""  # every event ends with a blank line
-    events = events[:-1]
+    events = [e for e in events[:-1] if not e.startswith(":")]  # keep-alive comments
     assert all(e.startswith("data: ") for e in events)
     assert events[-1] == "data: [DONE]"
     payloads = [json.loads(e[6:]) for e in events[:-1]]
