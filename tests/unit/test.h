@@ -22,6 +22,11 @@ const char *ig_test_tokenizer_json(void);
 /* Path of the real Gemma 3 270M GGUF, or NULL when it is not present (tests
  * that need it fail unless IGNIS_ALLOW_MISSING_MODEL=1). */
 const char *ig_test_real_model(void);
+/* Writes the synthetic model p describes to a new file named from path, a
+ * mkstemp template ("...XXXXXX", rewritten in place); false (with the error
+ * printed) when it cannot. The caller unlinks the file. */
+struct ig_synth_params;
+bool ig_test_write_synth(const struct ig_synth_params *p, char *path);
 /* Marks the current test as skipped (counted separately). */
 void ig_test_skip(const char *why);
 

@@ -361,32 +361,17 @@ IG_TEST(invariance_engine_tiny_f32) {
 
 IG_TEST(invariance_engine_synth_q4_k_m) {
     char path[] = "/tmp/ignis-invariance-XXXXXX";
-    const int fd = mkstemp(path);
-    REQUIRE(fd >= 0);
-    close(fd);
     ig_synth_params p = {0};
     p.size = "270m";
     p.ftype = IG_SYNTH_Q4_K_M;
     p.n_layer = 2;
     p.seed = 7;
-    ig_synth *s = NULL;
-    ig_status st = ig_synth_create(&p, &s);
-    FILE *fp = st == IG_OK ? fopen(path, "wb") : NULL;
-    if (fp) {
-        st = ig_synth_write(s, fp);
-        if (fclose(fp) != 0 && st == IG_OK) st = IG_ERR_IO;
-    } else if (st == IG_OK) {
-        st = IG_ERR_IO;
-    }
-    ig_synth_free(s);
-    CHECK_STATUS(st, IG_OK);
-    if (st == IG_OK) {
-        const ig_mm_isa *isas[8];
-        const int n_isa = ig_mm_isa_available(isas, 8);
-        for (int a = 0; a < n_isa; a++) {
-            const bool scalar = isas[a] == &ig_mm_isa_scalar; /* slow: fewer tokens */
-            for (int t = 1; t <= 2; t++) check_engine(path, isas[a]->name, t, scalar ? 4 : 12, IG_KV_F16);
-        }
+    REQUIRE(ig_test_write_synth(&p, path));
+    const ig_mm_isa *isas[8];
+    const int n_isa = ig_mm_isa_available(isas, 8);
+    for (int a = 0; a < n_isa; a++) {
+        const bool scalar = isas[a] == &ig_mm_isa_scalar; /* slow: fewer tokens */
+        for (int t = 1; t <= 2; t++) check_engine(path, isas[a]->name, t, scalar ? 4 : 12, IG_KV_F16);
     }
     unlink(path);
 }

@@ -7,6 +7,7 @@
 
 #include "ignis.h"
 #include "core/util.h"
+#include "model/synth.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -49,6 +50,27 @@ void ig_test_fail_at(const char *file, int line, const char *fmt, ...) {
 void ig_test_skip(const char *why) {
     fprintf(stderr, "  skipped: %s\n", why);
     g_current_skipped = 1;
+}
+
+bool ig_test_write_synth(const ig_synth_params *p, char *path) {
+    const int fd = mkstemp(path);
+    if (fd < 0) {
+        fprintf(stderr, "  cannot create %s\n", path);
+        return false;
+    }
+    close(fd);
+    ig_synth *s = NULL;
+    ig_status st = ig_synth_create(p, &s);
+    FILE *fp = st == IG_OK ? fopen(path, "wb") : NULL;
+    if (fp) {
+        st = ig_synth_write(s, fp);
+        if (fclose(fp) != 0 && st == IG_OK) st = IG_ERR_IO;
+    } else if (st == IG_OK) {
+        st = IG_ERR_IO;
+    }
+    ig_synth_free(s);
+    if (st != IG_OK) fprintf(stderr, "  synthetic model %s: %s\n", path, ig_last_error());
+    return st == IG_OK;
 }
 
 const char *ig_test_fixtures(void) {

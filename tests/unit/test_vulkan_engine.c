@@ -596,27 +596,14 @@ IG_TEST(vulkan_engine_invariance_tiny) {
 IG_TEST_SLOW(vulkan_engine_invariance_synth_q4_k_m) {
     if (!have_device()) return;
     char path[] = "/tmp/ignis-vk-invariance-XXXXXX";
-    const int fd = mkstemp(path);
-    REQUIRE(fd >= 0);
-    close(fd);
     ig_synth_params p = {0};
     p.size = "270m";
     p.ftype = IG_SYNTH_Q4_K_M;
     p.n_layer = 2;
     p.seed = 7;
-    ig_synth *s = NULL;
-    ig_status st = ig_synth_create(&p, &s);
-    FILE *fp = st == IG_OK ? fopen(path, "wb") : NULL;
-    if (fp) {
-        st = ig_synth_write(s, fp);
-        if (fclose(fp) != 0 && st == IG_OK) st = IG_ERR_IO;
-    } else if (st == IG_OK) {
-        st = IG_ERR_IO;
-    }
-    ig_synth_free(s);
-    CHECK_STATUS(st, IG_OK);
+    REQUIRE(ig_test_write_synth(&p, path));
     deterministic = true;
-    ig_model *m = st == IG_OK ? load(path, IG_BACKEND_VULKAN) : NULL;
+    ig_model *m = load(path, IG_BACKEND_VULKAN);
     deterministic = false;
     unlink(path);
     REQUIRE(m);
