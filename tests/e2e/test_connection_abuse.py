@@ -113,40 +113,35 @@ def slow_clients(ignis_build: Path):
     yield from start(ignis_build, "--timeout-s", "60")
 
 
-def test_slow_headers_do_not_stall_other_clients(slow_clients: Server):
-    socks = [connect(slow_clients) for _ in range(24)]
+def prompt_while_trickling(srv: Server, first: bytes, rest: bytes) -> None:
+    """24 clients send `first` at once, then `rest` a byte at a time (every
+    0.2 s); meanwhile a normal request must be answered promptly."""
+    socks = [connect(srv) for _ in range(24)]
+    for s in socks:
+        s.sendall(first)
     stop = threading.Event()
-    head = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Padding: " + b"a" * 200 + b"\r\n"
-    t = threading.Thread(target=trickle, args=(socks, head, stop, 0.2))
+    t = threading.Thread(target=trickle, args=(socks, rest, stop, 0.2))
     t.start()
     try:
         time.sleep(1)
-        normal_request_is_prompt(slow_clients)
+        normal_request_is_prompt(srv)
     finally:
         stop.set()
         t.join()
         for s in socks:
             s.close()
+
+
+def test_slow_headers_do_not_stall_other_clients(slow_clients: Server):
+    head = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Padding: " + b"a" * 200 + b"\r\n"
+    prompt_while_trickling(slow_clients, b"", head)
 
 
 def test_slow_bodies_do_not_stall_other_clients(slow_clients: Server):
     body = json.dumps({"prompt": "x" * 300, "max_tokens": 1}).encode()
     head = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n")
-    socks = [connect(slow_clients) for _ in range(24)]
-    for s in socks:
-        s.sendall(head)
-    stop = threading.Event()
-    t = threading.Thread(target=trickle, args=(socks, body, stop, 0.2))
-    t.start()
-    try:
-        time.sleep(1)
-        normal_request_is_prompt(slow_clients)
-    finally:
-        stop.set()
-        t.join()
-        for s in socks:
-            s.close()
+    prompt_while_trickling(slow_clients, head, body)
 
 
 def test_a_stalled_body_is_closed_after_the_timeout(short_timeout: Server):
