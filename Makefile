@@ -15,7 +15,7 @@ QUICK_E2E   := tests/e2e/test_quant.py tests/e2e/test_install.py
 ASAN_ENV    := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
 
 .PHONY: all build asan deps venv model run check test test-unit test-e2e test-asan \
-        test-asan-slow test-e2e-slow install check-aarch64 clean
+        test-asan-slow test-slow install check-aarch64 clean
 
 all: build
 
@@ -54,27 +54,29 @@ check: build model venv
 	@$(BUILD)/ignis_tests --fast
 	@IGNIS_BUILD=$(BUILD) $(VENV)/bin/python -m pytest -q -p no:cacheprovider $(QUICK_E2E)
 
-# Everything: the unit tests, the end-to-end tests (pytest, PYTEST_JOBS
-# workers), then the sanitizer build over the quick unit tier and the e2e
-# tests marked asan (one at a time: their servers' deadlines assume the
-# machine is not shared with another sanitized server). The slow unit tests under the sanitizers (the real
-# model and large lavapipe shapes at -O0) are `make test-asan-slow`, which
-# CI runs after `make test`.
+# The test suite: every unit test but those marked IG_TEST_SLOW, and every
+# end-to-end test but those marked slow (pytest, PYTEST_JOBS workers). The
+# tiers of several minutes per test run in CI after it (.ci/run):
+# `make test-slow` (the slow unit and end-to-end tests: the real model on
+# lavapipe, whole-model comparisons), `make test-asan` and
+# `make test-asan-slow` (the sanitizer build).
 test: deps build venv model
-	@$(MAKE) --no-print-directory test-unit test-e2e test-asan
+	@$(MAKE) --no-print-directory test-unit test-e2e
 
 test-unit:
-	@$(BUILD)/ignis_tests
+	@$(BUILD)/ignis_tests --fast
 
 test-e2e:
 	@IGNIS_BUILD=$(BUILD) $(VENV)/bin/python -m pytest -q $(PYTEST_PAR) -m "not slow" tests/e2e
 
-# The end-to-end tests marked slow (minutes each: servers on lavapipe), which
-# CI runs after `make test`.
-test-e2e-slow: build venv model
+test-slow: build venv model
+	@$(BUILD)/ignis_tests --slow
 	@IGNIS_BUILD=$(BUILD) $(VENV)/bin/python -m pytest -q -m slow tests/e2e
 
-test-asan: asan
+# The sanitizer build over the quick unit tier and the e2e tests marked asan
+# (one at a time: their servers' deadlines assume the machine is not shared
+# with another sanitized server).
+test-asan: asan venv model
 	@$(ASAN_ENV) $(BUILD_ASAN)/ignis_tests --fast
 	@IGNIS_BUILD=$(BUILD_ASAN) IGNIS_ASAN=1 $(VENV)/bin/python -m pytest -q -m asan tests/e2e
 

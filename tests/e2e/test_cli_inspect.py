@@ -30,7 +30,7 @@ def ignis(*args, timeout=300):
 def meta():
     if not MODEL.is_file():
         pytest.fail(f"{MODEL} missing: run `make model`")
-    r = gguf.GGUFReader(str(MODEL))
+    r = R.gguf_reader(MODEL)
     kv = {k: f.contents() for k, f in r.fields.items()
           if not k.startswith("tokenizer.ggml.") or k.endswith("_id")}
     kv["n_vocab"] = len(r.fields["tokenizer.ggml.tokens"].data)

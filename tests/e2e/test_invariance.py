@@ -63,7 +63,7 @@ def assert_bit_identical(r) -> None:
     assert lines[-1] == "largest difference: 0"
 
 
-@pytest.mark.parametrize("isa", ["scalar", "avx2", "avx512"])
+@pytest.mark.parametrize("isa", R.cpu_kernel_sets())
 @pytest.mark.parametrize("threads,kv", [(1, "f16"), (2, "f32")])
 def test_logits_do_not_depend_on_chunking(ids, isa, threads, kv):
     # scalar is slow: the first 12 tokens are enough for it

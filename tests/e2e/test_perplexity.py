@@ -56,16 +56,8 @@ def real_model() -> Path:
 
 
 def cpu_kernels() -> str:
-    """The widest kernel set ignis would pick here (src/backend/cpu/matmul.c)."""
-    try:
-        flags = set(Path("/proc/cpuinfo").read_text().split())
-    except OSError:
-        flags = set()
-    if {"avx2", "fma", "f16c"} <= flags:
-        if {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"} <= flags:
-            return "avx512"
-        return "avx2"
-    return "scalar"
+    """The widest kernel set ignis would pick here."""
+    return R.cpu_kernel_sets()[-1]
 
 
 def parse(out: str) -> dict[str, float]:

@@ -103,15 +103,19 @@ LLAMA_QUANTIZE = Path(os.environ.get("IGNIS_LLAMA_QUANTIZE")
 F32_270M = Path(os.environ.get("IGNIS_MODEL_F32")
                 or R.CACHE / "gemma-3-270m-q4_k_m-dequant-f32.gguf")
 # (ignis --type, llama-quantize type, --pure, general.file_type)
+# The Q4_K_M mix (Q4_K, Q6_K, Q5_0 and Q8_0 tensors) in the main tier; the
+# others (about a minute each) in the slow one.
 K_CASES = [("q4_k_m", "Q4_K_M", False, 15), ("q6_k", "Q6_K", True, 18), ("q4_k", "Q4_K", True, 15),
            ("q6_k", "Q6_K", False, 18)]
+K_PARAMS = [pytest.param(*c, id=f"{c[0]}{'-pure' if c[2] else ''}",
+                         marks=[] if c[0] == "q4_k_m" else [pytest.mark.slow]) for c in K_CASES]
 
 
 def tensor_bytes(t) -> np.ndarray:
     return np.asarray(t.data).view(np.uint8).reshape(-1)
 
 
-@pytest.mark.parametrize("typ,ltyp,pure,ftype", K_CASES, ids=[f"{c[0]}{'-pure' if c[2] else ''}" for c in K_CASES])
+@pytest.mark.parametrize("typ,ltyp,pure,ftype", K_PARAMS)
 def test_k_quant_matches_llama_quantize(typ: str, ltyp: str, pure: bool, ftype: int, tmp_path: Path):
     if not LLAMA_QUANTIZE.exists():
         pytest.skip(f"no llama-quantize at {LLAMA_QUANTIZE} (scripts/build-llamacpp.sh --cpu)")
@@ -124,7 +128,7 @@ def test_k_quant_matches_llama_quantize(typ: str, ltyp: str, pure: bool, ftype: 
     r = subprocess.run([str(LLAMA_QUANTIZE), *flag, str(F32_270M), str(theirs), ltyp, "2"],
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
-    a, b = gguf.GGUFReader(ours), gguf.GGUFReader(theirs)
+    a, b = R.gguf_reader(ours), R.gguf_reader(theirs)
     assert a.fields["general.file_type"].contents() == b.fields["general.file_type"].contents() == ftype
     ta, tb = {t.name: t for t in a.tensors}, {t.name: t for t in b.tensors}
     assert sorted(ta) == sorted(tb)

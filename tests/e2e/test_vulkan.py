@@ -1,6 +1,8 @@
 """The CLI on the Vulkan backend (--backend vulkan): logits, run, bench and
 serve give what the CPU backend gives. Skipped when no usable Vulkan device
-is present (CI: lavapipe, a CPU device, so every case stays small).
+is present (CI: lavapipe, a CPU device, so every case stays small). The
+real 270M's cases take minutes each on lavapipe: they are in the slow tier
+(`make test-slow`).
 
 The GPU computes the exact f32 dot products of the dequantized weights while
 the CPU quantizes activations to 8 bits for quantized weights, so on the real
@@ -97,6 +99,7 @@ def test_bad_device(ignis_build: Path):
     assert "device 63" in p.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not REAL.is_file(), reason="real model not present")
 def test_real_model_text(ignis_build: Path):
     """Greedy text of the real 270M. With f32 activations (tuning int8=0)
@@ -128,6 +131,7 @@ def prefill_cpu_reference(ignis_build: Path, tmp_path_factory) -> np.ndarray:
     return logits(ignis_build, REAL_F32, PREFILL_TOKENS, out, "--kv", "f16")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (REAL.is_file() and REAL_F32.is_file()), reason="real model not present")
 @pytest.mark.parametrize("tile_min,cm", [("32", "0"), ("32", "1"), ("1000000", "0")])
 def test_real_model_prefill_attention(ignis_build: Path, tmp_path: Path, prefill_cpu_reference: np.ndarray,
@@ -199,6 +203,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not REAL.is_file(), reason="real model not present")
 def test_serve_parallel(ignis_build: Path):
     """Three concurrent completions through one context (3 slots, mixed

@@ -25,6 +25,52 @@ REAL_MODEL = Path(os.environ.get("IGNIS_MODEL") or CACHE / "gemma-3-270m-q4_k_m.
 LLAMACPP_JSON = DATA / "llamacpp-gemma3-270m.json"
 
 
+# --- this machine ---------------------------------------------------------------
+
+def cpu_kernel_sets() -> list[str]:
+    """The CPU kernel sets ($IGNIS_CPU) this machine can run, narrowest first;
+    ignis picks the last (src/backend/cpu/matmul.c). A set the machine lacks
+    falls back to the widest, so testing it would repeat that one."""
+    try:
+        flags = set(Path("/proc/cpuinfo").read_text().split())
+    except OSError:
+        flags = set()
+    sets = ["scalar"]
+    if {"avx2", "fma", "f16c"} <= flags:
+        sets.append("avx2")
+        if {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"} <= flags:
+            sets.append("avx512")
+    return sets
+
+
+# --- GGUF reading -----------------------------------------------------------------
+
+class _NumpyInMemory:
+    """numpy, except that memmap reads the whole file into a plain array:
+    GGUFReader's parse of 262144 vocabulary strings is 2.5x faster without
+    memmap's per-slice overhead (same parser, same bytes)."""
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+    @staticmethod
+    def memmap(path, mode="r"):
+        return np.fromfile(path, dtype=np.uint8)
+
+
+def gguf_reader(path: Path | str):
+    """gguf-py's GGUFReader over the file read into memory (for files of a few
+    hundred MB at most: the real 270M and the files made from it)."""
+    import gguf
+    import gguf.gguf_reader as gr
+    saved = gr.np
+    gr.np = _NumpyInMemory()
+    try:
+        return gguf.GGUFReader(str(path))
+    finally:
+        gr.np = saved
+
+
 # --- ignis binary -------------------------------------------------------------
 
 def ignis_bin() -> Path:

@@ -38,7 +38,8 @@ void ig_test_skip(const char *why);
     static void ig_test_##name(void)
 #define IG_TEST(name) IG_TEST_DEFINE_(name, false)
 /* A test that takes seconds (a real model, large shapes on lavapipe):
- * `ignis_tests --fast` (make check) leaves it out, `--slow` runs only these. */
+ * `ignis_tests --fast` (make check, make test) leaves it out, `--slow` (make
+ * test-slow) runs only these. */
 #define IG_TEST_SLOW(name) IG_TEST_DEFINE_(name, true)
 
 #define CHECK(cond)                                                                                \
