@@ -98,6 +98,9 @@ IG_TEST(vulkan_tuning_parse) {
     CHECK(!t.int8);
     CHECK(t.mv_nrn_min == 0);
     CHECK(t.prefetch_ahead == 4294967296ull);
+    CHECK(t.busy_timestamps);
+    REQUIRE_OK(ig_vk_tuning_parse(&t, "busy_timestamps=0"));
+    CHECK(!t.busy_timestamps);
     REQUIRE_OK(ig_vk_tuning_parse(&t, NULL));
     REQUIRE_OK(ig_vk_tuning_parse(&t, ""));
     CHECK_STATUS(ig_vk_tuning_parse(&t, "nosuch=1"), IG_ERR_INVALID_ARG);

@@ -40,7 +40,7 @@ void ig_vk_monitor_init(ig_vk_device *d) {
 }
 
 VkQueryPool ig_vk_busy_begin(ig_vk_device *d, VkCommandBuffer cb) {
-    if (!d->ts_mask) return VK_NULL_HANDLE;
+    if (!d->ts_mask || !d->tune.busy_timestamps) return VK_NULL_HANDLE;
     VkQueryPoolCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
                                  .queryType = VK_QUERY_TYPE_TIMESTAMP,
                                  .queryCount = 2};
@@ -75,7 +75,7 @@ void ig_vk_device_get_stats(const ig_vk_device *d, ig_vk_device_stats *out) {
     memset(out, 0, sizeof *out);
     if (!d) return;
     out->allocated = atomic_load(&d->allocated);
-    out->timestamps = d->ts_mask != 0;
+    out->timestamps = d->ts_mask != 0 && d->tune.busy_timestamps;
     out->busy_ns = atomic_load(&d->busy_ns);
     out->lost = atomic_load(&ig_vk_lost);
     /* the device-local heaps (all heaps if none says so) */

@@ -39,6 +39,7 @@ static const ig_vk_tuning defaults = {
     .norm_wg = 1024,
     .invariant = false,
     .fuse = true,
+    .busy_timestamps = true,
 };
 
 #define NVIDIA 0x10DE
@@ -68,7 +69,7 @@ static const field fields[] = {
     F(int8), F(x8_producers), F(coopmat), F(coopmat_int8), F(attn_coopmat), F(cm_wide_groups),
     F(cm_split_groups), F(cm_pf), F(cm_min_tokens_int8), F(cm_min_tokens_f32), F(cm_min_tokens_f16),
     F(attn_wgs), F(attn_tile_min), F(attn_tile_run), F(attn_merge_max), F(norm_wg), F(prefetch_stage),
-    F(prefetch_ahead), F(prefetch_max_tokens), F(invariant), F(fuse), F(head_cap),
+    F(prefetch_ahead), F(prefetch_max_tokens), F(invariant), F(fuse), F(head_cap), F(busy_timestamps),
 };
 #undef F
 

@@ -76,6 +76,9 @@ typedef struct ig_vk_tuning {
        at once (0: as many as fit) */
     bool fuse;
     uint32_t head_cap;
+    /* monitoring: a pair of GPU timestamps around each step for the busy
+       time of /metrics (vk_monitor.c; off: no busy time) */
+    bool busy_timestamps;
 } ig_vk_tuning;
 
 /* How a table entry matches a device: every set criterion must hold. */
