@@ -1,5 +1,5 @@
 /* ignis quantize IN.gguf OUT.gguf --type T: converts an F32/F16/BF16 GGUF to
- * F16, BF16, Q8_0, Q4_0 or Q5_0, or to llama-quantize's K-quant mixes
+ * F16, BF16, Q8_0, Q4_0, Q5_0 or Q5_1, or to llama-quantize's K-quant mixes
  * Q4_K_M, Q5_K_M and Q6_K (per-tensor types: src/quant/quant_mix.h; with
  * --pure every weight matrix takes the mix's K type, with the same
  * fallbacks for rows that are not whole 256-blocks).
@@ -12,7 +12,7 @@
  * types). The blocks are ig_quantize_row's, which for these types are
  * byte-exact with ggml's reference quantizers; llama-quantize gives the same
  * blocks with --pure (without it, it makes the output matrix Q6_K for Q4_0
- * and Q5_0).
+ * and Q5_0/Q5_1).
  *
  * Streaming: the input is memory-mapped and converted one row at a time.
  * The output goes to a temporary file next to OUT, is fsync'ed, then renamed
@@ -35,7 +35,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: ignis quantize IN.gguf OUT.gguf --type T [--pure] [--force]\n"
-            "  T: f16, bf16, q8_0, q4_0, q5_0, q4_k_m (or q4_k), q5_k_m (or q5_k), q6_k\n"
+            "  T: f16, bf16, q8_0, q4_0, q5_0, q5_1, q4_k_m (or q4_k), q5_k_m (or q5_k), q6_k\n"
             "Converts an F32, F16 or BF16 GGUF: every weight matrix becomes the type, the\n"
             "norms stay F32, the metadata (tokenizer, chat template) is kept. The K types\n"
             "follow llama-quantize's mixes (output/embedding Q6_K, more bits for some\n"
@@ -57,6 +57,7 @@ static const struct {
     {"q8_0", IG_TYPE_Q8_0, 7, false},
     {"q4_0", IG_TYPE_Q4_0, 2, false},
     {"q5_0", IG_TYPE_Q5_0, 8, false},
+    {"q5_1", IG_TYPE_Q5_1, 9, false},
     {"q4_k_m", IG_TYPE_Q4_K, IG_FTYPE_Q4_K_M, true},
     {"q4_k", IG_TYPE_Q4_K, IG_FTYPE_Q4_K_M, true}, /* llama-quantize's alias */
     {"q5_k_m", IG_TYPE_Q5_K, IG_FTYPE_Q5_K_M, true},
@@ -104,7 +105,7 @@ int cmd_quantize(int argc, char **argv) {
     for (size_t k = 0; k < sizeof types / sizeof types[0]; k++)
         if (!strcasecmp(type_arg, types[k].name)) ti = (int)k;
     if (ti < 0) {
-        fprintf(stderr, "ignis quantize: --type expects f16, bf16, q8_0, q4_0, q5_0, q4_k_m, q4_k, "
+        fprintf(stderr, "ignis quantize: --type expects f16, bf16, q8_0, q4_0, q5_0, q5_1, q4_k_m, q4_k, "
                 "q5_k_m, q5_k or q6_k, got '%s'\n",
                 type_arg);
         return 2;

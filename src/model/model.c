@@ -29,7 +29,7 @@ const char *ig_model_format(const ig_model *m) { return m->gguf ? "gguf" : "safe
 static bool type_is_matrix_type(ig_dtype t) {
     switch (t) {
     case IG_TYPE_F32: case IG_TYPE_F16: case IG_TYPE_BF16: case IG_TYPE_Q8_0: case IG_TYPE_Q4_0:
-    case IG_TYPE_Q5_0: case IG_TYPE_Q4_K: case IG_TYPE_Q5_K: case IG_TYPE_Q6_K:
+    case IG_TYPE_Q5_0: case IG_TYPE_Q5_1: case IG_TYPE_Q4_K: case IG_TYPE_Q5_K: case IG_TYPE_Q6_K:
         return true;
     }
     return false;

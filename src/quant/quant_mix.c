@@ -138,13 +138,7 @@ bool ig_quant_mix_types(const gguf_file *g, uint32_t ftype, bool pure, ig_dtype 
             switch (ty) {
             case IG_TYPE_Q4_K: ty = IG_TYPE_Q5_0; break;
             case IG_TYPE_Q6_K: ty = IG_TYPE_Q8_0; break;
-            case IG_TYPE_Q5_K:
-                snprintf(err, errlen,
-                         "%s: rows of %lld are not whole 256-blocks; llama-quantize falls back to "
-                         "Q5_1 there, which ignis does not write",
-                         t->name, (long long)nx);
-                ok = false;
-                break;
+            case IG_TYPE_Q5_K: ty = IG_TYPE_Q5_1; break;
             default: break;
             }
             if (ok && !whole_blocks(ty, nx)) ty = IG_TYPE_F16;

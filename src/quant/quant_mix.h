@@ -29,10 +29,9 @@
  *    third layer between (llama.cpp's use_more_bits, counted in its tensor
  *    order: by layer, then by name);
  *  - finally a K type whose rows are not whole 256-blocks falls back as
- *    llama-quantize's does: Q4_K to Q5_0, Q6_K to Q8_0 (F16 when not
- *    whole 32-blocks either); Q5_K's fallback, Q5_1, is not written by
- *    ignis and is refused.
- * Returns false with a message in err (errlen bytes) on a refusal. */
+ *    llama-quantize's does: Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0 (F16
+ *    when not whole 32-blocks either).
+ * Returns false with a message in err (errlen bytes) on a failure. */
 bool ig_quant_mix_types(const gguf_file *g, uint32_t ftype, bool pure, ig_dtype *out, char *err,
                         size_t errlen);
 

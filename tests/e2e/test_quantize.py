@@ -24,7 +24,7 @@ MODELS = R.hf_models()
 pytestmark = pytest.mark.skipif(not MODELS, reason=f"no fixtures in {R.HF_FIXTURES}")
 
 TYPES = {"f16": (Q.F16, 1), "bf16": (Q.BF16, 32), "q8_0": (Q.Q8_0, 7), "q4_0": (Q.Q4_0, 2),
-         "q5_0": (Q.Q5_0, 8)}
+         "q5_0": (Q.Q5_0, 8), "q5_1": (Q.Q5_1, 9)}
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +104,7 @@ F32_270M = Path(os.environ.get("IGNIS_MODEL_F32")
                 or R.CACHE / "gemma-3-270m-q4_k_m-dequant-f32.gguf")
 # (ignis --type, llama-quantize type, --pure, general.file_type)
 K_CASES = [("q4_k_m", "Q4_K_M", False, 15), ("q6_k", "Q6_K", True, 18), ("q4_k", "Q4_K", True, 15),
-           ("q6_k", "Q6_K", False, 18)]
+           ("q6_k", "Q6_K", False, 18), ("q5_k_m", "Q5_K_M", False, 17), ("q5_k", "Q5_K", True, 17)]
 
 
 def tensor_bytes(t) -> np.ndarray:
@@ -134,40 +134,31 @@ def test_k_quant_matches_llama_quantize(typ: str, ltyp: str, pure: bool, ftype: 
         assert np.array_equal(tensor_bytes(ta[name]), tensor_bytes(t)), name
         kinds.add(t.tensor_type)
     # the mix really has K-quant tensors and the fallbacks of the 640-wide rows
-    k = Q.Q4_K if typ.startswith("q4") else Q.Q6_K
-    assert k in kinds and (Q.Q5_0 if k == Q.Q4_K else Q.Q8_0) in kinds
-    if typ == "q4_k_m":
+    k, fallback = {"q4": (Q.Q4_K, Q.Q5_0), "q5": (Q.Q5_K, Q.Q5_1), "q6": (Q.Q6_K, Q.Q8_0)}[typ[:2]]
+    assert k in kinds and fallback in kinds
+    if typ in ("q4_k_m", "q5_k_m"):
         assert Q.Q6_K in kinds and Q.Q8_0 in kinds
 
 
-def test_q5_k_fallback_refused(src: Path, tmp_path: Path):
-    # The fixture's rows are not whole 256-blocks: llama-quantize would write
-    # Q5_1 there, which ignis does not.
-    out = tmp_path / "q5k.gguf"
-    r = R.run_ignis(["quantize", src, out, "--type", "q5_k_m"])
-    assert r.returncode == 1 and "Q5_1" in r.stderr
-    assert not out.exists() and not (tmp_path / "q5k.gguf.tmp").exists()
-
-
-@pytest.mark.parametrize("typ", ["q4_k_m", "q6_k"])
+@pytest.mark.parametrize("typ", ["q4_k_m", "q5_k_m", "q6_k"])
 def test_k_quant_on_fixture(src: Path, typ: str, tmp_path: Path):
-    # Every row of the tiny fixture falls back (Q5_0 / Q8_0, or F16 where not
+    # Every row of the tiny fixture falls back (Q5_0 / Q5_1 / Q8_0, or F16 where not
     # whole 32-blocks); the blocks are the reference ones and ignis runs it.
     out = tmp_path / f"{typ}.gguf"
     for flag in ([], ["--pure"]):
         r = R.run_ignis(["quantize", src, out, "--type", typ, "--force", *flag])
         assert r.returncode == 0, r.stderr
         a, b = gguf.GGUFReader(src), gguf.GGUFReader(out)
-        assert b.fields["general.file_type"].contents() == (15 if typ == "q4_k_m" else 18)
+        assert b.fields["general.file_type"].contents() == {"q4_k_m": 15, "q5_k_m": 17, "q6_k": 18}[typ]
         for ta, tb in zip(a.tensors, b.tensors):
             want = tb.tensor_type
             if len(ta.shape) < 2 or ta.name.endswith("_norm.weight"):
                 assert want == Q.F32, ta.name
             elif ta.shape[0] % 256 == 0:
-                assert want in (Q.Q4_K, Q.Q6_K), ta.name
+                assert want in (Q.Q4_K, Q.Q5_K, Q.Q6_K), ta.name
                 continue
             else:
-                assert want in (Q.Q5_0, Q.Q8_0, Q.F16), (ta.name, want)
+                assert want in (Q.Q5_0, Q.Q5_1, Q.Q8_0, Q.F16), (ta.name, want)
             x = np.asarray(ta.data, dtype=np.float32)
             ref = gguf.quants.quantize(x, want) if want != Q.F32 else x
             assert np.array_equal(tensor_bytes(tb), np.asarray(ref).view(np.uint8).reshape(-1)), ta.name

@@ -118,6 +118,7 @@ static inline size_t ig_blk_bytes(ig_dtype t) {
     case IG_TYPE_Q8_0: return 34;
     case IG_TYPE_Q4_0: return 18;
     case IG_TYPE_Q5_0: return 22;
+    case IG_TYPE_Q5_1: return 24;
     case IG_TYPE_Q4_K: return 144;
     case IG_TYPE_Q5_K: return 176;
     case IG_TYPE_Q6_K: return 210;
