@@ -34,5 +34,9 @@
  * Returns false with a message in err (errlen bytes) on a failure. */
 bool ig_quant_mix_types(const gguf_file *g, uint32_t ftype, bool pure, ig_dtype *out, char *err,
                         size_t errlen);
+/* The same for a tensor table with GGUF names (e.g. a Hugging Face
+ * checkpoint's) and its layer count (-1: one layer per ffn_down). */
+bool ig_quant_mix_types_tt(const ig_tensor_table *tt, int64_t n_layer, uint32_t ftype, bool pure,
+                           ig_dtype *out, char *err, size_t errlen);
 
 #endif

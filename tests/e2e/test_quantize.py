@@ -6,6 +6,7 @@ metadata is copied (general.file_type set), ignis loads the result, and an
 existing output is only replaced with --force."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -164,3 +165,81 @@ def test_k_quant_on_fixture(src: Path, typ: str, tmp_path: Path):
             assert np.array_equal(tensor_bytes(tb), np.asarray(ref).view(np.uint8).reshape(-1)), ta.name
         r = R.run_ignis(["logits", out, "--tokens", "2,10,20"])
         assert r.returncode == 0, r.stderr
+
+
+# ---- Hugging Face checkpoints as input -------------------------------------
+# `ignis quantize HF_DIR OUT --type T` writes what tests/tools/hf_to_gguf.py
+# (llama.cpp's gemma3 conventions, tokenizer "none") writes, tensor for
+# tensor, plus the general.* keys of llama.cpp's converter; ignis computes
+# the same logits from the file as from the checkpoint; llama.cpp runs it.
+
+CONVERTER_ONLY_KEYS = {"general.type", "general.size_label"}  # gguf.Metadata's, not hf_to_gguf.py's
+
+
+@pytest.mark.parametrize("typ", ["f32", "q8_0"])
+@pytest.mark.parametrize("model", MODELS, ids=lambda p: p.name)
+def test_hf_input_matches_converter(model: Path, typ: str, tmp_path: Path):
+    out = tmp_path / f"hf-{typ}.gguf"
+    r = R.run_ignis(["quantize", model / "f32", out, "--type", typ])
+    assert r.returncode == 0, r.stderr
+    ref = R.converted_gguf(model, typ, tmp_path, vocab_none=True)
+    a, b = gguf.GGUFReader(out), gguf.GGUFReader(ref)
+    fa, fb = fields(a), fields(b)
+    assert set(fa) - CONVERTER_ONLY_KEYS == set(fb), set(fa) ^ set(fb)
+    for k, v in fb.items():
+        if k != "general.name":
+            assert fa[k] == v, k
+    assert fa["general.type"] == "model" and fa["general.name"] == "f32"
+    ta, tb = {t.name: t for t in a.tensors}, {t.name: t for t in b.tensors}
+    assert sorted(ta) == sorted(tb)
+    for name, t in tb.items():
+        assert ta[name].tensor_type == t.tensor_type, name
+        assert np.array_equal(tensor_bytes(ta[name]), tensor_bytes(t)), name
+    # the same logits as the checkpoint itself (f32: bit for bit)
+    toks = R.hf_reference(model)["sequences"][0]["tokens"]
+    want = R.ignis_logits(model / "f32", toks, tmp_path / "hf.f32")
+    got = R.ignis_logits(out, toks, tmp_path / "gguf.f32")
+    if typ == "f32":
+        assert np.array_equal(got, want)
+    else:
+        assert R.rel_err(got, want) < 3e-2
+
+
+def test_hf_input_k_mix_and_bf16(tmp_path: Path):
+    # BF16 safetensors in, a K mix out: the fallback blocks (Q5_1, Q8_0) are
+    # the reference quantizers' on the BF16 values (gguf-py has no K-quant
+    # quantizer; those are checked against llama-quantize above).
+    model = MODELS[0]
+    out = tmp_path / "hf-q5km.gguf"
+    r = R.run_ignis(["quantize", model / "bf16", out, "--type", "q5_k_m"])
+    assert r.returncode == 0, r.stderr
+    ref = R.converted_gguf(model, "f32", tmp_path, source="bf16", vocab_none=True)
+    a, b = gguf.GGUFReader(out), gguf.GGUFReader(ref)
+    assert a.fields["general.file_type"].contents() == 17
+    tb = {t.name: t for t in b.tensors}
+    kinds = set()
+    for t in a.tensors:
+        kinds.add(t.tensor_type)
+        if t.tensor_type in (Q.Q5_K, Q.Q6_K):
+            continue
+        x = np.asarray(tb[t.name].data, dtype=np.float32)
+        want = gguf.quants.quantize(x, t.tensor_type) if t.tensor_type != Q.F32 else x
+        assert np.array_equal(tensor_bytes(t), np.asarray(want).view(np.uint8).reshape(-1)), t.name
+    assert Q.Q5_1 in kinds
+    r = R.run_ignis(["logits", out, "--tokens", "2,10,20"])
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.skipif(R.llamacpp_bin_dir() is None, reason="llama.cpp not built (scripts/build-llamacpp.sh)")
+def test_hf_input_runs_in_llamacpp(tmp_path: Path):
+    # llama.cpp ignores gemma3.attention.scale: a fixture whose scale is its rule's
+    model = next(m for m in MODELS
+                 if json.loads((m / "f32" / "config.json").read_text()).get("query_pre_attn_scalar", 256)
+                 == json.loads((m / "f32" / "config.json").read_text()).get("head_dim", 256))
+    out = tmp_path / "hf-f32.gguf"
+    assert R.run_ignis(["quantize", model / "f32", out, "--type", "f32"]).returncode == 0
+    for s in R.hf_reference(model)["sequences"]:
+        want = np.array(s["logits"], dtype=np.float32)
+        got = R.llamacpp_all_logits(out, s["tokens"], tmp_path / "l.f32")
+        assert max(R.rel_errs_per_position(got, want)) <= 3e-4  # test_gguf_convert.py's f32 bound
+        assert (got.argmax(1) == want.argmax(1)).all()
