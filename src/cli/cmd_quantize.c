@@ -79,16 +79,6 @@ static void row_to_f32(ig_dtype t, const unsigned char *src, float *dst, int64_t
     else ig_dequantize_row(t, src, dst, n);
 }
 
-/* The last component of a directory path (general.name of a checkpoint
- * whose config.json has none). */
-static void dir_name(const char *path, char *out, size_t cap) {
-    size_t n = strlen(path);
-    while (n > 1 && path[n - 1] == '/') n--;
-    size_t b = n;
-    while (b > 0 && path[b - 1] != '/') b--;
-    snprintf(out, cap, "%.*s", (int)(n - b), path + b);
-}
-
 int cmd_quantize(int argc, char **argv) {
     const char *in = NULL, *out = NULL, *type_arg = NULL;
     int force = 0, pure = 0;
@@ -178,11 +168,7 @@ int cmd_quantize(int argc, char **argv) {
     }
 
     if ((st = gguf_writer_create(!g || g->alignment == 32 ? 0 : g->alignment, &w)) != IG_OK) goto fail;
-    if (hf) {
-        char name[256];
-        dir_name(in, name, sizeof name);
-        st = hf_gguf_add_metadata(hf, name, w);
-    }
+    if (hf) st = hf_gguf_add_metadata(hf, in, w);
     for (size_t i = 0; g && i < g->n_kv && st == IG_OK; i++) {
         const char *k = g->kv[i].key;
         if (!strcmp(k, "general.file_type") || !strcmp(k, "general.quantization_version") ||

@@ -243,3 +243,123 @@ def test_hf_input_runs_in_llamacpp(tmp_path: Path):
         got = R.llamacpp_all_logits(out, s["tokens"], tmp_path / "l.f32")
         assert max(R.rel_errs_per_position(got, want)) <= 3e-4  # test_gguf_convert.py's f32 bound
         assert (got.argmax(1) == want.argmax(1)).all()
+
+
+# ---- the tokenizer of a checkpoint (tokenizer.model) -----------------------
+# A SentencePiece model made of pieces of the real 270M's vocabulary (control,
+# byte and short normal pieces, renumbered), a fixture's weights with a
+# tokenizer_config.json: the GGUF gets the keys llama.cpp's converter writes
+# (_set_vocab_sentencepiece + SpecialVocab, emulated below from its source),
+# and ignis and llama.cpp tokenize text the same way with it.
+
+GGUF_270M = R.CACHE / "gemma-3-270m-q8_0.gguf"
+LLAMA_TOKENIZE = LLAMA_QUANTIZE.parent / "llama-tokenize"
+
+
+def _varint(n: int) -> bytes:
+    out = b""
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out += bytes([b | (0x80 if n else 0)])
+        if not n:
+            return out
+
+
+def _sp_model(pieces: list[tuple[bytes, float, int]]) -> bytes:
+    import struct
+    out = b""
+    for text, score, typ in pieces:
+        p = b"\x0a" + _varint(len(text)) + text + b"\x15" + struct.pack("<f", score)
+        if typ != 1:
+            p += b"\x18" + _varint(typ)
+        out += b"\x0a" + _varint(len(p)) + p
+    spec = b"\x0a\x08identity"  # a normalizer_spec, which the reader skips
+    return out + b"\x1a" + _varint(len(spec)) + spec
+
+
+@pytest.fixture(scope="module")
+def tok_checkpoint(tmp_path_factory) -> tuple[Path, dict]:
+    if not GGUF_270M.exists():
+        pytest.skip(f"no {GGUF_270M}")
+    model = MODELS[0]
+    cfg = json.loads((model / "f32" / "config.json").read_text())
+    n_vocab = cfg["vocab_size"]
+    r = gguf.GGUFReader(GGUF_270M)
+    toks = r.fields["tokenizer.ggml.tokens"].contents()
+    scores = r.fields["tokenizer.ggml.scores"].contents()
+    types = r.fields["tokenizer.ggml.token_type"].contents()
+    keep = [i for i in range(len(toks)) if types[i] == 6 or i < 4]
+    normal = sorted((i for i in range(len(toks)) if types[i] == 1 and len(toks[i]) <= 3),
+                    key=lambda i: -scores[i])
+    keep += normal[:n_vocab - 4 - len(keep)]  # 4 ids left for [PAD<i>]
+    pieces = [(toks[i].encode(), float(scores[i]), int(types[i])) for i in keep]
+    pieces[len(pieces) - 1] = (b"<user>", 0.0, 4)  # a user-defined piece: NORMAL for the converter
+    d = tmp_path_factory.mktemp("hftok") / "tiny-tok"
+    d.mkdir()
+    for f in (model / "f32").iterdir():
+        (d / f.name).symlink_to(f)
+    (d / "tokenizer.model").write_bytes(_sp_model(pieces))
+    tcfg = {"add_bos_token": True, "add_eos_token": False, "bos_token": "<bos>",
+            "eos_token": {"content": "<eos>"}, "unk_token": "<unk>", "pad_token": "<pad>",
+            "added_tokens_decoder": {"0": {"content": "<pad>", "special": True},
+                                     "2": {"content": "<bos>", "special": True},
+                                     "9": {"content": "<unused7>", "special": False},
+                                     "10": {"content": "\u2581hi", "special": False}},
+            "chat_template": "{{ bos_token }}{% for m in messages %}{{ m['content'] }}{% endfor %}"}
+    (d / "tokenizer_config.json").write_text(json.dumps(tcfg))
+    # what the converter writes (conversion/base.py, _create_vocab_sentencepiece)
+    tokens = [f"[PAD{i}]" for i in range(n_vocab)]
+    sc = [-10000.0] * n_vocab
+    ty = [5] * n_vocab
+    for i, (t, s, k) in enumerate(pieces):
+        tokens[i], sc[i], ty[i] = t.decode(), s, k if k in (2, 3, 5, 6) else 1
+    for k, v in tcfg["added_tokens_decoder"].items():
+        i, c = int(k), v["content"]
+        if v["special"] or c.startswith("<unused"):
+            ty[i] = 3
+        else:
+            c, ty[i] = c.replace("\u2581", " "), 4
+        tokens[i], sc[i] = c, -1000.0
+    want = {"tokenizer.ggml.model": "llama", "tokenizer.ggml.pre": "default", "tokenizer.ggml.tokens": tokens,
+            "tokenizer.ggml.scores": sc, "tokenizer.ggml.token_type": ty,
+            "tokenizer.ggml.bos_token_id": tokens.index("<bos>"), "tokenizer.ggml.eos_token_id": tokens.index("<eos>"),
+            "tokenizer.ggml.unknown_token_id": tokens.index("<unk>"), "tokenizer.ggml.padding_token_id": 0,
+            "tokenizer.ggml.add_bos_token": True, "tokenizer.ggml.add_eos_token": False,
+            "tokenizer.ggml.add_space_prefix": False, "tokenizer.chat_template": tcfg["chat_template"]}
+    return d, want
+
+
+@pytest.mark.slow  # reading the 270M's vocabulary takes ~20 s
+def test_hf_tokenizer_keys(tok_checkpoint, tmp_path: Path):
+    d, want = tok_checkpoint
+    out = tmp_path / "tok.gguf"
+    r = R.run_ignis(["quantize", d, out, "--type", "q8_0"])
+    assert r.returncode == 0, r.stderr
+    f = fields(gguf.GGUFReader(out))
+    got = {k: v for k, v in f.items() if k.startswith("tokenizer.")}
+    assert set(got) == set(want), set(got) ^ set(want)
+    for k, v in want.items():
+        if k == "tokenizer.ggml.scores":
+            assert np.array_equal(np.float32(got[k]), np.float32(v)), k
+        else:
+            assert got[k] == v, k
+    assert "gemma3.vocab_size" not in f and f["general.name"] == "tiny-tok"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not LLAMA_TOKENIZE.exists(), reason="no llama-tokenize")
+def test_hf_tokenizer_matches_llamacpp(tok_checkpoint, tmp_path: Path):
+    d, _ = tok_checkpoint
+    out = tmp_path / "tok.gguf"
+    assert R.run_ignis(["quantize", d, out, "--type", "f16"]).returncode == 0
+    for text in ["Hello world, the end.", "hi there <unused7> x\u00e9\u4e2d\n\n  spaces"]:
+        r = R.run_ignis(["tokenize", out, text, "--bos"])
+        assert r.returncode == 0, r.stderr
+        ours = json.loads(r.stdout)
+        r = subprocess.run([str(LLAMA_TOKENIZE), "-m", str(out), "-p", text, "--ids", "--log-disable"],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr[-2000:]
+        theirs = json.loads(r.stdout.strip().splitlines()[-1])
+        assert ours == theirs, (text, ours, theirs)
+        assert len(ours) > 3 and ours[0] == 2
+        print(text, ours)
