@@ -150,15 +150,11 @@ int cmd_quantize(int argc, char **argv) {
                     t->name, ig_dtype_name(t->type));
             goto done;
         }
-        size_t rb;
-        out_type[i] = t->n_dims >= 2 && ig_dtype_row_bytes(want, t->ne[0], &rb) ? want : IG_TYPE_F32;
         if (t->ne[0] > max_row) max_row = t->ne[0];
     }
     char mix_err[256];
-    if (types[ti].mix &&
-        !(hf ? ig_quant_mix_types_tt(tt, hf->hparams.n_layer, types[ti].file_type, pure, out_type, mix_err,
-                                     sizeof mix_err)
-             : ig_quant_mix_types(g, types[ti].file_type, pure, out_type, mix_err, sizeof mix_err))) {
+    if (!ig_quant_plan(tt, hf ? hf->hparams.n_layer : ig_quant_gguf_block_count(g), want,
+                       types[ti].mix ? types[ti].file_type : 0, pure, out_type, mix_err, sizeof mix_err)) {
         fprintf(stderr, "ignis quantize: %s\n", mix_err);
         goto done;
     }

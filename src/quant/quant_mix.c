@@ -72,7 +72,7 @@ static int rank_in(const ig_tensor_table *tt, const category *cat, size_t k, cat
 }
 
 /* The GGUF's block count, or -1 when it has none. */
-static int64_t gguf_block_count(const gguf_file *g) {
+int64_t ig_quant_gguf_block_count(const gguf_file *g) {
     gguf_str arch;
     if (gguf_get_str(g, "general.architecture", &arch) && arch.len < 64) {
         char key[96];
@@ -89,7 +89,7 @@ static bool whole_blocks(ig_dtype t, int64_t n) {
 
 bool ig_quant_mix_types(const gguf_file *g, uint32_t ftype, bool pure, ig_dtype *out, char *err,
                         size_t errlen) {
-    return ig_quant_mix_types_tt(&g->tensors, gguf_block_count(g), ftype, pure, out, err, errlen);
+    return ig_quant_mix_types_tt(&g->tensors, ig_quant_gguf_block_count(g), ftype, pure, out, err, errlen);
 }
 
 bool ig_quant_mix_types_tt(const ig_tensor_table *tt, int64_t n_layer, uint32_t ftype, bool pure,
@@ -153,4 +153,14 @@ bool ig_quant_mix_types_tt(const ig_tensor_table *tt, int64_t n_layer, uint32_t 
     }
     free(cat);
     return ok;
+}
+
+bool ig_quant_plan(const ig_tensor_table *tt, int64_t n_layer, ig_dtype want, uint32_t mix_ftype, bool pure,
+                   ig_dtype *out, char *err, size_t errlen) {
+    for (size_t i = 0; i < tt->count; i++) {
+        const ig_tensor *t = &tt->items[i];
+        size_t rb;
+        out[i] = t->n_dims >= 2 && ig_dtype_row_bytes(want, t->ne[0], &rb) ? want : IG_TYPE_F32;
+    }
+    return !mix_ftype || ig_quant_mix_types_tt(tt, n_layer, mix_ftype, pure, out, err, errlen);
 }

@@ -39,4 +39,14 @@ bool ig_quant_mix_types(const gguf_file *g, uint32_t ftype, bool pure, ig_dtype 
 bool ig_quant_mix_types_tt(const ig_tensor_table *tt, int64_t n_layer, uint32_t ftype, bool pure,
                            ig_dtype *out, char *err, size_t errlen);
 
+/* The GGUF's <architecture>.block_count, or -1 when it has none. */
+int64_t ig_quant_gguf_block_count(const gguf_file *g);
+
+/* ignis quantize's type for every tensor of tt converted to `want`:
+ * tensors of two or more dimensions whose rows are whole blocks of want get
+ * want, the others F32; for a K mix (mix_ftype one of the IG_FTYPE_* above,
+ * 0 for none), the types of ig_quant_mix_types_tt. */
+bool ig_quant_plan(const ig_tensor_table *tt, int64_t n_layer, ig_dtype want, uint32_t mix_ftype, bool pure,
+                   ig_dtype *out, char *err, size_t errlen);
+
 #endif

@@ -363,3 +363,31 @@ def test_hf_tokenizer_matches_llamacpp(tok_checkpoint, tmp_path: Path):
         assert ours == theirs, (text, ours, theirs)
         assert len(ours) > 3 and ours[0] == 2
         print(text, ours)
+
+
+# ---- --quant: weights quantized at load ------------------------------------
+
+@pytest.mark.parametrize("typ", ["q8_0", "q4_0", "q4_k"])
+def test_quant_at_load_matches_file(src: Path, typ: str, tmp_path: Path):
+    # HF BF16 checkpoint and F32 GGUF in, logits bit-equal to the file
+    # `ignis quantize --type T --pure` writes
+    model = MODELS[0]
+    toks = R.hf_reference(model)["sequences"][0]["tokens"]
+    for inp in (model / "bf16", src):
+        f = tmp_path / "q.gguf"
+        r = R.run_ignis(["quantize", inp, f, "--type", typ, "--pure", "--force"])
+        assert r.returncode == 0, r.stderr
+        want = R.ignis_logits(f, toks, tmp_path / "file.f32")
+        got = R.ignis_logits(inp, toks, tmp_path / "load.f32", extra=["--quant", typ])
+        assert np.array_equal(got, want), (inp, typ)
+        plain = R.ignis_logits(inp, toks, tmp_path / "plain.f32")
+        assert not np.array_equal(got, plain)  # the weights really were quantized
+
+
+def test_quant_at_load_refuses_quantized_weights(tmp_path: Path):
+    q8 = tmp_path / "q8.gguf"
+    assert R.run_ignis(["quantize", MODELS[0] / "f32", q8, "--type", "q8_0"]).returncode == 0
+    r = R.run_ignis(["logits", q8, "--tokens", "2,10", "--quant", "q4_0"])
+    assert r.returncode != 0 and "F32, F16 or BF16" in r.stderr
+    r = R.run_ignis(["logits", q8, "--tokens", "2,10", "--quant", "q3_k"])
+    assert r.returncode == 2 and "--quant expects" in r.stderr
