@@ -277,12 +277,24 @@ static void scalar_qk(const ig_mm *m, int64_t r0, int64_t r1, uint8_t *scratch) 
     }
 }
 
+typedef void (*q5_1_isums_fn)(const uint8_t *q, const int8_t *xq, int64_t nb, int32_t *isum);
+
+static void q5_1_isums_scalar(const uint8_t *q, const int8_t *xq, int64_t nb, int32_t *isum) {
+    for (int64_t b = 0; b < nb; b++) {
+        int32_t s = 0;
+        for (int j = 0; j < IG_QK; j++) s += q[b * IG_QK + j] * xq[b * IG_QK + j];
+        isum[b] = s;
+    }
+}
+
 /* Q5_1 x Q8_0 rows: the formula of ig_vec_dot_q5_1_q8_0, with the
- * activation's block sums of the rows layout. */
-static void scalar_q5_1(const ig_mm *m, int64_t r0, int64_t r1, uint8_t *scratch) {
+ * activation's block sums of the rows layout; the blocks' integer sums by
+ * isums (exact on every ISA). */
+static void q5_1_rows(const ig_mm *m, int64_t r0, int64_t r1, uint8_t *scratch, q5_1_isums_fn isums) {
     const int64_t k = m->k, nb = k / IG_QK;
     uint8_t *q = scratch;
     float *dw = (float *)(void *)(scratch + ig_mm_align64((size_t)k)), *mw = dw + nb;
+    int32_t *is = (int32_t *)(void *)(mw + nb);
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = m->w + (size_t)r * m->row_bytes;
         for (int64_t b = 0; b < nb; b++) {
@@ -300,12 +312,11 @@ static void scalar_q5_1(const ig_mm *m, int64_t r0, int64_t r1, uint8_t *scratch
             const int8_t *xq = ig_act_q(a);
             const float *xd = ig_act_d(a, k);
             const int32_t *xs = ig_act_s(a, k);
+            isums(q, xq, nb, is);
             float sum = 0.0f;
             for (int64_t b = 0; b < nb; b++) {
-                int32_t isum = 0;
-                for (int j = 0; j < IG_QK; j++) isum += q[b * IG_QK + j] * xq[b * IG_QK + j];
                 const float dd = dw[b] * xd[b];
-                const float hi = (float)isum * dd;
+                const float hi = (float)is[b] * dd;
                 const float lo = mw[b] * (xd[b] * (float)xs[b]);
                 sum += hi + lo;
             }
@@ -315,8 +326,17 @@ static void scalar_q5_1(const ig_mm *m, int64_t r0, int64_t r1, uint8_t *scratch
 }
 
 void ig_mm_matmul(const ig_mm_isa *isa, const ig_mm *m, int64_t r0, int64_t r1, void *scratch) {
-    if (portable_only(m->type)) ig_mm_matmul_scalar(m, r0, r1, scratch);
-    else isa->matmul(m, r0, r1, scratch);
+    if (!portable_only(m->type)) {
+        isa->matmul(m, r0, r1, scratch);
+        return;
+    }
+#if defined(__x86_64__) || defined(__i386__)
+    if (isa == &ig_mm_isa_avx2 || isa == &ig_mm_isa_avx512) {
+        q5_1_rows(m, r0, r1, scratch, ig_q5_1_isums_avx2);
+        return;
+    }
+#endif
+    ig_mm_matmul_scalar(m, r0, r1, scratch);
 }
 
 size_t ig_mm_scratch_bytes(const ig_mm_isa *isa, ig_dtype type, int64_t k) {
@@ -330,7 +350,7 @@ void ig_mm_matmul_scalar(const ig_mm *m, int64_t r0, int64_t r1, void *scratch) 
     switch (ig_mm_act_kind(m->type)) {
     case IG_ACT_F32: scalar_float(m, r0, r1, scratch); break;
     case IG_ACT_Q8_0:
-        if (m->type == IG_TYPE_Q5_1) scalar_q5_1(m, r0, r1, scratch);
+        if (m->type == IG_TYPE_Q5_1) q5_1_rows(m, r0, r1, scratch, q5_1_isums_scalar);
         else scalar_q32(m, r0, r1, scratch);
         break;
     case IG_ACT_Q8_K: scalar_qk(m, r0, r1, scratch); break;

@@ -126,6 +126,10 @@ static inline size_t ig_blk_bytes(ig_dtype t) {
     }
 }
 
+/* Exact int32 sums of q[32b..32b+31] * xq[...] for nb blocks (q: 0..31),
+ * for the Q5_1 kernel of matmul.c (q5_1_avx2.c). */
+void ig_q5_1_isums_avx2(const uint8_t *q, const int8_t *xq, int64_t nb, int32_t *isum);
+
 /* The scalar ISA's pieces, for ISAs that fall back on some of them. */
 void ig_mm_quant_row_scalar(ig_act_kind kind, const float *x, int64_t k, uint8_t *dst);
 void ig_mm_matmul_scalar(const ig_mm *m, int64_t r0, int64_t r1, void *scratch);
