@@ -391,3 +391,20 @@ def test_quant_at_load_refuses_quantized_weights(tmp_path: Path):
     assert r.returncode != 0 and "F32, F16 or BF16" in r.stderr
     r = R.run_ignis(["logits", q8, "--tokens", "2,10", "--quant", "q3_k"])
     assert r.returncode == 2 and "--quant expects" in r.stderr
+
+
+def test_hf_multimodal_checkpoint_text_tower(tmp_path: Path):
+    # Gemma3ForConditionalGeneration (tests/fixtures/vision/tiny-vlm): the
+    # text model only, the same text logits as the checkpoint
+    vlm = R.FIXTURES / "vision" / "tiny-vlm"
+    if not (vlm / "config.json").exists():
+        pytest.skip("no tiny-vlm fixture")
+    out = tmp_path / "vlm.gguf"
+    r = R.run_ignis(["quantize", vlm, out, "--type", "f32"])
+    assert r.returncode == 0, r.stderr
+    names = [t.name for t in gguf.GGUFReader(out).tensors]
+    assert all(n.startswith("blk.") or n in ("token_embd.weight", "output_norm.weight") for n in names)
+    toks = [2, 10, 20, 30]
+    want = R.ignis_logits(vlm, toks, tmp_path / "a.f32")
+    got = R.ignis_logits(out, toks, tmp_path / "b.f32")
+    assert np.array_equal(got, want)
