@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 import ignis_ref as R  # noqa: E402
 
 import gguf  # noqa: E402
+import gguf.utility  # noqa: E402
 from gguf import GGMLQuantizationType as Q  # noqa: E402
 
 MODELS = R.hf_models()
@@ -190,6 +191,8 @@ def test_hf_input_matches_converter(model: Path, typ: str, tmp_path: Path):
         if k != "general.name":
             assert fa[k] == v, k
     assert fa["general.type"] == "model" and fa["general.name"] == "f32"
+    n_params = sum(int(np.prod(t.shape)) for t in b.tensors)
+    assert fa["general.size_label"] == gguf.utility.size_label(n_params, 0, 0, 0)
     ta, tb = {t.name: t for t in a.tensors}, {t.name: t for t in b.tensors}
     assert sorted(ta) == sorted(tb)
     for name, t in tb.items():
