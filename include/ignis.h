@@ -75,6 +75,15 @@ typedef enum ig_backend_kind {
     IG_BACKEND_VULKAN = 1,
 } ig_backend_kind;
 
+/* Weights quantized in memory at load (`--quant`), with the blocks of
+ * `ignis quantize --type T --pure`: from F32/F16/BF16 weights only. */
+typedef enum ig_weight_quant {
+    IG_WEIGHT_AS_STORED = 0,
+    IG_WEIGHT_Q8_0 = 1,
+    IG_WEIGHT_Q4_0 = 2,
+    IG_WEIGHT_Q4_K = 3, /* Q4_K where rows are whole 256-blocks, else Q5_0 */
+} ig_weight_quant;
+
 typedef struct ig_model_params {
     int n_threads;           /* 0 = number of physical cores */
     ig_backend_kind backend; /* IG_BACKEND_CPU by default */
@@ -86,6 +95,7 @@ typedef struct ig_model_params {
      * keeps prefill and large batches off the tensor-core and tiled kernels
      * (slower there: docs/vulkan.md). */
     bool deterministic;
+    ig_weight_quant quant; /* IG_WEIGHT_AS_STORED by default */
 } ig_model_params;
 
 ig_model_params ig_model_default_params(void);

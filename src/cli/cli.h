@@ -36,6 +36,8 @@ int cli_parse_int(const char *opt, const char *s, long min, long max, long *out)
 int cli_parse_float(const char *opt, const char *s, double min, double max, double *out);
 /* Parses --backend cpu|vulkan. */
 int cli_parse_backend(const char *s, ig_backend_kind *out);
+/* Parses --quant q8_0|q4_0|q4_k (weights quantized at load). */
+int cli_parse_quant(const char *s, ig_weight_quant *out);
 /* The vision tower: from mmproj when given, else an mmproj*.gguf next to a
  * GGUF model that has none; with required, a model without one is an
  * error. Prints the error; 0 on success. */

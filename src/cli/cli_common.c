@@ -91,6 +91,17 @@ int cli_parse_backend(const char *s, ig_backend_kind *out) {
     return 0;
 }
 
+int cli_parse_quant(const char *s, ig_weight_quant *out) {
+    if (s && !strcmp(s, "q8_0")) *out = IG_WEIGHT_Q8_0;
+    else if (s && !strcmp(s, "q4_0")) *out = IG_WEIGHT_Q4_0;
+    else if (s && !strcmp(s, "q4_k")) *out = IG_WEIGHT_Q4_K;
+    else {
+        fprintf(stderr, "ignis: --quant expects q8_0, q4_0 or q4_k, got '%s'\n", s ? s : "");
+        return 2;
+    }
+    return 0;
+}
+
 int cli_attach_vision(ig_model *m, const char *model_path, const char *mmproj, bool required) {
     char *found = NULL;
     if (!mmproj && !ig_model_has_vision(m) && model_path && !ig_path_is_dir(model_path)) {

@@ -45,7 +45,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: ignis bench [MODEL] [-p N] [-n N] [-r N] [-t N,...] [--batch B,...]\n"
             "                   [-d N] [-b N] [--kv f16|f32] [--backend cpu|vulkan] [--device N]\n"
-            "                   [--json FILE] [--json-schema FILE]\n"
+            "                   [--quant q8_0|q4_0|q4_k] [--json FILE] [--json-schema FILE]\n"
             "Measures prompt processing (ppN) and generation (tgN, and tgN@bB: B sequences\n"
             "decoding together, one ig_decode per step) in tokens/s, mean ± sd over the\n"
             "repetitions after one warm-up, and quotes each against the machine's limit\n"
@@ -591,6 +591,9 @@ static int parse_args(int argc, char **argv, bench_cfg *c) {
             i++;
         } else if (!strcmp(a, "--backend")) {
             if (cli_parse_backend(v, &c->mp.backend)) return 2;
+            i++;
+        } else if (!strcmp(a, "--quant")) {
+            if (cli_parse_quant(v, &c->mp.quant)) return 2;
             i++;
         } else if (!strcmp(a, "--device")) {
             long d;

@@ -15,7 +15,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: ignis logits [MODEL] --tokens ID,ID,... [--all] [--incremental] [--kv f32|f16]\n"
             "                    [--out FILE] [-t N] [--backend cpu|vulkan] [--check-invariance]\n"
-            "                    [--image FILE]... [--mmproj FILE]\n"
+            "                    [--image FILE]... [--mmproj FILE] [--quant q8_0|q4_0|q4_k]\n"
             "Writes float32 little-endian logits of the last position (every position with\n"
             "--all, row-major positions x vocab) to FILE, or prints the top 10 per position.\n"
             "--incremental feeds one token per step through the KV cache.\n"
@@ -272,6 +272,8 @@ int cmd_logits(int argc, char **argv) {
             if (cli_parse_int(a, i + 1 < argc ? argv[++i] : NULL, 1, 512, &threads)) return 2;
         } else if (!strcmp(a, "--backend")) {
             if (cli_parse_backend(i + 1 < argc ? argv[++i] : NULL, &mp.backend)) return 2;
+        } else if (!strcmp(a, "--quant")) {
+            if (cli_parse_quant(i + 1 < argc ? argv[++i] : NULL, &mp.quant)) return 2;
         } else if (!strcmp(a, "--device")) {
             long d;
             if (cli_parse_int(a, i + 1 < argc ? argv[++i] : NULL, 0, 64, &d)) return 2;

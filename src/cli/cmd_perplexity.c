@@ -39,7 +39,7 @@ static void usage(FILE *f) {
             "usage: ignis perplexity [MODEL] -f TEXT [--ctx N] [--chunks N] [--path P]\n"
             "                        [--kl-divergence-base FILE [--kl-top-k K]]\n"
             "                        [--kl-divergence FILE] [--kv f16|f32] [-t N]\n"
-            "                        [--backend cpu|vulkan] [--device N]\n"
+            "                        [--backend cpu|vulkan] [--device N] [--quant q8_0|q4_0|q4_k]\n"
             "Perplexity over windows of --ctx tokens (default 512), each window's second\n"
             "half scored (llama-perplexity's method); prints the running value and the\n"
             "final estimate with its standard error.\n"
@@ -303,6 +303,9 @@ int cmd_perplexity(int argc, char **argv) {
             i++;
         } else if (!strcmp(a, "--backend")) {
             if (cli_parse_backend(v, &mp.backend)) return 2;
+            i++;
+        } else if (!strcmp(a, "--quant")) {
+            if (cli_parse_quant(v, &mp.quant)) return 2;
             i++;
         } else if (!strcmp(a, "--device")) {
             long d;

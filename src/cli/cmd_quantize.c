@@ -1,20 +1,24 @@
-/* ignis quantize IN.gguf OUT.gguf --type T: converts an F32/F16/BF16 GGUF to
- * F16, BF16, Q8_0, Q4_0 or Q5_0, or to llama-quantize's K-quant mixes
+/* ignis quantize IN OUT.gguf --type T: converts an F32/F16/BF16 GGUF, or a
+ * Hugging Face checkpoint directory (config.json + safetensors), to F32,
+ * F16, BF16, Q8_0, Q4_0, Q5_0 or Q5_1, or to llama-quantize's K-quant mixes
  * Q4_K_M, Q5_K_M and Q6_K (per-tensor types: src/quant/quant_mix.h; with
  * --pure every weight matrix takes the mix's K type, with the same
  * fallbacks for rows that are not whole 256-blocks).
  *
  * Every tensor of two or more dimensions whose rows are a whole number of
  * blocks of T becomes T (the token embedding included); the others (the
- * norms) are written as F32. All metadata is copied, except
+ * norms) are written as F32. From a GGUF all metadata is copied, except
  * general.file_type (set to T's llama.cpp file type) and
  * general.quantization_version (set to 2, as llama-quantize does for block
- * types). The blocks are ig_quantize_row's, which for these types are
+ * types). From a Hugging Face checkpoint the metadata is that of llama.cpp's
+ * converter (src/model/hf_gguf.h) and the norm weights get the +1 of the
+ * GGUF convention. The blocks are ig_quantize_row's, which for these types are
  * byte-exact with ggml's reference quantizers; llama-quantize gives the same
  * blocks with --pure (without it, it makes the output matrix Q6_K for Q4_0
- * and Q5_0).
+ * and Q5_0/Q5_1).
  *
- * Streaming: the input is memory-mapped and converted one row at a time.
+ * Streaming: the input (GGUF or safetensors) is memory-mapped and converted
+ * one row at a time.
  * The output goes to a temporary file next to OUT, is fsync'ed, then renamed
  * to OUT (a failure leaves no OUT and no temporary file); an existing OUT is
  * refused unless --force. */
@@ -22,6 +26,8 @@
 
 #include "model/gguf.h"
 #include "model/gguf_write.h"
+#include "model/hf.h"
+#include "model/hf_gguf.h"
 #include "quant/quant.h"
 #include "quant/quant_mix.h"
 
@@ -34,10 +40,12 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: ignis quantize IN.gguf OUT.gguf --type T [--pure] [--force]\n"
-            "  T: f16, bf16, q8_0, q4_0, q5_0, q4_k_m (or q4_k), q5_k_m (or q5_k), q6_k\n"
-            "Converts an F32, F16 or BF16 GGUF: every weight matrix becomes the type, the\n"
-            "norms stay F32, the metadata (tokenizer, chat template) is kept. The K types\n"
+            "usage: ignis quantize IN OUT.gguf --type T [--pure] [--force]\n"
+            "  T: f32, f16, bf16, q8_0, q4_0, q5_0, q5_1, q4_k_m (or q4_k), q5_k_m (or q5_k), q6_k\n"
+            "Converts an F32, F16 or BF16 GGUF, or a Hugging Face checkpoint directory\n"
+            "(config.json + safetensors; llama.cpp's gemma3 metadata, norms +1, the tokenizer\n"
+            "from tokenizer.model): every weight matrix becomes the type, the norms stay F32,\n"
+            "a GGUF's metadata (tokenizer, chat template) is kept. The K types\n"
             "follow llama-quantize's mixes (output/embedding Q6_K, more bits for some\n"
             "attn_v and ffn_down, fallbacks where rows are not whole 256-blocks); --pure\n"
             "gives every weight matrix the K type itself (fallbacks kept). The blocks are\n"
@@ -52,11 +60,13 @@ static const struct {
     uint32_t file_type; /* llama.cpp's enum llama_ftype */
     bool mix;           /* a K-quant mix: per-tensor types from quant_mix.h */
 } types[] = {
+    {"f32", IG_TYPE_F32, 0, false},
     {"f16", IG_TYPE_F16, 1, false},
     {"bf16", IG_TYPE_BF16, 32, false},
     {"q8_0", IG_TYPE_Q8_0, 7, false},
     {"q4_0", IG_TYPE_Q4_0, 2, false},
     {"q5_0", IG_TYPE_Q5_0, 8, false},
+    {"q5_1", IG_TYPE_Q5_1, 9, false},
     {"q4_k_m", IG_TYPE_Q4_K, IG_FTYPE_Q4_K_M, true},
     {"q4_k", IG_TYPE_Q4_K, IG_FTYPE_Q4_K_M, true}, /* llama-quantize's alias */
     {"q5_k_m", IG_TYPE_Q5_K, IG_FTYPE_Q5_K_M, true},
@@ -104,7 +114,7 @@ int cmd_quantize(int argc, char **argv) {
     for (size_t k = 0; k < sizeof types / sizeof types[0]; k++)
         if (!strcasecmp(type_arg, types[k].name)) ti = (int)k;
     if (ti < 0) {
-        fprintf(stderr, "ignis quantize: --type expects f16, bf16, q8_0, q4_0, q5_0, q4_k_m, q4_k, "
+        fprintf(stderr, "ignis quantize: --type expects f32, f16, bf16, q8_0, q4_0, q5_0, q5_1, q4_k_m, q4_k, "
                 "q5_k_m, q5_k or q6_k, got '%s'\n",
                 type_arg);
         return 2;
@@ -117,17 +127,19 @@ int cmd_quantize(int argc, char **argv) {
 
     int rc = 1;
     gguf_file *g = NULL;
+    hf_model *hf = NULL;
     gguf_writer *w = NULL;
     cli_output o = {0};
     float *row = NULL;
     unsigned char *qrow = NULL;
     ig_dtype *out_type = NULL;
-    ig_status st = gguf_open(in, &g);
+    ig_status st = ig_path_is_dir(in) ? hf_open(in, &hf) : gguf_open(in, &g);
     if (st != IG_OK) {
-        fprintf(stderr, "ignis quantize: cannot read %s: %s\n", in, ig_last_error());
+        fprintf(stderr, "ignis quantize: cannot read %s: %s\n", in,
+                *ig_last_error() ? ig_last_error() : ig_status_str(st));
         goto done;
     }
-    const ig_tensor_table *tt = &g->tensors;
+    const ig_tensor_table *tt = hf ? &hf->tensors : &g->tensors;
     out_type = calloc(tt->count ? tt->count : 1, sizeof *out_type);
     if (!out_type) goto oom;
     int64_t max_row = 1;
@@ -138,13 +150,11 @@ int cmd_quantize(int argc, char **argv) {
                     t->name, ig_dtype_name(t->type));
             goto done;
         }
-        size_t rb;
-        out_type[i] = t->n_dims >= 2 && ig_dtype_row_bytes(want, t->ne[0], &rb) ? want : IG_TYPE_F32;
         if (t->ne[0] > max_row) max_row = t->ne[0];
     }
     char mix_err[256];
-    if (types[ti].mix &&
-        !ig_quant_mix_types(g, types[ti].file_type, pure, out_type, mix_err, sizeof mix_err)) {
+    if (!ig_quant_plan(tt, hf ? hf->hparams.n_layer : ig_quant_gguf_block_count(g), want,
+                       types[ti].mix ? types[ti].file_type : 0, pure, out_type, mix_err, sizeof mix_err)) {
         fprintf(stderr, "ignis quantize: %s\n", mix_err);
         goto done;
     }
@@ -153,8 +163,9 @@ int cmd_quantize(int argc, char **argv) {
         goto done;
     }
 
-    if ((st = gguf_writer_create(g->alignment == 32 ? 0 : g->alignment, &w)) != IG_OK) goto fail;
-    for (size_t i = 0; i < g->n_kv && st == IG_OK; i++) {
+    if ((st = gguf_writer_create(!g || g->alignment == 32 ? 0 : g->alignment, &w)) != IG_OK) goto fail;
+    if (hf) st = hf_gguf_add_metadata(hf, in, w);
+    for (size_t i = 0; g && i < g->n_kv && st == IG_OK; i++) {
         const char *k = g->kv[i].key;
         if (!strcmp(k, "general.file_type") || !strcmp(k, "general.quantization_version") ||
             !strcmp(k, "general.alignment"))
@@ -162,7 +173,7 @@ int cmd_quantize(int argc, char **argv) {
         st = gguf_writer_add_kv(w, &g->kv[i]);
     }
     if (st == IG_OK) st = gguf_writer_add_u32(w, "general.file_type", types[ti].file_type);
-    if (st == IG_OK && ig_dtype_block_elems(want) > 1)
+    if (st == IG_OK && (ig_dtype_block_elems(want) > 1 || hf)) /* llama.cpp's converter: always */
         st = gguf_writer_add_u32(w, "general.quantization_version", 2);
     for (size_t i = 0; i < tt->count && st == IG_OK; i++) {
         const ig_tensor *t = &tt->items[i];
@@ -189,8 +200,11 @@ int cmd_quantize(int argc, char **argv) {
             goto done;
         }
         const unsigned char *src = t->data;
+        const bool plus_one = hf && hf_gguf_is_norm(t->name); /* Gemma's norms: 1 + w in GGUF */
         for (int64_t r = 0; r < rows; r++) {
             row_to_f32(t->type, src + (size_t)r * in_rb, row, n);
+            if (plus_one)
+                for (int64_t e = 0; e < n; e++) row[e] += 1.0f;
             ig_quantize_row_ggml(out_type[i], row, qrow, n);
             if ((st = gguf_writer_write(w, qrow, out_rb)) != IG_OK) goto fail;
         }
@@ -217,6 +231,7 @@ done:
     if (o.fp) cli_output_abort(&o);
     gguf_writer_free(w);
     gguf_close(g);
+    hf_close(hf);
     free(row);
     free(qrow);
     free(out_type);

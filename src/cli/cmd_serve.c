@@ -37,6 +37,7 @@ static void serve_usage(FILE *f) {
             "                       mmproj*.gguf next to a GGUF model is found without it\n"
             "  -t N, --threads N    compute threads (default: physical cores)\n"
             "  --backend cpu|vulkan, --device N\n"
+            "  --quant q8_0|q4_0|q4_k  quantize F32/F16/BF16 weights at load (no file written)\n"
             "  --quiet              no per-request log lines\n"
             "  --no-webui           no web chat and dashboard at / (default: served)\n"
             "  --cors-origin ORIGIN allow browsers on ORIGIN (or *) to call the API (CORS)\n");
@@ -133,6 +134,9 @@ int cmd_serve(int argc, char **argv) {
             i++;
         } else if (!strcmp(a, "--backend")) {
             if (cli_parse_backend(val, &p.backend)) return 2;
+            i++;
+        } else if (!strcmp(a, "--quant")) {
+            if (cli_parse_quant(val, &p.quant)) return 2;
             i++;
         } else if (!strcmp(a, "--api-key")) {
             if (!val || !*val) {

@@ -121,7 +121,9 @@ void gen_options_help(FILE *f) {
                "  --batch N         prompt tokens per step (default 512)\n"
                "  --kv f16|f32      KV cache type (default f16)\n"
                "  -t N              threads (default: physical cores)\n"
-               "  --backend cpu|vulkan  --device N\n");
+               "  --backend cpu|vulkan  --device N\n"
+               "  --quant q8_0|q4_0|q4_k  quantize F32/F16/BF16 weights at load (the blocks\n"
+               "                    of `ignis quantize --type T --pure`; no file written)\n");
     spec_options_help(f);
 }
 
@@ -211,6 +213,7 @@ int gen_options_parse(gen_options *o, int argc, char **argv, int *i) {
         return 1;
     }
     if (!strcmp(a, "--backend")) return cli_parse_backend(val(argc, argv, i), &o->mp.backend) ? -1 : 1;
+    if (!strcmp(a, "--quant")) return cli_parse_quant(val(argc, argv, i), &o->mp.quant) ? -1 : 1;
     return 0;
 }
 

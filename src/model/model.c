@@ -29,7 +29,7 @@ const char *ig_model_format(const ig_model *m) { return m->gguf ? "gguf" : "safe
 static bool type_is_matrix_type(ig_dtype t) {
     switch (t) {
     case IG_TYPE_F32: case IG_TYPE_F16: case IG_TYPE_BF16: case IG_TYPE_Q8_0: case IG_TYPE_Q4_0:
-    case IG_TYPE_Q5_0: case IG_TYPE_Q4_K: case IG_TYPE_Q5_K: case IG_TYPE_Q6_K:
+    case IG_TYPE_Q5_0: case IG_TYPE_Q5_1: case IG_TYPE_Q4_K: case IG_TYPE_Q5_K: case IG_TYPE_Q6_K:
         return true;
     }
     return false;
@@ -186,6 +186,8 @@ ig_status ig_model_load(const char *path, const ig_model_params *params, ig_mode
         st = ig_fail(IG_ERR_UNSUPPORTED, "architecture '%s' is not supported", m->hp.arch);
         goto fail;
     }
+    st = ig_model_quantize_weights(m);
+    if (st != IG_OK) goto fail;
     st = bind_tensors(m);
     if (st != IG_OK) goto fail;
     st = ig_model_attach_vision(m);
@@ -229,6 +231,7 @@ void ig_model_free(ig_model *m) {
     free(m->norm_storage);
     if (m->gguf) gguf_close(m->gguf);
     if (m->hf) hf_close(m->hf);
+    ig_aligned_free(m->quant_storage);
     free(m->path);
     free(m->device_tuning);
     free(m);

@@ -54,7 +54,13 @@ struct ig_model {
     char *device_tuning;
     /* the vision tower and projector (vision-language models), or NULL */
     struct ig_vision *vision;
+    /* the weights quantized at load (params.quant), or NULL */
+    uint8_t *quant_storage;
 };
+
+/* Quantizes the float weight matrices in memory when m->params.quant asks
+ * for it (model_quant.c); before the tensors are bound. */
+ig_status ig_model_quantize_weights(ig_model *m);
 
 /* Binds the vision tower of a Hugging Face checkpoint, if it has one. */
 ig_status ig_model_attach_vision(ig_model *m);

@@ -11,11 +11,13 @@
 #include "quant/quant.h"
 #include "quant/quant_internal.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
 _Static_assert(sizeof(ig_block_q4_0) == 18, "Q4_0 block");
 _Static_assert(sizeof(ig_block_q5_0) == 22, "Q5_0 block");
+_Static_assert(sizeof(ig_block_q5_1) == 24, "Q5_1 block");
 _Static_assert(sizeof(ig_block_q8_0) == 34, "Q8_0 block");
 _Static_assert(sizeof(ig_block_q4_K) == 144, "Q4_K block");
 _Static_assert(sizeof(ig_block_q5_K) == 176, "Q5_K block");
@@ -231,6 +233,50 @@ static void quant_q5_0(const float *src, uint8_t *dst, int64_t nb) {
     }
 }
 
+/* ---- Q5_1 ------------------------------------------------------------------ */
+
+/* x = q*d + m: q*d is exact in float32 (5 x 11 bits), so only the add rounds. */
+static void dequant_q5_1(const uint8_t *src, float *dst, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, dst += IG_QK) {
+        ig_block_q5_1 b;
+        uint8_t q[IG_QK];
+        memcpy(&b, src + i * (int64_t)sizeof b, sizeof b);
+        ig_q5_1_unpack(&b, q);
+        const float d = ig_f16_to_f32(b.d), m = ig_f16_to_f32(b.m);
+        for (int j = 0; j < IG_QK; j++) {
+            const float v = (float)q[j] * d;
+            dst[j] = v + m;
+        }
+    }
+}
+
+/* ggml's quantize_row_q5_1_ref: d = (max - min) / 31, q = trunc((x - min) *
+ * (1/d) + 0.5) (min itself kept in f32 for q, stored as f16). */
+static void quant_q5_1(const float *src, uint8_t *dst, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, src += IG_QK) {
+        ig_block_q5_1 b;
+        float min = FLT_MAX, max = -FLT_MAX;
+        for (int j = 0; j < IG_QK; j++) {
+            if (src[j] < min) min = src[j];
+            if (src[j] > max) max = src[j];
+        }
+        const float d = (max - min) / 31.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        b.d = ig_f32_to_f16(d);
+        b.m = ig_f32_to_f16(min);
+        uint32_t qh = 0;
+        for (int j = 0; j < IG_QK / 2; j++) {
+            const float x0 = (src[j] - min) * id, x1 = (src[j + IG_QK / 2] - min) * id;
+            const int q0 = trunc_clamp(x0 + 0.5f, 0, 31), q1 = trunc_clamp(x1 + 0.5f, 0, 31);
+            b.qs[j] = (uint8_t)((q0 & 0xf) | ((q1 & 0xf) << 4));
+            qh |= (uint32_t)(q0 >> 4) << j;
+            qh |= (uint32_t)(q1 >> 4) << (j + 16);
+        }
+        for (int k = 0; k < 4; k++) b.qh[k] = (uint8_t)(qh >> (8 * k));
+        memcpy(dst + i * (int64_t)sizeof b, &b, sizeof b);
+    }
+}
+
 /* ---- Q4_K and Q5_K ---------------------------------------------------------- */
 
 /* x = (d*sc[j]) * q - (dmin*m[j]), sub-block by sub-block of 32. */
@@ -409,6 +455,7 @@ static const type_traits g_traits[] = {
     [IG_TYPE_F16] = {"F16", 1, 2, dequant_f16, quant_f16},
     [IG_TYPE_Q4_0] = {"Q4_0", IG_QK, sizeof(ig_block_q4_0), dequant_q4_0, quant_q4_0},
     [IG_TYPE_Q5_0] = {"Q5_0", IG_QK, sizeof(ig_block_q5_0), dequant_q5_0, quant_q5_0},
+    [IG_TYPE_Q5_1] = {"Q5_1", IG_QK, sizeof(ig_block_q5_1), dequant_q5_1, quant_q5_1},
     [IG_TYPE_Q8_0] = {"Q8_0", IG_QK, sizeof(ig_block_q8_0), dequant_q8_0, quant_q8_0},
     [IG_TYPE_Q4_K] = {"Q4_K", IG_QK_K, sizeof(ig_block_q4_K), dequant_q4_K, quant_q4_K},
     [IG_TYPE_Q5_K] = {"Q5_K", IG_QK_K, sizeof(ig_block_q5_K), dequant_q5_K, quant_q5_K},

@@ -13,6 +13,7 @@ typedef enum ig_dtype {
     IG_TYPE_F16 = 1,
     IG_TYPE_Q4_0 = 2,
     IG_TYPE_Q5_0 = 6,
+    IG_TYPE_Q5_1 = 7,
     IG_TYPE_Q8_0 = 8,
     IG_TYPE_Q4_K = 12,
     IG_TYPE_Q5_K = 13,
@@ -44,8 +45,8 @@ void ig_dequantize_row(ig_dtype type, const void *src, float *dst, int64_t n);
 float ig_vec_dot_ref(ig_dtype type, const void *row, const float *x, int64_t n);
 
 /* Quantize n floats into type (reference, round-to-nearest). Available for
- * F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K; used by tests and by
- * `ignis synth`. F16, BF16, Q8_0, Q4_0 and Q5_0 are byte-exact with ggml's
+ * F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K; used by tests and
+ * by `ignis synth`. F16, BF16, Q8_0, Q4_0, Q5_0 and Q5_1 are byte-exact with ggml's
  * quantize_row_*_ref (and gguf-py). The K-quants pick their scales directly
  * (rounded up, no iterative search as in llama.cpp), so every value is
  * within half a quantization step of its input. */
@@ -70,7 +71,7 @@ uint16_t ig_f32_to_bf16(float f);
  * bit pattern. Rows in memory are packed arrays of these blocks and are only
  * guaranteed 2-byte aligned (34-, 18-, 22-, 210-byte blocks): the reference
  * code copies each block out with memcpy before reading it. */
-#define IG_QK 32   /* elements per Q4_0 / Q5_0 / Q8_0 block */
+#define IG_QK 32   /* elements per Q4_0 / Q5_0 / Q5_1 / Q8_0 block */
 #define IG_QK_K 256 /* elements per K-quant super-block */
 #define IG_K_SCALE_SIZE 12
 
@@ -87,6 +88,14 @@ typedef struct ig_block_q5_0 {
     uint8_t qh[4];
     uint8_t qs[IG_QK / 2];
 } ig_block_q5_0;
+
+/* x[i] = d * q[i] + m, q in 0..31 packed as in Q5_0 (not centred). */
+typedef struct ig_block_q5_1 {
+    uint16_t d;
+    uint16_t m;
+    uint8_t qh[4];
+    uint8_t qs[IG_QK / 2];
+} ig_block_q5_1;
 
 /* x[i] = d * qs[i]. Also the activation type of the Q4_0/Q5_0/Q8_0 dots. */
 typedef struct ig_block_q8_0 {
@@ -138,10 +147,12 @@ void ig_q4_K_scale_min(const uint8_t scales[IG_K_SCALE_SIZE], int j, uint8_t *sc
 
 /* ---- Integer dot products (references for the SIMD kernels) --------------
  * The activation is quantized first (Q8_0 for Q4_0/Q5_0/Q8_0 rows with
- * ig_quantize_row_q8_0_act, Q8_K for the K-quants with ig_quantize_row_q8_K). Each block
+ * ig_quantize_row_q8_0_act; also Q5_1 rows), Q8_K for the K-quants with ig_quantize_row_q8_K). Each block
  * forms exact int32 sums and the blocks are accumulated in f32, in order:
  *   Q8_0/Q4_0/Q5_0: sum += (float)isum * (d_w * d_x), isum = sum of q_w*q_x
  *                   (q_w centred: q-8 for Q4_0, q-16 for Q5_0);
+ *   Q5_1:           sum += (float)isum * (d_w * d_x) + m_w * (d_x * (float)sx),
+ *                   q_w in 0..31, sx = the sum of the block's q_x;
  *   Q4_K/Q5_K:      sum += (d_w*d_x) * (float)sum_j(sc[j] * sum q*q_x)
  *                        - (dmin_w*d_x) * (float)sum_j(m[j] * sum q_x);
  *   Q6_K:           sum += (d_w*d_x) * (float)sum_j(sc[j] * sum (q-32)*q_x).
@@ -161,6 +172,7 @@ void ig_dequantize_row_q8_K(const ig_block_q8_K *x, float *y, int64_t n);
 float ig_vec_dot_q8_0_q8_0(const void *row, const void *xq, int64_t n);
 float ig_vec_dot_q4_0_q8_0(const void *row, const void *xq, int64_t n);
 float ig_vec_dot_q5_0_q8_0(const void *row, const void *xq, int64_t n);
+float ig_vec_dot_q5_1_q8_0(const void *row, const void *xq, int64_t n);
 float ig_vec_dot_q4_K_q8_K(const void *row, const ig_block_q8_K *xq, int64_t n);
 float ig_vec_dot_q5_K_q8_K(const void *row, const ig_block_q8_K *xq, int64_t n);
 float ig_vec_dot_q6_K_q8_K(const void *row, const ig_block_q8_K *xq, int64_t n);

@@ -127,6 +127,30 @@ float ig_vec_dot_q5_0_q8_0(const void *row, const void *xq, int64_t n) {
     return dot_blocks_q8_0(unpack_q5_0, row, xq, n);
 }
 
+float ig_vec_dot_q5_1_q8_0(const void *row, const void *xq, int64_t n) {
+    const uint8_t *w = row, *x = xq;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / IG_QK; i++) {
+        ig_block_q5_1 b;
+        ig_block_q8_0 a;
+        memcpy(&b, w + i * (int64_t)sizeof b, sizeof b);
+        memcpy(&a, x + i * (int64_t)sizeof a, sizeof a);
+        uint8_t q[IG_QK];
+        ig_q5_1_unpack(&b, q);
+        int32_t isum = 0, sx = 0;
+        for (int j = 0; j < IG_QK; j++) {
+            isum += q[j] * a.qs[j];
+            sx += a.qs[j];
+        }
+        const float dx = ig_f16_to_f32(a.d);
+        const float dd = ig_f16_to_f32(b.d) * dx;
+        const float hi = (float)isum * dd;
+        const float lo = ig_f16_to_f32(b.m) * (dx * (float)sx);
+        sum += hi + lo;
+    }
+    return sum;
+}
+
 /* ---- K-quants × Q8_K ---------------------------------------------------------- */
 
 /* Q4_K / Q5_K: q[] are the 0..15 / 0..31 values of one super-block. */

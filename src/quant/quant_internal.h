@@ -12,6 +12,21 @@ static inline uint32_t ig_q5_0_qh(const ig_block_q5_0 *b) {
            ((uint32_t)b->qh[3] << 24);
 }
 
+/* The 32 fifth bits of a Q5_1 block. */
+static inline uint32_t ig_q5_1_qh(const ig_block_q5_1 *b) {
+    return (uint32_t)b->qh[0] | ((uint32_t)b->qh[1] << 8) | ((uint32_t)b->qh[2] << 16) |
+           ((uint32_t)b->qh[3] << 24);
+}
+
+/* 0..31 value of every element of a Q5_1 block. */
+static inline void ig_q5_1_unpack(const ig_block_q5_1 *b, uint8_t q[IG_QK]) {
+    const uint32_t qh = ig_q5_1_qh(b);
+    for (int j = 0; j < IG_QK / 2; j++) {
+        q[j] = (uint8_t)((b->qs[j] & 0xfu) | (((qh >> j) & 1u) << 4));
+        q[j + IG_QK / 2] = (uint8_t)((b->qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4));
+    }
+}
+
 /* 0..15 value of every element of a Q4_K block. */
 static inline void ig_q4_K_unpack(const ig_block_q4_K *b, uint8_t q[IG_QK_K]) {
     for (int c = 0; c < 4; c++)

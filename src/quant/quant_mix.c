@@ -71,7 +71,8 @@ static int rank_in(const ig_tensor_table *tt, const category *cat, size_t k, cat
     return r;
 }
 
-static int64_t block_count(const gguf_file *g, const category *cat) {
+/* The GGUF's block count, or -1 when it has none. */
+int64_t ig_quant_gguf_block_count(const gguf_file *g) {
     gguf_str arch;
     if (gguf_get_str(g, "general.architecture", &arch) && arch.len < 64) {
         char key[96];
@@ -79,9 +80,7 @@ static int64_t block_count(const gguf_file *g, const category *cat) {
         uint32_t n;
         if (gguf_get_u32(g, key, &n)) return n;
     }
-    int64_t n = 0; /* no hyperparameter: one ffn_down per layer */
-    for (size_t i = 0; i < g->tensors.count; i++) n += cat[i] == CAT_FFN_DOWN;
-    return n;
+    return -1;
 }
 
 static bool whole_blocks(ig_dtype t, int64_t n) {
@@ -90,6 +89,11 @@ static bool whole_blocks(ig_dtype t, int64_t n) {
 
 bool ig_quant_mix_types(const gguf_file *g, uint32_t ftype, bool pure, ig_dtype *out, char *err,
                         size_t errlen) {
+    return ig_quant_mix_types_tt(&g->tensors, ig_quant_gguf_block_count(g), ftype, pure, out, err, errlen);
+}
+
+bool ig_quant_mix_types_tt(const ig_tensor_table *tt, int64_t n_layer, uint32_t ftype, bool pure,
+                           ig_dtype *out, char *err, size_t errlen) {
     ig_dtype base;
     switch (ftype) {
     case IG_FTYPE_Q4_K_M: base = IG_TYPE_Q4_K; break;
@@ -97,7 +101,6 @@ bool ig_quant_mix_types(const gguf_file *g, uint32_t ftype, bool pure, ig_dtype 
     case IG_FTYPE_Q6_K: base = IG_TYPE_Q6_K; break;
     default: snprintf(err, errlen, "file type %u is not a K-quant mix", ftype); return false;
     }
-    const ig_tensor_table *tt = &g->tensors;
     category *cat = calloc(tt->count ? tt->count : 1, sizeof *cat);
     if (!cat) {
         snprintf(err, errlen, "out of memory");
@@ -110,7 +113,10 @@ bool ig_quant_mix_types(const gguf_file *g, uint32_t ftype, bool pure, ig_dtype 
         n_attn_v += cat[i] == CAT_ATTN_V;
         if (cat[i] == CAT_OUTPUT) tied = false;
     }
-    const int64_t n_layer = block_count(g, cat);
+    if (n_layer < 0) { /* no hyperparameter: one ffn_down per layer */
+        n_layer = 0;
+        for (size_t i = 0; i < tt->count; i++) n_layer += cat[i] == CAT_FFN_DOWN;
+    }
     const bool more_bits_mix = ftype == IG_FTYPE_Q4_K_M || ftype == IG_FTYPE_Q5_K_M;
     bool ok = true;
     for (size_t i = 0; i < tt->count && ok; i++) {
@@ -138,13 +144,7 @@ bool ig_quant_mix_types(const gguf_file *g, uint32_t ftype, bool pure, ig_dtype 
             switch (ty) {
             case IG_TYPE_Q4_K: ty = IG_TYPE_Q5_0; break;
             case IG_TYPE_Q6_K: ty = IG_TYPE_Q8_0; break;
-            case IG_TYPE_Q5_K:
-                snprintf(err, errlen,
-                         "%s: rows of %lld are not whole 256-blocks; llama-quantize falls back to "
-                         "Q5_1 there, which ignis does not write",
-                         t->name, (long long)nx);
-                ok = false;
-                break;
+            case IG_TYPE_Q5_K: ty = IG_TYPE_Q5_1; break;
             default: break;
             }
             if (ok && !whole_blocks(ty, nx)) ty = IG_TYPE_F16;
@@ -153,4 +153,14 @@ bool ig_quant_mix_types(const gguf_file *g, uint32_t ftype, bool pure, ig_dtype 
     }
     free(cat);
     return ok;
+}
+
+bool ig_quant_plan(const ig_tensor_table *tt, int64_t n_layer, ig_dtype want, uint32_t mix_ftype, bool pure,
+                   ig_dtype *out, char *err, size_t errlen) {
+    for (size_t i = 0; i < tt->count; i++) {
+        const ig_tensor *t = &tt->items[i];
+        size_t rb;
+        out[i] = t->n_dims >= 2 && ig_dtype_row_bytes(want, t->ne[0], &rb) ? want : IG_TYPE_F32;
+    }
+    return !mix_ftype || ig_quant_mix_types_tt(tt, n_layer, mix_ftype, pure, out, err, errlen);
 }

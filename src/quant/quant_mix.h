@@ -29,11 +29,24 @@
  *    third layer between (llama.cpp's use_more_bits, counted in its tensor
  *    order: by layer, then by name);
  *  - finally a K type whose rows are not whole 256-blocks falls back as
- *    llama-quantize's does: Q4_K to Q5_0, Q6_K to Q8_0 (F16 when not
- *    whole 32-blocks either); Q5_K's fallback, Q5_1, is not written by
- *    ignis and is refused.
- * Returns false with a message in err (errlen bytes) on a refusal. */
+ *    llama-quantize's does: Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0 (F16
+ *    when not whole 32-blocks either).
+ * Returns false with a message in err (errlen bytes) on a failure. */
 bool ig_quant_mix_types(const gguf_file *g, uint32_t ftype, bool pure, ig_dtype *out, char *err,
                         size_t errlen);
+/* The same for a tensor table with GGUF names (e.g. a Hugging Face
+ * checkpoint's) and its layer count (-1: one layer per ffn_down). */
+bool ig_quant_mix_types_tt(const ig_tensor_table *tt, int64_t n_layer, uint32_t ftype, bool pure,
+                           ig_dtype *out, char *err, size_t errlen);
+
+/* The GGUF's <architecture>.block_count, or -1 when it has none. */
+int64_t ig_quant_gguf_block_count(const gguf_file *g);
+
+/* ignis quantize's type for every tensor of tt converted to `want`:
+ * tensors of two or more dimensions whose rows are whole blocks of want get
+ * want, the others F32; for a K mix (mix_ftype one of the IG_FTYPE_* above,
+ * 0 for none), the types of ig_quant_mix_types_tt. */
+bool ig_quant_plan(const ig_tensor_table *tt, int64_t n_layer, ig_dtype want, uint32_t mix_ftype, bool pure,
+                   ig_dtype *out, char *err, size_t errlen);
 
 #endif

@@ -1215,6 +1215,7 @@ static void *loader_main(void *arg) {
     mp.backend = S->p.backend;
     mp.device = S->p.device;
     mp.deterministic = S->p.deterministic;
+    mp.quant = S->p.quant;
     const char *load_what = S->model_path;
     ig_status st = ig_model_load(S->model_path, &mp, &S->model);
     if (st == IG_OK && S->p.device_tuning) st = ig_model_set_device_tuning(S->model, S->p.device_tuning);

@@ -36,6 +36,7 @@ typedef struct ig_server_params {
     int submit_delay_ms;      /* testing: wait this long before submitting a generation */
     const char *device_tuning; /* testing: GPU device tuning overrides (vk_tuning.h), or NULL */
     bool deterministic;        /* batch-invariant kernels (ig_model_params) */
+    ig_weight_quant quant;     /* weights quantized at load (ig_model_params) */
     /* Speculative decoding for every request (a request may turn it off
      * with "speculative": false): a draft model, or prompt lookup. */
     const char *draft_path;   /* NULL: no draft model */

@@ -12,12 +12,12 @@ import pytest
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType as Q
 from gguf import quants
 
-BLOCK_TYPES = [Q.Q8_0, Q.Q4_0, Q.Q5_0, Q.Q4_K, Q.Q5_K, Q.Q6_K]
+BLOCK_TYPES = [Q.Q8_0, Q.Q4_0, Q.Q5_0, Q.Q5_1, Q.Q4_K, Q.Q5_K, Q.Q6_K]
 ALL_TYPES = [Q.F32, Q.F16, Q.BF16, *BLOCK_TYPES]
 # Byte offsets of the fp16 scale fields inside one block (ggml-common.h).
-F16_FIELDS = {Q.Q8_0: [0], Q.Q4_0: [0], Q.Q5_0: [0], Q.Q4_K: [0, 2], Q.Q5_K: [0, 2], Q.Q6_K: [208]}
+F16_FIELDS = {Q.Q8_0: [0], Q.Q4_0: [0], Q.Q5_0: [0], Q.Q5_1: [0, 2], Q.Q4_K: [0, 2], Q.Q5_K: [0, 2], Q.Q6_K: [208]}
 # Types whose quantizer gguf-py implements (ggml's quantize_row_*_ref).
-GGUF_QUANTIZERS = [Q.F16, Q.BF16, Q.Q8_0, Q.Q4_0, Q.Q5_0]
+GGUF_QUANTIZERS = [Q.F16, Q.BF16, Q.Q8_0, Q.Q4_0, Q.Q5_0, Q.Q5_1]
 
 
 @pytest.fixture(scope="module")

@@ -1069,6 +1069,30 @@ static void cpu_run(int threads) {
 IG_TEST(backend_ops_cpu) { cpu_run(1); }
 IG_TEST(backend_ops_cpu_threads) { cpu_run(2); }
 
+/* Q5_1 weights, on the CPU only (the Vulkan backend refuses them): every
+ * batch shape (grouped-layout sizes included), the head, GEGLU, the
+ * embedding, and a step where a Q5_0 matmul shares the input. */
+IG_TEST(backend_ops_cpu_q5_1) {
+    suite s = {.want = G_ALL & ~G_CM};
+    const int toks[] = {1, 2, 7, 16, 64, 130};
+    for (size_t k = 0; k < IG_ARRAY_LEN(toks); k++) case_matmul(&s, G_MM, IG_TYPE_Q5_1, 32 * 11, 67, toks[k], 0);
+    case_matmul(&s, G_MM, IG_TYPE_Q5_1, 32 * 11, 37, 17, MM_HEAD);
+    case_matmul(&s, G_FUSE | G_MM, IG_TYPE_Q5_1, 32 * 11, 45, 17, MM_GEGLU);
+    case_matmul(&s, G_FUSE | G_MM, IG_TYPE_Q5_1, 32 * 11, 45, 1, MM_GEGLU | MM_OUTPUTS);
+    case_embed(&s, G_MM, IG_TYPE_Q5_1, 17);
+    case_attention(&s, G_FUSE, (attn_shape){4, 1, 256, IG_KV_F16, 1, 0, 0, 3, 1, 0}, ATTN_QKV, IG_TYPE_Q5_1,
+                   IG_TYPE_Q5_0, 640);
+    for (int threads = 1; threads <= 2; threads++) {
+        target t = {.name = threads == 1 ? "cpu" : "cpu 2 threads", .groups = G_ALL, .x8 = true};
+        REQUIRE(ig_device_cpu_create(&t.dev) == IG_OK);
+        REQUIRE(ig_threadpool_create(threads, &t.pool) == IG_OK);
+        CHECK(run_suite(&s, &t) == 11);
+        ig_threadpool_free(t.pool);
+        ig_device_free(t.dev);
+    }
+    suite_free(&s);
+}
+
 /* The comparison can fail: a result one value off from its reference. */
 IG_TEST(backend_ops_reference_checked) {
     suite s = {.want = G_NORM | G_MM};

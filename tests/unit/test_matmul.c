@@ -115,7 +115,7 @@ static void run_case(const ig_mm_isa *isa, ig_dtype t, int64_t k, int rows, int 
     size_t act_bytes = kind == IG_ACT_F32 ? 1 : ig_mm_act_bytes(kind, k, n, grouped);
     /* act and scratch are 64-byte aligned, as the backend allocates them */
     uint8_t *act = ig_aligned_alloc(64, ig_mm_align64(act_bytes));
-    void *scratch = ig_aligned_alloc(64, ig_mm_align64(isa->scratch_bytes(k)));
+    void *scratch = ig_aligned_alloc(64, ig_mm_align64(ig_mm_scratch_bytes(isa, t, k)));
     uint8_t *tmp = malloc(ig_mm_row_stride(IG_ACT_Q8_K, k) + ig_mm_row_stride(IG_ACT_Q8_0, k) + 64);
     /* Two ranges with awkward bounds. */
     const int split = rows > 2 ? rows / 2 + 1 : rows;
@@ -145,6 +145,7 @@ static void run_case(const ig_mm_isa *isa, ig_dtype t, int64_t k, int rows, int 
             case IG_TYPE_Q8_0: ref = ig_vec_dot_q8_0_q8_0(row, xq, k); break;
             case IG_TYPE_Q4_0: ref = ig_vec_dot_q4_0_q8_0(row, xq, k); break;
             case IG_TYPE_Q5_0: ref = ig_vec_dot_q5_0_q8_0(row, xq, k); break;
+            case IG_TYPE_Q5_1: ref = ig_vec_dot_q5_1_q8_0(row, xq, k); break;
             case IG_TYPE_Q4_K: ref = ig_vec_dot_q4_K_q8_K(row, xq, k); break;
             case IG_TYPE_Q5_K: ref = ig_vec_dot_q5_K_q8_K(row, xq, k); break;
             case IG_TYPE_Q6_K: ref = ig_vec_dot_q6_K_q8_K(row, xq, k); break;
@@ -224,6 +225,7 @@ IG_TEST(matmul_bf16) { check_type(IG_TYPE_BF16); }
 IG_TEST(matmul_q8_0) { check_type(IG_TYPE_Q8_0); }
 IG_TEST(matmul_q4_0) { check_type(IG_TYPE_Q4_0); }
 IG_TEST(matmul_q5_0) { check_type(IG_TYPE_Q5_0); }
+IG_TEST(matmul_q5_1) { check_type(IG_TYPE_Q5_1); }
 IG_TEST(matmul_q4_K) { check_type(IG_TYPE_Q4_K); }
 IG_TEST(matmul_q5_K) { check_type(IG_TYPE_Q5_K); }
 IG_TEST(matmul_q6_K) { check_type(IG_TYPE_Q6_K); }

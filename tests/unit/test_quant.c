@@ -97,6 +97,7 @@ static void fill_random_row(ig_dtype type, uint8_t *row, int64_t n) {
         case IG_TYPE_Q4_0:
         case IG_TYPE_Q5_0:
         case IG_TYPE_Q8_0: put_u16(b, rnd_f16_scale()); break;
+        case IG_TYPE_Q5_1:
         case IG_TYPE_Q4_K:
         case IG_TYPE_Q5_K:
             put_u16(b, rnd_f16_scale());
@@ -109,7 +110,8 @@ static void fill_random_row(ig_dtype type, uint8_t *row, int64_t n) {
 
 static const ig_dtype k_all_types[] = {IG_TYPE_F32,  IG_TYPE_F16,  IG_TYPE_BF16,
                                        IG_TYPE_Q8_0, IG_TYPE_Q4_0, IG_TYPE_Q5_0,
-                                       IG_TYPE_Q4_K, IG_TYPE_Q5_K, IG_TYPE_Q6_K};
+                                       IG_TYPE_Q5_1, IG_TYPE_Q4_K, IG_TYPE_Q5_K,
+                                       IG_TYPE_Q6_K};
 static const int64_t k_sizes_32[] = {32, 96, 640, 1152};
 static const int64_t k_sizes_256[] = {256, 512, 2304, 5376};
 
@@ -128,6 +130,7 @@ IG_TEST(quant_type_table) {
     } want[] = {
         {IG_TYPE_F32, 0, "F32", 1, 4},         {IG_TYPE_F16, 1, "F16", 1, 2},
         {IG_TYPE_Q4_0, 2, "Q4_0", 32, 18},     {IG_TYPE_Q5_0, 6, "Q5_0", 32, 22},
+        {IG_TYPE_Q5_1, 7, "Q5_1", 32, 24},
         {IG_TYPE_Q8_0, 8, "Q8_0", 32, 34},     {IG_TYPE_Q4_K, 12, "Q4_K", 256, 144},
         {IG_TYPE_Q5_K, 13, "Q5_K", 256, 176},  {IG_TYPE_Q6_K, 14, "Q6_K", 256, 210},
         {IG_TYPE_BF16, 30, "BF16", 1, 2},
@@ -139,7 +142,7 @@ IG_TEST(quant_type_table) {
         CHECK_EQ_INT(ig_dtype_block_elems(want[i].type), want[i].elems);
         CHECK_EQ_INT(ig_dtype_block_bytes(want[i].type), want[i].bytes);
     }
-    static const uint32_t unknown[] = {3, 4, 5, 7, 9, 10, 11, 15, 16, 29, 31, 39, 1000, UINT32_MAX};
+    static const uint32_t unknown[] = {3, 4, 5, 9, 10, 11, 15, 16, 29, 31, 39, 1000, UINT32_MAX};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         CHECK(!ig_dtype_known(unknown[i]));
         CHECK(strcmp(ig_dtype_name((ig_dtype)unknown[i]), "unknown") == 0);
@@ -422,6 +425,18 @@ static int check_roundtrip(ig_dtype type, const float *x, const float *y, int64_
                 const bool clipped = max != 0.0f && -xb[i] / max > 1.0 - 0.5 / levels - 1e-6;
                 bound = (clipped ? step : 0.5 * step) + amax / 2048.0 + 1e-7 * amax +
                         levels * 0x1p-25;
+                break;
+            }
+            case IG_TYPE_Q5_1: {
+                /* Half a step of (max - min) / 31, plus the fp16 roundings
+                 * of d (times q <= 31) and of m. */
+                double lo = INFINITY, hi = -INFINITY;
+                for (int64_t j = 0; j < be; j++) {
+                    lo = fmin(lo, xb[j]);
+                    hi = fmax(hi, xb[j]);
+                }
+                bound = 0.5 * (hi - lo) / 31.0 * 1.0001 + ((hi - lo) + fabs(lo)) / 2048.0 * 1.001 +
+                        32 * 0x1p-25;
                 break;
             }
             case IG_TYPE_Q4_K:
@@ -855,4 +870,51 @@ IG_TEST(quant_int_dots) {
             }
         }
     }
+}
+
+/* ---- Q5_1 ------------------------------------------------------------------------ */
+
+/* A ramp from -1 to 1 in 31 steps: q[j] = j, d = 2/31, m = -1; the bytes
+ * follow ggml's layout (d, m, qh, qs). */
+IG_TEST(quant_q5_1_block) {
+    float x[32], y[32];
+    uint8_t b[24];
+    for (int j = 0; j < 32; j++) x[j] = j < 31 ? -1.0f + (float)j * (2.0f / 31.0f) : 1.0f;
+    ig_quantize_row(IG_TYPE_Q5_1, x, b, 32);
+    CHECK_EQ_INT(b[0] | b[1] << 8, ig_f32_to_f16(2.0f / 31.0f));
+    CHECK_EQ_INT(b[2] | b[3] << 8, 0xbc00); /* -1 */
+    CHECK_EQ_INT(b[4] | b[5] << 8 | b[6] << 16 | (uint32_t)b[7] << 24, 0xffff0000u);
+    for (int j = 0; j < 16; j++) CHECK_EQ_INT(b[8 + j], j | j << 4);
+    ig_dequantize_row(IG_TYPE_Q5_1, b, y, 32);
+    const float d = ig_f16_to_f32(ig_f32_to_f16(2.0f / 31.0f));
+    for (int j = 0; j < 32; j++) CHECK(y[j] == (float)j * d + -1.0f);
+    /* A constant block: d = 0, every value comes back as m. */
+    for (int j = 0; j < 32; j++) x[j] = 0.375f;
+    ig_quantize_row(IG_TYPE_Q5_1, x, b, 32);
+    ig_dequantize_row(IG_TYPE_Q5_1, b, y, 32);
+    for (int j = 0; j < 32; j++) CHECK(y[j] == 0.375f);
+}
+
+/* The integer dot against Q8_0 activations equals the double dot of the
+ * dequantized operands up to float rounding of the per-block terms. */
+IG_TEST(quant_q5_1_dot) {
+    enum { N = 640 };
+    float w[N], x[N], wd[N], xd[N];
+    uint8_t row[N / 32 * 24];
+    ig_block_q8_0 xq[N / 32];
+    fill_weights(w, N);
+    fill_activations(x, N);
+    for (int i = 0; i < 32; i++) w[i] += 3.0f; /* a block far from zero: m matters */
+    ig_quantize_row(IG_TYPE_Q5_1, w, row, N);
+    ig_quantize_row_q8_0_act(x, xq, N);
+    ig_dequantize_row(IG_TYPE_Q5_1, row, wd, N);
+    ig_dequantize_row(IG_TYPE_Q8_0, xq, xd, N);
+    double ref = 0.0, mag = 0.0;
+    for (int i = 0; i < N; i++) {
+        ref += (double)wd[i] * xd[i];
+        mag += fabs((double)wd[i] * xd[i]);
+    }
+    const float got = ig_vec_dot_q5_1_q8_0(row, xq, N);
+    CHECK_NEAR(got, ref, mag * 4 * (N / 32) * 0x1p-24 + 1e-30);
+    CHECK(fabs(ref) > 1e-3);
 }

@@ -185,9 +185,17 @@ IG_TEST(quant_k_mix_rules) {
     CHECK_EQ_INT(out[4], IG_TYPE_Q6_K);
     CHECK_EQ_INT(out[5], IG_TYPE_Q8_0);
     CHECK_EQ_INT(out[7], IG_TYPE_Q6_K);
-    /* Q5_K's fallback (Q5_1) is refused with the tensor named. */
-    CHECK(!ig_quant_mix_types(&m->g, IG_FTYPE_Q5_K_M, false, out, err, sizeof err));
-    CHECK(strstr(err, "Q5_1") && strstr(err, ".weight"));
+    /* Q5_K_M: Q5_K's fallback is Q5_1. */
+    REQUIRE(ig_quant_mix_types(&m->g, IG_FTYPE_Q5_K_M, false, out, err, sizeof err));
+    CHECK_EQ_INT(out[0], IG_TYPE_Q8_0);
+    for (int k = 0; k < 18; k++) {
+        const int more = layer_more_bits(17 - k);
+        const size_t b = 4 + 4 * (size_t)k;
+        CHECK_EQ_INT(out[b], more ? IG_TYPE_Q6_K : IG_TYPE_Q5_K);
+        CHECK_EQ_INT(out[b + 1], more ? IG_TYPE_Q8_0 : IG_TYPE_Q5_1);
+        CHECK_EQ_INT(out[b + 2], IG_TYPE_Q5_1);
+        CHECK_EQ_INT(out[b + 3], IG_TYPE_Q5_K);
+    }
     CHECK(!ig_quant_mix_types(&m->g, 2, false, out, err, sizeof err));
 
     /* Hidden 1024 with an output matrix: output Q6_K, embedding keeps the

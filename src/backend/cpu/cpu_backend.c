@@ -95,6 +95,8 @@ static bool joins(const ig_op *prev, const ig_op *op) {
            op->on_outputs == prev->on_outputs && op->w->ne[0] == prev->w->ne[0] &&
            ig_mm_act_kind(op->w->type) == ig_mm_act_kind(prev->w->type) &&
            (ig_mm_act_kind(op->w->type) != IG_ACT_F32 || op->w->type == prev->w->type) &&
+           /* one layout of the activations for the whole step */
+           (op->w->type == IG_TYPE_Q5_1) == (prev->w->type == IG_TYPE_Q5_1) &&
            !(ig_op_io(prev).writes & ig_op_io(op).reads);
 }
 
@@ -114,7 +116,7 @@ static ig_status plan(cpu_backend *cb, int nb, size_t *act_bytes, size_t *mm_byt
         const int64_t k = op->w->ne[0];
         const size_t a = ig_mm_act_bytes(kind, k, nb, false), b = ig_mm_act_bytes(kind, k, nb, true);
         *act_bytes = IG_MAX(*act_bytes, IG_MAX(a, b));
-        *mm_bytes = IG_MAX(*mm_bytes, cb->isa->scratch_bytes(k));
+        *mm_bytes = IG_MAX(*mm_bytes, ig_mm_scratch_bytes(cb->isa, op->w->type, k));
         *tmp_bytes = IG_MAX(*tmp_bytes, ig_mm_row_stride(kind, k));
     }
     for (int i = 0; i < g->n_ops;) {

@@ -216,7 +216,7 @@ void ig_cpu_matmuls(const ig_cpu_exec *ex, const ig_op *pre, int n_pre, const ig
                    .grouped = grouped,
                    .y = ex->buf[op->dst],
                    .ldy = op->width};
-        ex->isa->matmul(&m, c * cr, IG_MIN(rows, (c + 1) * cr), ex->scratch[ith].mm);
+        ig_mm_matmul(ex->isa, &m, c * cr, IG_MIN(rows, (c + 1) * cr), ex->scratch[ith].mm);
     }
 }
 

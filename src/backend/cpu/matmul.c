@@ -18,7 +18,8 @@ ig_act_kind ig_mm_act_kind(ig_dtype type) {
     switch (type) {
     case IG_TYPE_Q8_0:
     case IG_TYPE_Q4_0:
-    case IG_TYPE_Q5_0: return IG_ACT_Q8_0;
+    case IG_TYPE_Q5_0:
+    case IG_TYPE_Q5_1: return IG_ACT_Q8_0;
     case IG_TYPE_Q4_K:
     case IG_TYPE_Q5_K:
     case IG_TYPE_Q6_K: return IG_ACT_Q8_K;
@@ -34,6 +35,7 @@ bool ig_mm_type_supported(ig_dtype type) {
     case IG_TYPE_Q8_0:
     case IG_TYPE_Q4_0:
     case IG_TYPE_Q5_0:
+    case IG_TYPE_Q5_1:
     case IG_TYPE_Q4_K:
     case IG_TYPE_Q5_K:
     case IG_TYPE_Q6_K: return true;
@@ -121,8 +123,12 @@ void ig_mm_quantize(const ig_mm_isa *isa, ig_act_kind kind, const float *x, int6
     }
 }
 
+/* Q5_1 (a fallback of Q5_K mixes, a few matrices at most) has only the
+ * portable rows-layout kernel. */
+static bool portable_only(ig_dtype type) { return type == IG_TYPE_Q5_1; }
+
 bool ig_mm_use_groups(const ig_mm_isa *isa, ig_dtype type, int n) {
-    return ig_mm_act_kind(type) != IG_ACT_F32 && n >= isa->gemm_min;
+    return ig_mm_act_kind(type) != IG_ACT_F32 && !portable_only(type) && n >= isa->gemm_min;
 }
 
 void ig_mm_run(const ig_mm_isa *isa, ig_dtype type, const void *w, int64_t k, int64_t r0,
@@ -146,7 +152,7 @@ void ig_mm_run(const ig_mm_isa *isa, ig_dtype type, const void *w, int64_t k, in
         m.act_stride = m.grouped ? ig_mm_group_stride(kind, k) : ig_mm_row_stride(kind, k);
         ig_mm_quantize(isa, kind, x, k, k, n, 0, n, act, m.act_stride, m.grouped, tmp);
     }
-    isa->matmul(&m, r0, r1, scratch);
+    ig_mm_matmul(isa, &m, r0, r1, scratch);
 }
 
 /* ---- Scalar kernels ------------------------------------------------------- */
@@ -271,10 +277,82 @@ static void scalar_qk(const ig_mm *m, int64_t r0, int64_t r1, uint8_t *scratch) 
     }
 }
 
+typedef void (*q5_1_isums_fn)(const uint8_t *q, const int8_t *xq, int64_t nb, int32_t *isum);
+
+static void q5_1_isums_scalar(const uint8_t *q, const int8_t *xq, int64_t nb, int32_t *isum) {
+    for (int64_t b = 0; b < nb; b++) {
+        int32_t s = 0;
+        for (int j = 0; j < IG_QK; j++) s += q[b * IG_QK + j] * xq[b * IG_QK + j];
+        isum[b] = s;
+    }
+}
+
+/* Q5_1 x Q8_0 rows: the formula of ig_vec_dot_q5_1_q8_0, with the
+ * activation's block sums of the rows layout; the blocks' integer sums by
+ * isums (exact on every ISA). */
+static void q5_1_rows(const ig_mm *m, int64_t r0, int64_t r1, uint8_t *scratch, q5_1_isums_fn isums) {
+    const int64_t k = m->k, nb = k / IG_QK;
+    uint8_t *q = scratch;
+    float *dw = (float *)(void *)(scratch + ig_mm_align64((size_t)k)), *mw = dw + nb;
+    int32_t *is = (int32_t *)(void *)(mw + nb);
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = m->w + (size_t)r * m->row_bytes;
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = row + (size_t)b * 24;
+            const uint32_t qh = ig_ld32(blk + 4);
+            for (int j = 0; j < IG_QK / 2; j++) {
+                q[b * IG_QK + j] = (uint8_t)((blk[8 + j] & 0xfu) | (((qh >> j) & 1u) << 4));
+                q[b * IG_QK + j + 16] = (uint8_t)((blk[8 + j] >> 4) | (((qh >> (j + 16)) & 1u) << 4));
+            }
+            dw[b] = ig_f16_to_f32(ig_ld16(blk));
+            mw[b] = ig_f16_to_f32(ig_ld16(blk + 2));
+        }
+        for (int t = 0; t < m->n; t++) {
+            const uint8_t *a = m->act + (size_t)t * m->act_stride;
+            const int8_t *xq = ig_act_q(a);
+            const float *xd = ig_act_d(a, k);
+            const int32_t *xs = ig_act_s(a, k);
+            isums(q, xq, nb, is);
+            float sum = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                const float dd = dw[b] * xd[b];
+                const float hi = (float)is[b] * dd;
+                const float lo = mw[b] * (xd[b] * (float)xs[b]);
+                sum += hi + lo;
+            }
+            m->y[t * m->ldy + r] = sum;
+        }
+    }
+}
+
+void ig_mm_matmul(const ig_mm_isa *isa, const ig_mm *m, int64_t r0, int64_t r1, void *scratch) {
+    if (!portable_only(m->type)) {
+        isa->matmul(m, r0, r1, scratch);
+        return;
+    }
+#if defined(__x86_64__) || defined(__i386__)
+    if (isa == &ig_mm_isa_avx2 || isa == &ig_mm_isa_avx512) {
+        q5_1_rows(m, r0, r1, scratch, ig_q5_1_isums_avx2);
+        return;
+    }
+#endif
+    ig_mm_matmul_scalar(m, r0, r1, scratch);
+}
+
+size_t ig_mm_scratch_bytes(const ig_mm_isa *isa, ig_dtype type, int64_t k) {
+    const size_t a = isa->scratch_bytes(k);
+    if (!portable_only(type)) return a;
+    const size_t b = ig_mm_scratch_scalar(k);
+    return a > b ? a : b;
+}
+
 void ig_mm_matmul_scalar(const ig_mm *m, int64_t r0, int64_t r1, void *scratch) {
     switch (ig_mm_act_kind(m->type)) {
     case IG_ACT_F32: scalar_float(m, r0, r1, scratch); break;
-    case IG_ACT_Q8_0: scalar_q32(m, r0, r1, scratch); break;
+    case IG_ACT_Q8_0:
+        if (m->type == IG_TYPE_Q5_1) q5_1_rows(m, r0, r1, scratch, q5_1_isums_scalar);
+        else scalar_q32(m, r0, r1, scratch);
+        break;
     case IG_ACT_Q8_K: scalar_qk(m, r0, r1, scratch); break;
     }
 }

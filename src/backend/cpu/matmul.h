@@ -26,7 +26,7 @@
 
 typedef enum ig_act_kind {
     IG_ACT_F32,  /* float weights: no quantization */
-    IG_ACT_Q8_0, /* Q8_0, Q4_0, Q5_0 */
+    IG_ACT_Q8_0, /* Q8_0, Q4_0, Q5_0, Q5_1 */
     IG_ACT_Q8_K, /* Q4_K, Q5_K, Q6_K */
 } ig_act_kind;
 
@@ -143,5 +143,11 @@ void ig_mm_run(const ig_mm_isa *isa, ig_dtype type, const void *w, int64_t k, in
                int64_t r1, const float *x, int n, float *y, int64_t ldy, uint8_t *act,
                void *scratch, uint8_t *tmp);
 bool ig_mm_use_groups(const ig_mm_isa *isa, ig_dtype type, int n);
+
+/* Rows [r0, r1) of m with isa's kernels, or with the portable kernel for the
+ * types that only it handles (Q5_1: rows layout only, see ig_mm_use_groups).
+ * scratch: ig_mm_scratch_bytes(isa, m->type, m->k). */
+void ig_mm_matmul(const ig_mm_isa *isa, const ig_mm *m, int64_t r0, int64_t r1, void *scratch);
+size_t ig_mm_scratch_bytes(const ig_mm_isa *isa, ig_dtype type, int64_t k);
 
 #endif

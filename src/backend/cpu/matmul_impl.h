@@ -118,12 +118,17 @@ static inline size_t ig_blk_bytes(ig_dtype t) {
     case IG_TYPE_Q8_0: return 34;
     case IG_TYPE_Q4_0: return 18;
     case IG_TYPE_Q5_0: return 22;
+    case IG_TYPE_Q5_1: return 24;
     case IG_TYPE_Q4_K: return 144;
     case IG_TYPE_Q5_K: return 176;
     case IG_TYPE_Q6_K: return 210;
     default: return 0;
     }
 }
+
+/* Exact int32 sums of q[32b..32b+31] * xq[...] for nb blocks (q: 0..31),
+ * for the Q5_1 kernel of matmul.c (q5_1_avx2.c). */
+void ig_q5_1_isums_avx2(const uint8_t *q, const int8_t *xq, int64_t nb, int32_t *isum);
 
 /* The scalar ISA's pieces, for ISAs that fall back on some of them. */
 void ig_mm_quant_row_scalar(ig_act_kind kind, const float *x, int64_t k, uint8_t *dst);

@@ -219,6 +219,12 @@ ig_status ig_vk_weight_create(ig_vk_device *d, ig_dtype type, int64_t ne0, int64
     *out = NULL;
     if (!d || !ig_dtype_known((uint32_t)type) || ne0 <= 0 || ne1 <= 0 || ne0 > (int64_t)UINT32_MAX / 2)
         return ig_fail(IG_ERR_INVALID_ARG, "vulkan: bad weight shape %lld x %lld", (long long)ne0, (long long)ne1);
+    /* No shader reads Q5_1 (a fallback type of Q5_K mixes): say so here
+     * rather than fail later on a missing pipeline. */
+    if (type == IG_TYPE_Q5_1)
+        return ig_fail(IG_ERR_UNSUPPORTED,
+                       "vulkan: %s weights are not supported by the Vulkan backend (the CPU backend runs them)",
+                       ig_dtype_name(type));
     size_t rb;
     if (!ig_dtype_row_bytes(type, ne0, &rb))
         return ig_fail(IG_ERR_INVALID_ARG, "vulkan: %lld elements are not whole %s blocks", (long long)ne0,

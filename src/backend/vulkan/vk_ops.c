@@ -29,6 +29,7 @@ static const char *type_suffix(ig_dtype t) {
     case IG_TYPE_Q4_K: return "q4_k";
     case IG_TYPE_Q5_K: return "q5_k";
     case IG_TYPE_Q6_K: return "q6_k";
+    case IG_TYPE_Q5_1: return NULL; /* no shader: refused when uploaded (vk_memory.c) */
     }
     return NULL;
 }
