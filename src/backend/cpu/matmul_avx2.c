@@ -720,14 +720,25 @@ static ALWAYS_INLINE void qk_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int6
     }
 }
 
+/* One function per type, out of line: each is register-allocated on its
+ * own, and profiles tell the types apart. */
+#define ROWS_FN(name, body)                                                                        \
+    static __attribute__((noinline)) void name(const ig_mm *m, int64_t r0, int64_t r1) { body; }
+ROWS_FN(rows_q8_0, q32_rows_t(m, IG_TYPE_Q8_0, r0, r1))
+ROWS_FN(rows_q4_0, q32_rows_t(m, IG_TYPE_Q4_0, r0, r1))
+ROWS_FN(rows_q5_0, q32_rows_t(m, IG_TYPE_Q5_0, r0, r1))
+ROWS_FN(rows_q4_K, qk_rows_t(m, IG_TYPE_Q4_K, r0, r1))
+ROWS_FN(rows_q5_K, qk_rows_t(m, IG_TYPE_Q5_K, r0, r1))
+ROWS_FN(rows_q6_K, qk_rows_t(m, IG_TYPE_Q6_K, r0, r1))
+
 static void quant_rows(const ig_mm *m, int64_t r0, int64_t r1) {
     switch (m->type) {
-    case IG_TYPE_Q8_0: q32_rows_t(m, IG_TYPE_Q8_0, r0, r1); break;
-    case IG_TYPE_Q4_0: q32_rows_t(m, IG_TYPE_Q4_0, r0, r1); break;
-    case IG_TYPE_Q5_0: q32_rows_t(m, IG_TYPE_Q5_0, r0, r1); break;
-    case IG_TYPE_Q4_K: qk_rows_t(m, IG_TYPE_Q4_K, r0, r1); break;
-    case IG_TYPE_Q5_K: qk_rows_t(m, IG_TYPE_Q5_K, r0, r1); break;
-    case IG_TYPE_Q6_K: qk_rows_t(m, IG_TYPE_Q6_K, r0, r1); break;
+    case IG_TYPE_Q8_0: rows_q8_0(m, r0, r1); break;
+    case IG_TYPE_Q4_0: rows_q4_0(m, r0, r1); break;
+    case IG_TYPE_Q5_0: rows_q5_0(m, r0, r1); break;
+    case IG_TYPE_Q4_K: rows_q4_K(m, r0, r1); break;
+    case IG_TYPE_Q5_K: rows_q5_K(m, r0, r1); break;
+    case IG_TYPE_Q6_K: rows_q6_K(m, r0, r1); break;
     default: break;
     }
 }
