@@ -163,11 +163,13 @@ static ALWAYS_INLINE void float_row4(const ig_mm *m, ig_dtype t, int64_t r, int 
     const int64_t k = m->k;
     const uint8_t *pf = row[0] + 4 * m->row_bytes;
     const size_t pf_bytes = pf < pf_end ? IG_MIN(4 * m->row_bytes, (size_t)(pf_end - pf)) : 0;
-    const size_t pf_step = 4 * 8 * (t == IG_TYPE_F32 ? 4 : 2); /* 4 rows x 8 elements */
-    size_t pfo = 0;
+    const size_t pf_step = 4 * 8 * (t == IG_TYPE_F32 ? 4 : 2); /* 4 rows x 8 elements: 64 or 128 */
     for (int64_t e = 0; e < k; e += 8) {
-        for (const size_t lim = IG_MIN(pfo + pf_step, pf_bytes); pfo < lim; pfo += 64)
+        const size_t pfo = (size_t)(e / 8) * pf_step;
+        if (pfo < pf_bytes) {
             _mm_prefetch((const char *)(pf + pfo), _MM_HINT_T0);
+            if (pf_step > 64) _mm_prefetch((const char *)(pf + pfo + 64), _MM_HINT_T0);
+        }
         __m256 xv[3];
 #pragma GCC unroll 4
         for (int j = 0; j < T; j++) xv[j] = load_x8(m->x + (int64_t)j * m->ldx, e, k);
