@@ -197,7 +197,9 @@ static void check_type(ig_dtype t) {
     const int n_isa = ig_mm_isa_available(isas, 8);
     const bool kq = ig_mm_act_kind(t) == IG_ACT_Q8_K;
     const bool fl = ig_mm_act_kind(t) == IG_ACT_F32;
-    const int64_t ks32[] = {32, 96, 640};
+    /* 32-element types: 1, 3, 6 and 20 blocks (the one-token kernel takes
+     * four at a time: every remainder) */
+    const int64_t ks32[] = {32, 96, 192, 640};
     const int64_t ksK[] = {256, 768};
     /* Float types also: rows with a tail of under 8 / 16 elements, and rows
      * longer than the f32 panels' 1024-element blocks; token counts on both
@@ -205,7 +207,7 @@ static void check_type(ig_dtype t) {
      * micro-kernels' 6 / 12 tokens; panels of 16 / 32 rows and a part. */
     const int64_t ksF[] = {32, 37, 96, 640, 1100};
     const int64_t *ks = kq ? ksK : fl ? ksF : ks32;
-    const int n_k = kq ? 2 : fl ? 5 : 3;
+    const int n_k = kq ? 2 : fl ? 5 : 4;
     const int rows_list[] = {1, 5, 13, 37, 70};
     const int n_list[] = {1, 3, 17, 64, 4, 8, 12, 15, 16, 31, 32};
     const int n_rows = fl ? 5 : 4, n_n = fl ? 11 : 4;

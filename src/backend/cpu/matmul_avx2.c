@@ -148,8 +148,10 @@ static ALWAYS_INLINE __m256 load_x8(const float *x, int64_t i, int64_t n) {
  * T <= 3 tokens: for each (row, token) one 8-lane accumulator over the
  * elements in steps of 8 (the tail zero-padded), then hsum256, exactly as
  * float_micro does for batches (lane by lane); 4 rows' chains side by
- * side hide the FMA latency. */
-static ALWAYS_INLINE void float_row4(const ig_mm *m, ig_dtype t, int64_t r, int vr, const int T) {
+ * side hide the FMA latency. The next four rows are prefetched meanwhile (up
+ * to pf_end), the bytes of one step of theirs per step. */
+static ALWAYS_INLINE void float_row4(const ig_mm *m, ig_dtype t, int64_t r, int vr, const int T,
+                                     const uint8_t *pf_end) {
     const uint8_t *row[4];
 #pragma GCC unroll 4
     for (int i = 0; i < 4; i++) row[i] = m->w + (size_t)(r + IG_MIN(i, vr - 1)) * m->row_bytes;
@@ -159,7 +161,15 @@ static ALWAYS_INLINE void float_row4(const ig_mm *m, ig_dtype t, int64_t r, int 
 #pragma GCC unroll 4
         for (int j = 0; j < T; j++) acc[i][j] = _mm256_setzero_ps();
     const int64_t k = m->k;
+    const uint8_t *pf = row[0] + 4 * m->row_bytes;
+    const size_t pf_bytes = pf < pf_end ? IG_MIN(4 * m->row_bytes, (size_t)(pf_end - pf)) : 0;
+    const size_t pf_step = 4 * 8 * (t == IG_TYPE_F32 ? 4 : 2); /* 4 rows x 8 elements: 64 or 128 */
     for (int64_t e = 0; e < k; e += 8) {
+        const size_t pfo = (size_t)(e / 8) * pf_step;
+        if (pfo < pf_bytes) {
+            _mm_prefetch((const char *)(pf + pfo), _MM_HINT_T0);
+            if (pf_step > 64) _mm_prefetch((const char *)(pf + pfo + 64), _MM_HINT_T0);
+        }
         __m256 xv[3];
 #pragma GCC unroll 4
         for (int j = 0; j < T; j++) xv[j] = load_x8(m->x + (int64_t)j * m->ldx, e, k);
@@ -402,11 +412,12 @@ static __attribute__((noinline)) void float_rows_few_any(const ig_mm *m, int64_t
  * a token's result does not depend on the batch. */
 static ALWAYS_INLINE void float_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, float *wf) {
     if (m->n < 4) {
+        const uint8_t *end = m->w + (size_t)r1 * m->row_bytes;
         for (int64_t r = r0; r < r1; r += 4) {
             const int vr = (int)IG_MIN(4, r1 - r);
-            if (m->n == 1) float_row4(m, t, r, vr, 1);
-            else if (m->n == 2) float_row4(m, t, r, vr, 2);
-            else float_row4(m, t, r, vr, 3);
+            if (m->n == 1) float_row4(m, t, r, vr, 1, end);
+            else if (m->n == 2) float_row4(m, t, r, vr, 2, end);
+            else float_row4(m, t, r, vr, 3, end);
         }
         return;
     }
@@ -422,9 +433,9 @@ static void float_rows(const ig_mm *m, int64_t r0, int64_t r1, void *scratch) {
 /* ---- Block decoding ------------------------------------------------------- */
 
 static ALWAYS_INLINE __m256i nibbles32(const uint8_t *qs) {
-    const __m128i b = _mm_loadu_si128((const __m128i *)(const void *)qs);
-    const __m128i m4 = _mm_set1_epi8(0x0f);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m4), _mm_and_si128(b, m4));
+    /* the 16 bytes in both halves (a load), the high half shifted by 4 */
+    const __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)qs));
+    return _mm256_and_si256(_mm256_srlv_epi64(b, _mm256_setr_epi64x(0, 0, 4, 4)), _mm256_set1_epi8(0x0f));
 }
 
 /* 0xff in byte i where bit i of the 32-bit value is set. */
@@ -492,13 +503,19 @@ static ALWAYS_INLINE __m256i dot32(ig_dtype t, __m256i q, __m256i x) {
  * sum, folded into one lane, then acc += (float)isum * (dw * dx) lane by
  * lane, blocks in order. */
 
-/* d[i]: 8 partial sums of row i -> lane i = their sum. */
+/* d[i]: 8 partial sums -> lane i = their sum. Unpacks and adds rather than
+ * vphaddd, which costs twice the shuffle-port time of an unpack on Zen. */
+static ALWAYS_INLINE __m256i fold2(__m256i a, __m256i b) { /* per half: a0+a2, b0+b2, a1+a3, b1+b3 */
+    return _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
+}
 static ALWAYS_INLINE __m256i fold8(const __m256i d[8]) {
-    const __m256i h01 = _mm256_hadd_epi32(d[0], d[1]), h23 = _mm256_hadd_epi32(d[2], d[3]);
-    const __m256i h45 = _mm256_hadd_epi32(d[4], d[5]), h67 = _mm256_hadd_epi32(d[6], d[7]);
-    /* lane i (i < 4) and 4 + i: halves of row i's sum (rows 4.. in h4567) */
-    const __m256i a = _mm256_hadd_epi32(h01, h23), b = _mm256_hadd_epi32(h45, h67);
-    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+    const __m256i e01 = fold2(d[0], d[1]), e23 = fold2(d[2], d[3]);
+    const __m256i e45 = fold2(d[4], d[5]), e67 = fold2(d[6], d[7]);
+    /* per half: the four vectors' sums of that half, in order */
+    const __m256i a = _mm256_add_epi32(_mm256_unpacklo_epi64(e01, e23), _mm256_unpackhi_epi64(e01, e23));
+    const __m256i b = _mm256_add_epi32(_mm256_unpacklo_epi64(e45, e67), _mm256_unpackhi_epi64(e45, e67));
+    /* (a.lo + a.hi, b.hi + b.lo): a blend is cheaper than a second lane swap */
+    return _mm256_add_epi32(_mm256_blend_epi32(a, b, 0xf0), _mm256_permute2x128_si256(a, b, 0x21));
 }
 
 /* Rows [r, r + vr), vr <= 8, tokens tok .. tok + T - 1. */
@@ -555,11 +572,14 @@ static ALWAYS_INLINE void q32_tile(const ig_mm *m, ig_dtype t, int64_t r, int vr
 
 /* One token (decode): rows read in order, two at a time, so that the
  * hardware prefetcher sees two streams per thread rather than q32_tile's
- * eight. Eight blocks at a time give eight exact integer sums in the lanes
- * (fold8 over the blocks instead of the rows); the products isum * (dw *
- * dx) are then added to the row's sum block by block, in order: q32_tile's
- * operations, bit for bit (the two rows' chains of adds interleave). */
-static ALWAYS_INLINE void q32_rows1(const ig_mm *m, ig_dtype t, int64_t r, const int R) {
+ * eight. fold8 takes the two rows' next four blocks, so that each lane pair
+ * holds the two rows' exact integer sums of one block; the products isum *
+ * (dw * dx) are then added to the rows' sums (lanes 0 and 1 of one register)
+ * block by block, in order: q32_tile's operations, bit for bit. The scales
+ * are put together in general registers (off the vector ports), and the
+ * pair after next is prefetched meanwhile (up to pf_end): without it, the
+ * hardware prefetcher alone left a 2-vCPU EPYC at half its bandwidth. */
+static ALWAYS_INLINE void q32_rows1(const ig_mm *m, ig_dtype t, int64_t r, const int R, const uint8_t *pf_end) {
     const int64_t k = m->k, nb = k / IG_QK;
     const size_t bb = ig_blk_bytes(t);
     const int off = t == IG_TYPE_Q8_0 ? 0 : off_u32(t);
@@ -568,59 +588,66 @@ static ALWAYS_INLINE void q32_rows1(const ig_mm *m, ig_dtype t, int64_t r, const
     const float *xd = ig_act_d(a, k);
     const int32_t *xs = ig_act_s(a, k);
     const uint8_t *row[2] = {m->w + (size_t)r * m->row_bytes, m->w + (size_t)(r + R - 1) * m->row_bytes};
-    float acc[2] = {0.0f, 0.0f};
-    int64_t b = 0;
-    for (; b + 8 <= nb; b += 8) {
-        const __m256i offs =
-            _mm256_mullo_epi32(_mm256_set1_epi32(off), _mm256_loadu_si256((const __m256i *)(const void *)(xs + b)));
-        const __m256 xdv = _mm256_loadu_ps(xd + b);
-        float pv[2][8];
+    const __m256i dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+    /* a pair's bytes, a share per group of four blocks */
+    const uint8_t *pf = row[0] + 4 * m->row_bytes; /* two pairs ahead */
+    const int64_t ng = (nb + 3) / 4;
+    const size_t pf_bytes = pf < pf_end ? IG_MIN(2 * m->row_bytes, (size_t)(pf_end - pf)) : 0;
+    const size_t pf_step = (pf_bytes + (size_t)ng - 1) / (size_t)ng;
+    size_t pfo = 0;
+    __m128 acc = _mm_setzero_ps();
+    for (int64_t b = 0; b < nb; b += 4) {
+        const int nv = (int)IG_MIN(4, nb - b);
+        for (const size_t lim = IG_MIN(pfo + pf_step, pf_bytes); pfo < lim; pfo += 64)
+            _mm_prefetch((const char *)(pf + pfo), _MM_HINT_T0);
+        __m256i d[8];
+        uint64_t sc[2] = {0, 0};
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) {
+            const int64_t bi = IG_MIN(b + i, nb - 1); /* past the end: a valid block, lanes unused */
+            const __m256i x = _mm256_load_si256((const __m256i *)(const void *)(xq + 32 * bi));
 #pragma GCC unroll 2
-        for (int j = 0; j < R; j++) {
-            const uint8_t *blk = row[j] + (size_t)b * bb;
-            __m256i d[8];
-#pragma GCC unroll 8
-            for (int i = 0; i < 8; i++) {
-                const __m256i w = t == IG_TYPE_Q8_0
-                                      ? _mm256_loadu_si256((const __m256i *)(const void *)(blk + i * bb + 2))
-                                      : dec_u32(t, blk + i * bb);
-                d[i] = dot32(t, w, _mm256_load_si256((const __m256i *)(const void *)(xq + 32 * (b + i))));
+            for (int j = 0; j < 2; j++) {
+                const uint8_t *blk = row[j] + (size_t)bi * bb;
+                const __m256i w = t == IG_TYPE_Q8_0 ? _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2))
+                                                    : dec_u32(t, blk);
+                d[2 * i + j] = dot32(t, w, x);
+                sc[i / 2] |= (uint64_t)ig_ld16(blk) << (16 * (2 * (i & 1) + j));
             }
-            const __m256 dw = _mm256_cvtph_ps(_mm_setr_epi16(
-                (short)ig_ld16(blk), (short)ig_ld16(blk + bb), (short)ig_ld16(blk + 2 * bb),
-                (short)ig_ld16(blk + 3 * bb), (short)ig_ld16(blk + 4 * bb), (short)ig_ld16(blk + 5 * bb),
-                (short)ig_ld16(blk + 6 * bb), (short)ig_ld16(blk + 7 * bb)));
-            const __m256i isum = _mm256_sub_epi32(fold8(d), offs);
-            _mm256_storeu_ps(pv[j], _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, xdv)));
         }
-#pragma GCC unroll 8
-        for (int i = 0; i < 8; i++)
-#pragma GCC unroll 2
-            for (int j = 0; j < R; j++) acc[j] += pv[j][i];
-    }
-    for (; b < nb; b++) { /* the last blocks, one at a time */
-#pragma GCC unroll 2
-        for (int j = 0; j < R; j++) {
-            const uint8_t *blk = row[j] + (size_t)b * bb;
-            const __m256i w = t == IG_TYPE_Q8_0 ? _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2))
-                                                : dec_u32(t, blk);
-            const __m256i d = dot32(t, w, _mm256_load_si256((const __m256i *)(const void *)(xq + 32 * b)));
-            __m128i h = _mm_add_epi32(_mm256_castsi256_si128(d), _mm256_extracti128_si256(d, 1));
-            h = _mm_hadd_epi32(h, h);
-            h = _mm_hadd_epi32(h, h);
-            const int32_t isum = _mm_cvtsi128_si32(h) - off * xs[b];
-            const float p = (float)isum * (f16_to_f32(blk) * xd[b]);
-            acc[j] += p;
+        __m128i xs4, xd4;
+        if (nv == 4) {
+            xs4 = _mm_loadu_si128((const __m128i *)(const void *)(xs + b));
+            xd4 = _mm_castps_si128(_mm_loadu_ps(xd + b));
+        } else {
+            int32_t ts[4] = {0, 0, 0, 0};
+            float td[4] = {0, 0, 0, 0};
+            for (int i = 0; i < nv; i++) ts[i] = xs[b + i], td[i] = xd[b + i];
+            xs4 = _mm_loadu_si128((const __m128i *)(const void *)ts);
+            xd4 = _mm_castps_si128(_mm_loadu_ps(td));
         }
+        const __m256i offs = _mm256_mullo_epi32(_mm256_set1_epi32(off),
+                                                _mm256_permutevar8x32_epi32(_mm256_castsi128_si256(xs4), dup));
+        const __m256 xdv = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_castsi128_ps(xd4)), dup);
+        const __m256 dw = _mm256_cvtph_ps(_mm_set_epi64x((long long)sc[1], (long long)sc[0]));
+        const __m256i isum = _mm256_sub_epi32(fold8(d), offs);
+        const __m256 p = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, xdv));
+        const __m128 lo = _mm256_castps256_ps128(p), hi = _mm256_extractf128_ps(p, 1);
+        acc = _mm_add_ps(acc, lo);
+        if (nv > 1) acc = _mm_add_ps(acc, _mm_movehl_ps(lo, lo));
+        if (nv > 2) acc = _mm_add_ps(acc, hi);
+        if (nv > 3) acc = _mm_add_ps(acc, _mm_movehl_ps(hi, hi));
     }
-    for (int j = 0; j < R; j++) m->y[r + j] = acc[j];
+    m->y[r] = _mm_cvtss_f32(acc);
+    if (R == 2) m->y[r + 1] = _mm_cvtss_f32(_mm_movehdup_ps(acc));
 }
 
 static ALWAYS_INLINE void q32_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1) {
     if (m->n == 1) {
         int64_t r = r0;
-        for (; r + 2 <= r1; r += 2) q32_rows1(m, t, r, 2);
-        if (r < r1) q32_rows1(m, t, r, 1);
+        const uint8_t *end = m->w + (size_t)r1 * m->row_bytes;
+        for (; r + 2 <= r1; r += 2) q32_rows1(m, t, r, 2, end);
+        if (r < r1) q32_rows1(m, t, r, 1, end);
         return;
     }
     for (int64_t r = r0; r < r1; r += 8) {
@@ -695,14 +722,25 @@ static ALWAYS_INLINE void qk_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int6
     }
 }
 
+/* One function per type, out of line: each is register-allocated on its
+ * own, and profiles tell the types apart. */
+#define ROWS_FN(name, body)                                                                        \
+    static __attribute__((noinline)) void name(const ig_mm *m, int64_t r0, int64_t r1) { body; }
+ROWS_FN(rows_q8_0, q32_rows_t(m, IG_TYPE_Q8_0, r0, r1))
+ROWS_FN(rows_q4_0, q32_rows_t(m, IG_TYPE_Q4_0, r0, r1))
+ROWS_FN(rows_q5_0, q32_rows_t(m, IG_TYPE_Q5_0, r0, r1))
+ROWS_FN(rows_q4_K, qk_rows_t(m, IG_TYPE_Q4_K, r0, r1))
+ROWS_FN(rows_q5_K, qk_rows_t(m, IG_TYPE_Q5_K, r0, r1))
+ROWS_FN(rows_q6_K, qk_rows_t(m, IG_TYPE_Q6_K, r0, r1))
+
 static void quant_rows(const ig_mm *m, int64_t r0, int64_t r1) {
     switch (m->type) {
-    case IG_TYPE_Q8_0: q32_rows_t(m, IG_TYPE_Q8_0, r0, r1); break;
-    case IG_TYPE_Q4_0: q32_rows_t(m, IG_TYPE_Q4_0, r0, r1); break;
-    case IG_TYPE_Q5_0: q32_rows_t(m, IG_TYPE_Q5_0, r0, r1); break;
-    case IG_TYPE_Q4_K: qk_rows_t(m, IG_TYPE_Q4_K, r0, r1); break;
-    case IG_TYPE_Q5_K: qk_rows_t(m, IG_TYPE_Q5_K, r0, r1); break;
-    case IG_TYPE_Q6_K: qk_rows_t(m, IG_TYPE_Q6_K, r0, r1); break;
+    case IG_TYPE_Q8_0: rows_q8_0(m, r0, r1); break;
+    case IG_TYPE_Q4_0: rows_q4_0(m, r0, r1); break;
+    case IG_TYPE_Q5_0: rows_q5_0(m, r0, r1); break;
+    case IG_TYPE_Q4_K: rows_q4_K(m, r0, r1); break;
+    case IG_TYPE_Q5_K: rows_q5_K(m, r0, r1); break;
+    case IG_TYPE_Q6_K: rows_q6_K(m, r0, r1); break;
     default: break;
     }
 }
