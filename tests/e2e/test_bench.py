@@ -140,7 +140,7 @@ def test_bench_draft_replay_and_verify_curve(ignis_build: Path, tmp_path: Path):
     r = rows["speculative"]
     check_spec_row(r, "replay")
     assert r["accepted"] == r["drafted"] > 0
-    # 11 tokens after the prompt step's: steps of 5, 5, then 1 (at most 4 drafts)
+    # 11 tokens after the prompt step's: steps of 5, 5 and 1 (4 drafts at most)
     assert math.isclose(r["tokens_per_step"], 11 / 3, rel_tol=1e-6)
     assert "replay (upper bound) K=4" in out
     curve = [rows[f"verify{n}"] for n in (1, 2, 4, 8, 16)]
@@ -149,8 +149,6 @@ def test_bench_draft_replay_and_verify_curve(ignis_build: Path, tmp_path: Path):
         assert positive(c["avg_ms"]) and positive(c["relative"])
         assert math.isclose(c["relative"], c["avg_ms"] / curve[0]["avg_ms"], rel_tol=1e-6)
     assert curve[0]["relative"] == 1.0
-    # 16 tokens cost more than one (every row's matmuls and logits)
-    assert curve[4]["avg_ms"] > curve[0]["avg_ms"]
     assert "| 16 " in out
 
 

@@ -92,6 +92,7 @@ def test_bench_json(ignis_build: Path, tmp_path: Path):
     assert {r["test"] for r in j["results"]} >= {"pp16", "tg4", "tg4@b2"}
 
 
+@pytest.mark.slow  # about a minute on lavapipe (pipelines for every step size)
 @pytest.mark.skipif(not (TINY / "config.json").is_file(), reason="no tiny fixture")
 def test_bench_replay_and_verify_curve(ignis_build: Path, tmp_path: Path):
     out = tmp_path / "b.json"
