@@ -33,7 +33,7 @@ while [ $# -gt 0 ]; do
         --lib) lib=1 ;;
         --jobs) shift; jobs="$1" ;;
         --jobs=*) jobs="${1#--jobs=}" ;;
-        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
         *) echo "build-llamacpp.sh: unknown argument: $1" >&2; exit 2 ;;
     esac
     shift
