@@ -46,6 +46,7 @@ static void usage(FILE *f) {
             "usage: ignis bench [MODEL] [-p N] [-n N] [-r N] [-t N,...] [--batch B,...]\n"
             "                   [-d N] [-b N] [--kv f16|f32] [--backend cpu|vulkan] [--device N]\n"
             "                   [--quant q8_0|q4_0|q4_k] [--json FILE] [--json-schema FILE]\n"
+            "                   [--draft M | --lookup | --draft-replay] [--verify-curve]\n"
             "Measures prompt processing (ppN) and generation (tgN, and tgN@bB: B sequences\n"
             "decoding together, one ig_decode per step) in tokens/s, mean ± sd over the\n"
             "repetitions after one warm-up, and quotes each against the machine's limit\n"
@@ -65,7 +66,12 @@ static void usage(FILE *f) {
             "  --draft MODEL, --lookup  add speculative-decoding rows (greedy, -n tokens of a\n"
             "                story prompt, or of a copy task with --lookup) against plain\n"
             "                decoding of the same prompt; --prompt TEXT overrides the prompt;\n"
-            "                --draft-max K, --draft-min K, --draft-p-min P, --lookup-ngram A:B\n");
+            "                --draft-max K, --draft-min K, --draft-p-min P, --lookup-ngram A:B\n"
+            "  --draft-replay  add a speculative row whose drafts are plain greedy's own\n"
+            "                tokens (recorded first): every draft is accepted, an upper bound\n"
+            "                that measures what verification costs, whatever the drafter\n"
+            "  --verify-curve  add the time of one step of 1, 2, 4, 8, 16 tokens (all with\n"
+            "                logits, as a verify step) after -d tokens, relative to 1 token\n");
 }
 
 /* Parses "1,2,4" into out[]: integers in [min, max], at most MAX_LIST. */
@@ -614,6 +620,10 @@ static int parse_args(int argc, char **argv, bench_cfg *c) {
             }
             c->json_path = v;
             i++;
+        } else if (!strcmp(a, "--draft-replay")) {
+            c->spec.replay = true;
+        } else if (!strcmp(a, "--verify-curve")) {
+            c->spec.verify_curve = true;
         } else if (!strcmp(a, "--prompt")) {
             if (!v || !*v) {
                 fprintf(stderr, "ignis bench: --prompt needs a text\n");
@@ -635,7 +645,11 @@ static int parse_args(int argc, char **argv, bench_cfg *c) {
             c->path = a;
         }
     }
-    if (c->n_prompt == 0 && c->n_gen == 0) {
+    if ((c->spec.draft != NULL) + c->spec.lookup + c->spec.replay > 1) {
+        fprintf(stderr, "ignis bench: --draft, --lookup and --draft-replay are exclusive\n");
+        return 2;
+    }
+    if (c->n_prompt == 0 && c->n_gen == 0 && !c->spec.verify_curve) {
         fprintf(stderr, "ignis bench: nothing to run (-p 0 and -n 0)\n");
         return 2;
     }
@@ -758,15 +772,16 @@ int cmd_bench(int argc, char **argv) {
     ig_token_trie_free(trie);
     free(mask_buf);
 
-    if (!rc && (cfg.spec.draft || cfg.spec.lookup) && cfg.n_gen > 0) {
-        cfg.spec.n_gen = (int)cfg.n_gen;
-        cfg.spec.reps = (int)cfg.reps;
-        cfg.spec.n_batch = (int)cfg.n_batch;
-        cfg.spec.kv = cfg.kv;
-        ig_model_params mp = cfg.mp;
-        mp.n_threads = cfg.threads[0];
-        rc = bench_spec_run(model, &mp, &cfg.spec);
-    }
+    cfg.spec.n_gen = (int)cfg.n_gen;
+    cfg.spec.reps = (int)cfg.reps;
+    cfg.spec.n_batch = (int)cfg.n_batch;
+    cfg.spec.depth = (int)cfg.depth;
+    cfg.spec.kv = cfg.kv;
+    ig_model_params spec_mp = cfg.mp;
+    spec_mp.n_threads = cfg.threads[0];
+    if (!rc && (cfg.spec.draft || cfg.spec.lookup || cfg.spec.replay) && cfg.n_gen > 0)
+        rc = bench_spec_run(model, &spec_mp, &cfg.spec, results);
+    if (!rc && cfg.spec.verify_curve) rc = bench_verify_curve(model, &spec_mp, &cfg.spec, results);
 
     if (!rc && cfg.json_path) {
         json_t *root = json_object();

@@ -5,6 +5,7 @@ are present, finite and positive.
 
 Interface (src/cli/cmd_bench.c):
     ignis bench [MODEL] [-p N] [-n N] [-r N] [-t N,...] [--batch B,...] [-d N] [--json FILE]
+                [--draft M | --lookup | --draft-replay] [--verify-curve]
 """
 from __future__ import annotations
 
@@ -110,6 +111,57 @@ def test_bench_depth(ignis_build: Path, tmp_path: Path):
         assert rows[f"{test}@d40"]["flops_per_token"] > rows[test]["flops_per_token"]
 
 
+def spec_rows(ignis_build: Path, tmp_path: Path, *args: str) -> tuple[dict, str]:
+    out = tmp_path / "spec.json"
+    p = bench(ignis_build, str(TINY), "-p", "0", "-n", "12", "-r", "2", "-t", "1", "--batch", "0",
+              *args, "--json", str(out))
+    assert p.returncode == 0, p.stderr
+    return {r["test"]: r for r in json.loads(out.read_text())["results"]}, p.stdout
+
+
+def check_spec_row(r: dict, drafter: str) -> None:
+    assert r["drafter"] == drafter
+    assert r["n_gen"] == 12 and r["repetitions"] == 2
+    for k in ("plain_ts", "avg_ts", "speedup", "tokens_per_step"):
+        assert positive(r[k]), (k, r)
+    assert math.isclose(r["speedup"], r["avg_ts"] / r["plain_ts"], rel_tol=1e-6)
+    assert 0 <= r["accepted"] <= r["drafted"]
+    assert math.isclose(r["acceptance"], r["accepted"] / r["drafted"], rel_tol=1e-6)
+    # at least one token per target step, at most every draft plus the bonus
+    assert 1 <= r["tokens_per_step"] <= r["draft_max"] + 1
+
+
+def test_bench_draft_replay_and_verify_curve(ignis_build: Path, tmp_path: Path):
+    """--draft-replay drafts plain greedy's own tokens: every draft is
+    accepted (the CPU kernels are batch-invariant), so each step emits K + 1
+    tokens until the end. --verify-curve: one row per step size."""
+    rows, out = spec_rows(ignis_build, tmp_path, "--draft-replay", "--draft-max", "4",
+                          "--verify-curve", "-d", "20")
+    r = rows["speculative"]
+    check_spec_row(r, "replay")
+    assert r["accepted"] == r["drafted"] > 0
+    # 11 tokens after the prompt step's: steps of 5, 5 and 1 (4 drafts at most)
+    assert math.isclose(r["tokens_per_step"], 11 / 3, rel_tol=1e-6)
+    assert "replay (upper bound) K=4" in out
+    curve = [rows[f"verify{n}"] for n in (1, 2, 4, 8, 16)]
+    for n, c in zip((1, 2, 4, 8, 16), curve):
+        assert c["n_tokens"] == n and c["n_depth"] == 20 and c["repetitions"] == 2
+        assert positive(c["avg_ms"]) and positive(c["relative"])
+        assert math.isclose(c["relative"], c["avg_ms"] / curve[0]["avg_ms"], rel_tol=1e-6)
+    assert curve[0]["relative"] == 1.0
+    assert "| 16 " in out
+
+
+def test_bench_lookup_and_draft_rows(ignis_build: Path, tmp_path: Path):
+    rows, _ = spec_rows(ignis_build, tmp_path, "--lookup", "--draft-max", "3")
+    check_spec_row(rows["speculative"], "lookup")
+    assert rows["speculative"]["draft_max"] == 3
+    # the fixture drafting for itself agrees with itself on every draft
+    rows, _ = spec_rows(ignis_build, tmp_path, "--draft", str(TINY))
+    check_spec_row(rows["speculative"], "draft")
+    assert rows["speculative"]["accepted"] == rows["speculative"]["drafted"] > 0
+
+
 @pytest.mark.parametrize("args, message", [
     (["-d", "-1"], "-d expects an integer"),
     (["-p", "abc"], "-p expects an integer"),
@@ -124,6 +176,7 @@ def test_bench_depth(ignis_build: Path, tmp_path: Path):
     (["--frobnicate"], "unknown option --frobnicate"),
     (["-p", "0", "-n", "0"], "nothing to run"),
     (["--json"], "--json needs a file name"),
+    ([str(TINY), "--lookup", "--draft-replay"], "exclusive"),
     ([str(TINY), str(TINY)], "more than one MODEL"),
 ])
 def test_bench_bad_args(ignis_build: Path, args: list[str], message: str):

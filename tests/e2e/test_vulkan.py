@@ -92,6 +92,23 @@ def test_bench_json(ignis_build: Path, tmp_path: Path):
     assert {r["test"] for r in j["results"]} >= {"pp16", "tg4", "tg4@b2"}
 
 
+@pytest.mark.slow  # about a minute on lavapipe (pipelines for every step size)
+@pytest.mark.skipif(not (TINY / "config.json").is_file(), reason="no tiny fixture")
+def test_bench_replay_and_verify_curve(ignis_build: Path, tmp_path: Path):
+    out = tmp_path / "b.json"
+    p = ignis(ignis_build, "bench", str(TINY), "-p", "0", "-n", "8", "-r", "1", "--batch", "0",
+              "--draft-replay", "--draft-max", "4", "--verify-curve", "-d", "8", "--deterministic",
+              "--backend", "vulkan", "--json", str(out))
+    assert p.returncode == 0, p.stderr
+    rows = {r["test"]: r for r in json.loads(out.read_text())["results"]}
+    r = rows["speculative"]
+    # batch-invariant kernels: the recorded tokens are all accepted
+    assert r["drafter"] == "replay" and r["accepted"] == r["drafted"] > 0
+    assert r["tokens_per_step"] > 1 and r["avg_ts"] > 0 and r["plain_ts"] > 0
+    assert [rows[f"verify{n}"]["n_tokens"] for n in (1, 2, 4, 8, 16)] == [1, 2, 4, 8, 16]
+    assert all(rows[f"verify{n}"]["avg_ms"] > 0 for n in (1, 2, 4, 8, 16))
+
+
 @pytest.mark.skipif(not (TINY / "config.json").is_file(), reason="no tiny fixture")
 def test_bad_device(ignis_build: Path):
     p = ignis(ignis_build, "logits", str(TINY), "--tokens", "2,3", "--backend", "vulkan", "--device", "63")

@@ -3,7 +3,8 @@
  * models, f32 KV), also when the sliding window (8 or 16) is smaller than
  * the number of drafts, so rejected positions are dropped from the rings.
  * The verification rule at the sampler level: thousands of draws checked
- * with a chi-square test against the final distribution. Prompt lookup's
+ * with a chi-square test against the final distribution, and on a fixture
+ * model through ig_generate against plain sampling. Prompt lookup's
  * proposals, and the checks on a draft model. */
 #include "test.h"
 
@@ -628,5 +629,88 @@ IG_TEST(spec_draft_model_failure_turns_drafting_off) {
     CHECK_EQ_INT(b.n, a.n);
     for (int i = 0; i < a.n && i < b.n; i++) CHECK_EQ_INT(b.v[i], a.v[i]);
     ig_spec_free(sp);
+    ig_model_free(t);
+}
+
+#ifndef IG_SPEC_DRAWS
+#define IG_SPEC_DRAWS 1500
+#endif
+
+/* Draws n_draws sequences of 3 tokens from the fixture (target t) with
+ * sampling, plain or with the drafter sp, in one reused context; counts the
+ * 2nd and 3rd tokens. */
+static void model_draws(ig_model *t, ig_spec *sp, float temperature, int n_draws, uint64_t seed0,
+                        int *c2, int *c3, int *drafted, int *accepted) {
+    ig_context_params cp = ig_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_batch = 16;
+    cp.kv_type = IG_KV_F32;
+    cp.n_threads = 1; /* tiny steps: threads would cost more than they give */
+    ig_context *ctx = NULL;
+    REQUIRE_OK(ig_context_create(t, &cp, &ctx));
+    for (int r = 0; r < n_draws; r++) {
+        ig_gen_params gp = {.n_predict = 3, .sampling = ig_sampler_default_params(), .spec = sp};
+        gp.sampling.temperature = temperature;
+        gp.sampling.top_k = 6;
+        gp.sampling.top_p = 1.0f;
+        gp.sampling.min_p = 0.0f;
+        gp.sampling.seed = seed0 + 7919ULL * (uint64_t)r;
+        sids out = {.n = 0};
+        ig_gen_io io = {.on_token = sids_collect, .user = &out};
+        ig_gen_stats st;
+        /* the prompt stays cached: each draw decodes its 3 tokens only */
+        REQUIRE_OK(ig_generate(ctx, 0, NULL, k_prompt, 14, NULL, 0, &gp, &io, &st));
+        REQUIRE(out.n == 3);
+        c2[out.v[1]]++;
+        c3[out.v[2]]++;
+        *drafted += st.n_drafted;
+        *accepted += st.n_accepted;
+    }
+    ig_context_free(ctx);
+}
+
+IG_TEST(spec_sampling_on_a_model_matches_plain) {
+    /* The whole path on a model: ig_generate with a draft model (the bf16
+     * copy, greedy drafts) and sampling (top-k 6; the fixture's logits are
+     * tens apart, hence temperature 40) gives the
+     * 2nd and 3rd tokens with plain sampling's frequencies (chi-square,
+     * 0.999, thousands of draws), while a plain run at another temperature
+     * is told apart. */
+    enum { N = IG_SPEC_DRAWS, NV = 512 };
+    ig_model *t = fixture("tiny-1b-like", "f32");
+    ig_model *d = fixture("tiny-1b-like", "bf16");
+    REQUIRE(t && d);
+    REQUIRE(ig_model_hparams(t)->n_vocab_real <= NV);
+    t->hp.eot_id = t->hp.eos_id = -1;
+    ig_spec_params p = ig_spec_default_params();
+    p.draft = d;
+    p.draft_max = 2;
+    p.kv_type = IG_KV_F32;
+    p.n_threads = 1;
+    ig_spec *sp = NULL;
+    REQUIRE_OK(ig_spec_create(&p, t, 64, 1, &sp));
+    static int c2[3][NV], c3[3][NV];
+    memset(c2, 0, sizeof c2);
+    memset(c3, 0, sizeof c3);
+    int drafted = 0, accepted = 0, dummy = 0;
+    model_draws(t, NULL, 40.0f, N, 11, c2[0], c3[0], &dummy, &dummy);
+    model_draws(t, sp, 40.0f, N, 100000007ULL, c2[1], c3[1], &drafted, &accepted);
+    model_draws(t, NULL, 25.0f, N, 200000011ULL, c2[2], c3[2], &dummy, &dummy);
+    int df;
+    double x2 = chi_two(c2[0], c2[1], NV, &df);
+    fprintf(stderr, "  2nd token: chi2 %.1f, df %d (critical %.1f)\n", x2, df, chi_crit(df));
+    CHECK(df >= 5);
+    CHECK(x2 < chi_crit(df));
+    double x3 = chi_two(c3[0], c3[1], NV, &df);
+    fprintf(stderr, "  3rd token: chi2 %.1f, df %d (critical %.1f)\n", x3, df, chi_crit(df));
+    CHECK(df >= 5);
+    CHECK(x3 < chi_crit(df));
+    fprintf(stderr, "  %d drafted, %d accepted\n", drafted, accepted);
+    CHECK(accepted > drafted / 10 && accepted < drafted); /* both branches of the rule ran */
+    /* The test has power: another temperature is a different distribution. */
+    x2 = chi_two(c2[0], c2[2], NV, &df);
+    CHECK(x2 > chi_crit(df));
+    ig_spec_free(sp);
+    ig_model_free(d);
     ig_model_free(t);
 }
