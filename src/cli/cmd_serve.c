@@ -169,6 +169,14 @@ int cmd_serve(int argc, char **argv) {
            generation this long between its checks and its submission */
         else if (!strcmp(a, "--debug-load-delay-ms")) INT_OPT(a, 0, 3600 * 1000, p.load_delay_ms);
         else if (!strcmp(a, "--debug-submit-delay-ms")) INT_OPT(a, 0, 3600 * 1000, p.submit_delay_ms);
+        /* testing: the device reports lost / out of memory at engine step N */
+        else if (!strcmp(a, "--debug-device-lost-step")) {
+            INT_OPT(a, 1, INT32_MAX, p.fault_step);
+            p.fault_kind = 1;
+        } else if (!strcmp(a, "--debug-device-oom-step")) {
+            INT_OPT(a, 1, INT32_MAX, p.fault_step);
+            p.fault_kind = 2;
+        }
         else if (!strcmp(a, "--no-webui")) p.webui = 0;
         else if (!strcmp(a, "--cors-origin")) {
             if (!val || !*val) {

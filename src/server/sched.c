@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "server/sched.h"
 
+#include "engine/backend.h"
 #include "engine/context.h"
 
 #include "core/util.h"
@@ -110,6 +111,7 @@ struct srv_sched {
     task *wait_head, *wait_tail;
     int n_waiting;
     int n_running;
+    int n_steps; /* engine steps run (for the fault_step test hook) */
     bool accepting;
     bool cancel_all;
     bool stop;
@@ -614,6 +616,7 @@ static void step(srv_sched *s) {
         s->b_img[q] = 0;
     }
     const ig_batch_images bi = {.embd = s->b_embd, .image = s->b_img};
+    if (s->p.fault_step > 0 && ++s->n_steps == s->p.fault_step) ig_device_test_fault(s->p.fault_kind);
     const double t_step = ig_time_now();
     ig_status st = any_image ? ig_decode_images(s->ctx, &b, &bi) : ig_decode(s->ctx, &b);
     const double step_s = ig_time_now() - t_step;
@@ -627,6 +630,9 @@ static void step(srv_sched *s) {
         snprintf(msg, sizeof msg, "decode failed: %s", *ig_last_error() ? ig_last_error()
                                                                        : ig_status_str(st));
         fprintf(stderr, "ignis serve: %s\n", msg);
+        ig_device_stats ds;
+        const bool lost = ig_context_device_stats(s->ctx, &ds) == IG_OK && ds.device_lost;
+        const int status = lost || st == IG_ERR_NO_MEMORY ? 503 : 500;
         bool in_batch[256] = {0};
         for (int q = 0; q < nb; q++)
             if (s->b_seq[q] >= 0 && s->b_seq[q] < 256) in_batch[s->b_seq[q]] = true;
@@ -634,7 +640,12 @@ static void step(srv_sched *s) {
             if (!in_batch[i]) continue;
             ig_seq_clear(s->ctx, i);
             s->slots[i].n_cache = 0;
-            if (s->slots[i].t) finish(s, s->slots[i].t, NULL, msg);
+            task *t = s->slots[i].t;
+            if (!t) continue;
+            pthread_mutex_lock(&t->job->mu);
+            if (!t->job->failed) t->job->fail_status = status;
+            pthread_mutex_unlock(&t->job->mu);
+            finish(s, t, NULL, msg);
         }
         update_kv_metrics(s);
         return;

@@ -825,6 +825,9 @@ static enum MHD_Result handle_generate(ig_server *S, struct MHD_Connection *c, c
                                        srv_kind kind) {
     enum MHD_Result ret;
     if (not_ready(S, c, cn, &ret)) return ret;
+    if (srv_metrics_device_lost(&S->metrics)) /* nothing can run any more: /health says so */
+        return reply_error(c, cn, 503, "unavailable_error", NULL, "device_lost",
+                           "The GPU was lost (VK_ERROR_DEVICE_LOST): restart the server");
     srv_limits lim = srv_default_limits();
     lim.n_vocab = S->n_vocab;
     srv_request req;
@@ -943,8 +946,14 @@ static enum MHD_Result handle_generate(ig_server *S, struct MHD_Connection *c, c
             return reply_error(c, cn, 503, "unavailable_error", NULL, NULL,
                                "The server is shutting down: the request was cancelled");
         pthread_mutex_lock(&j->mu);
-        srv_error_set(&e, 500, "server_error", NULL, NULL, "%s", j->fail_msg);
+        char msg[sizeof j->fail_msg];
+        snprintf(msg, sizeof msg, "%s", j->fail_msg);
+        const int status = j->fail_status ? j->fail_status : 500;
         pthread_mutex_unlock(&j->mu);
+        if (status == 503) /* the device, not the request: retrying may work elsewhere */
+            return reply_error(c, cn, 503, "unavailable_error", NULL,
+                               srv_metrics_device_lost(&S->metrics) ? "device_lost" : NULL, msg);
+        srv_error_set(&e, 500, "server_error", NULL, NULL, "%s", msg);
         return queue_error(c, cn, &e);
     }
     srv_resp_info ri = {
@@ -1257,6 +1266,8 @@ static void *loader_main(void *arg) {
         sp.n_batch = ig_context_params_get(S->ctx)->n_batch - sp.n_image;
         if (sp.n_batch < sp.n_parallel) sp.n_batch = sp.n_parallel;
         sp.max_queue = S->p.max_queue;
+        sp.fault_step = S->p.fault_step;
+        sp.fault_kind = S->p.fault_kind;
         for (int i = 0; i < 4; i++) sp.stop_ids[i] = -1;
         int k = 0;
         sp.stop_ids[k++] = hp->eos_id;
