@@ -20,6 +20,9 @@ from pathlib import Path
 
 import pytest
 
+# two servers loading the real model on lavapipe: about a minute
+pytestmark = pytest.mark.slow
+
 REAL = Path(os.environ.get("IGNIS_MODEL") or Path.home() / ".cache/ignis/gemma-3-270m-q4_k_m.gguf")
 
 
