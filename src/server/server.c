@@ -135,7 +135,9 @@ static enum MHD_Result queue_body(struct MHD_Connection *c, conn *cn, int status
         static const char oom_body[] =
             "{\"error\":{\"message\":\"Out of memory\",\"type\":\"server_error\",\"param\":null,"
             "\"code\":null}}";
-        body = strdup(oom_body) /* not ig_strdup: the out-of-memory answer itself */;
+        /* plain strdup: the fault-injection hook must not fail the
+         * out-of-memory answer itself */
+        body = strdup(oom_body);
         status = 500;
         ctype = "application/json";
         h1 = NULL;
