@@ -90,6 +90,17 @@ install: build
 check-aarch64:
 	@scripts/check-aarch64.sh
 
+# A soak of the server (bench/soak, docs/server.md): SOAK_DURATION of seeded
+# mixed load on the default model, then the checks (no lost request, no
+# unexpected status, RSS, fds, threads, inter-token latency); exit 1 on any
+# failure. SOAK_OUT keeps samples.json and soak.png.
+SOAK_DURATION ?= 3m
+SOAK_OUT      ?=
+.PHONY: soak
+soak: build venv model
+	@$(VENV)/bin/python bench/soak --duration $(SOAK_DURATION) --ignis $(BUILD)/ignis \
+		--model $(MODEL) $(if $(SOAK_OUT),--out $(SOAK_OUT))
+
 # The libFuzzer targets (tests/fuzz, docs/fuzzing.md), built with clang in
 # build-fuzz, each run FUZZ_SECONDS on a scratch copy of its seed corpus.
 FUZZ_SECONDS ?= 60

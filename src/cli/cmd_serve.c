@@ -6,6 +6,9 @@
 #include "server/server.h"
 
 #include <errno.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -173,6 +176,14 @@ int cmd_serve(int argc, char **argv) {
            generation this long between its checks and its submission */
         else if (!strcmp(a, "--debug-load-delay-ms")) INT_OPT(a, 0, 3600 * 1000, p.load_delay_ms);
         else if (!strcmp(a, "--debug-submit-delay-ms")) INT_OPT(a, 0, 3600 * 1000, p.submit_delay_ms);
+        /* testing: the device reports lost / out of memory at engine step N */
+        else if (!strcmp(a, "--debug-device-lost-step")) {
+            INT_OPT(a, 1, INT32_MAX, p.fault_step);
+            p.fault_kind = 1;
+        } else if (!strcmp(a, "--debug-device-oom-step")) {
+            INT_OPT(a, 1, INT32_MAX, p.fault_step);
+            p.fault_kind = 2;
+        }
         else if (!strcmp(a, "--no-webui")) p.webui = 0;
         else if (!strcmp(a, "--cors-origin")) {
             if (!val || !*val) {
@@ -240,6 +251,16 @@ int cmd_serve(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &set, &old);
     (void)old;
     signal(SIGPIPE, SIG_IGN);
+#if defined(__GLIBC__)
+    /* glibc keeps freed memory in per-thread arenas (the server runs a
+     * thread per connection) and raises its mmap threshold after each large
+     * free, so under a long mixed load RSS crept up by tens of MiB without
+     * a leak (docs/benchmarks/2026-12-02-soak.md). One arena, and blocks of
+     * 64 KiB and more mapped and unmapped, keep it flat. */
+    mallopt(M_ARENA_MAX, 1);
+    mallopt(M_MMAP_THRESHOLD, 64 << 10);
+    mallopt(M_TRIM_THRESHOLD, 64 << 10);
+#endif
 
     ig_server *srv = NULL;
     ig_status st = ig_server_start(&p, &srv);

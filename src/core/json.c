@@ -3,6 +3,7 @@
  * than what it stands for); containers collect their children on a scratch
  * stack and move them into the arena when they close. */
 #include "core/json.h"
+#include "core/util.h"
 
 #include <errno.h>
 #include <locale.h>
@@ -46,7 +47,7 @@ static void *arena_alloc(ig_json_doc *doc, size_t size) {
     if (!b || b->cap - b->used < size) {
         size_t cap = size > ARENA_BLOCK ? size : ARENA_BLOCK;
         if (cap > SIZE_MAX - sizeof(arena_block)) return NULL;
-        b = malloc(sizeof(arena_block) + cap);
+        b = ig_malloc(sizeof(arena_block) + cap);
         if (!b) return NULL;
         b->next = doc->blocks;
         b->used = 0;
@@ -83,6 +84,13 @@ static bool fail(parser *ps, const char *fmt, ...) {
     return false;
 }
 
+/* An allocation failed: reported as such (ig_json_error_status), not as
+ * malformed input. */
+static bool nomem(parser *ps) {
+    if (!ps->failed && ps->err) ps->err->no_memory = true;
+    return fail(ps, "out of memory");
+}
+
 static void skip_ws(parser *ps) {
     while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\n' || *ps->p == '\r' || *ps->p == '\t'))
         ps->p++;
@@ -91,9 +99,9 @@ static void skip_ws(parser *ps) {
 static bool push(parser *ps, const ig_json *v) {
     if (ps->top == ps->cap) {
         size_t cap = ps->cap ? ps->cap * 2 : 256;
-        if (cap > SIZE_MAX / sizeof(ig_json)) return fail(ps, "out of memory");
-        ig_json *s = realloc(ps->stack, cap * sizeof(ig_json));
-        if (!s) return fail(ps, "out of memory");
+        if (cap > SIZE_MAX / sizeof(ig_json)) return nomem(ps);
+        ig_json *s = ig_realloc_array(ps->stack, cap, sizeof(ig_json));
+        if (!s) return nomem(ps);
         ps->stack = s;
         ps->cap = cap;
     }
@@ -247,7 +255,7 @@ static bool parse_number(parser *ps, ig_json *out) {
      * token: "0x1" is hex to them) */
     size_t len = (size_t)(ps->p - s);
     char small[64], *buf = small;
-    if (len >= sizeof small && !(buf = malloc(len + 1))) return fail(ps, "out of memory");
+    if (len >= sizeof small && !(buf = ig_malloc(len + 1))) return nomem(ps);
     memcpy(buf, s, len);
     buf[len] = '\0';
     bool ok = true;
@@ -286,7 +294,7 @@ static bool has_duplicate(const ig_json *items, size_t n, const char **dup) {
         }
         return false;
     }
-    const ig_json **v = malloc(n * sizeof *v);
+    const ig_json **v = ig_calloc_array(n, sizeof *v);
     if (!v) {
         *dup = NULL; /* reported as out of memory */
         return true;
@@ -350,7 +358,7 @@ static bool parse_container(parser *ps, ig_json *out) {
     size_t n = ps->top - base;
     ig_json *items = NULL;
     if (n) {
-        if (!(items = arena_alloc(ps->doc, n * sizeof *items))) return fail(ps, "out of memory");
+        if (!(items = arena_alloc(ps->doc, n * sizeof *items))) return nomem(ps);
         memcpy(items, ps->stack + base, n * sizeof *items);
     }
     ps->top = base;
@@ -360,7 +368,7 @@ static bool parse_container(parser *ps, ig_json *out) {
     out->u.items = items;
     const char *dup = NULL;
     if (object && (ps->flags & IG_JSON_REJECT_DUPLICATES) && has_duplicate(items, n, &dup))
-        return dup ? fail(ps, "duplicate member \"%.60s\"", dup) : fail(ps, "out of memory");
+        return dup ? fail(ps, "duplicate member \"%.60s\"", dup) : nomem(ps);
     return true;
 }
 
@@ -394,9 +402,12 @@ ig_json_doc *ig_json_parse(const char *text, size_t len, unsigned flags, ig_json
         text = "";
         len = 0;
     }
-    ig_json_doc *doc = calloc(1, sizeof *doc);
-    if (!doc || len == SIZE_MAX || !(doc->text = malloc(len + 1))) {
-        if (err) snprintf(err->text, sizeof err->text, "out of memory");
+    ig_json_doc *doc = ig_calloc_array(1, sizeof *doc);
+    if (!doc || len == SIZE_MAX || !(doc->text = ig_malloc(len + 1))) {
+        if (err) {
+            snprintf(err->text, sizeof err->text, "out of memory");
+            err->no_memory = true;
+        }
         free(doc);
         return NULL;
     }

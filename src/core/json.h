@@ -7,6 +7,8 @@
 #ifndef IG_JSON_H
 #define IG_JSON_H
 
+#include "ignis.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -40,7 +42,13 @@ typedef struct ig_json_doc ig_json_doc;
 typedef struct {
     int line, column; /* 1-based, where parsing stopped */
     char text[160];
+    bool no_memory; /* an allocation failed: the text may be well formed */
 } ig_json_error;
+
+/* The status a failed parse stands for: IG_ERR_NO_MEMORY or IG_ERR_FORMAT. */
+static inline ig_status ig_json_error_status(const ig_json_error *e) {
+    return e->no_memory ? IG_ERR_NO_MEMORY : IG_ERR_FORMAT;
+}
 
 /* Refuse objects that name a member twice. */
 #define IG_JSON_REJECT_DUPLICATES 1u

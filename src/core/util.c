@@ -61,7 +61,32 @@ ig_status ig_fail_wrap(ig_status st, const char *fmt, ...) {
     return st;
 }
 
+static _Thread_local long g_fail_nth, g_alloc_count;
+static _Thread_local bool g_fail_fired;
+
+void ig_test_alloc_fail_nth(long n) {
+    g_fail_nth = n > 0 ? n : 0;
+    g_alloc_count = 0;
+    g_fail_fired = false;
+}
+
+long ig_test_alloc_count(void) { return g_alloc_count; }
+
+bool ig_test_alloc_failed(void) { return g_fail_fired; }
+
+/* True when the armed fault injection makes this allocation fail. */
+static bool alloc_injected_failure(void) {
+    if (IG_LIKELY(g_fail_nth == 0)) return false;
+    if (++g_alloc_count != g_fail_nth) return false;
+    g_fail_fired = true;
+    return true;
+}
+
 void *ig_malloc(size_t size) {
+    if (alloc_injected_failure()) {
+        ig_fail(IG_ERR_NO_MEMORY, "out of memory allocating %zu bytes (injected)", size);
+        return NULL;
+    }
     void *p = malloc(size ? size : 1);
     if (!p) ig_fail(IG_ERR_NO_MEMORY, "out of memory allocating %zu bytes", size);
     return p;
@@ -71,6 +96,10 @@ void *ig_calloc_array(size_t n, size_t size) {
     size_t total;
     if (!ig_size_mul(n, size, &total)) {
         ig_fail(IG_ERR_NO_MEMORY, "allocation size overflows (%zu x %zu)", n, size);
+        return NULL;
+    }
+    if (alloc_injected_failure()) {
+        ig_fail(IG_ERR_NO_MEMORY, "out of memory allocating %zu bytes (injected)", total);
         return NULL;
     }
     void *p = calloc(total ? total : 1, 1);
@@ -84,6 +113,10 @@ void *ig_realloc_array(void *p, size_t n, size_t size) {
         ig_fail(IG_ERR_NO_MEMORY, "allocation size overflows (%zu x %zu)", n, size);
         return NULL;
     }
+    if (alloc_injected_failure()) {
+        ig_fail(IG_ERR_NO_MEMORY, "out of memory allocating %zu bytes (injected)", total);
+        return NULL;
+    }
     void *q = realloc(p, total ? total : 1);
     if (!q) ig_fail(IG_ERR_NO_MEMORY, "out of memory allocating %zu bytes", total);
     return q;
@@ -91,6 +124,10 @@ void *ig_realloc_array(void *p, size_t n, size_t size) {
 
 void *ig_aligned_alloc(size_t align, size_t size) {
     void *p = NULL;
+    if (alloc_injected_failure()) {
+        ig_fail(IG_ERR_NO_MEMORY, "out of memory allocating %zu aligned bytes (injected)", size);
+        return NULL;
+    }
     if (posix_memalign(&p, align, size ? size : align) != 0) {
         ig_fail(IG_ERR_NO_MEMORY, "out of memory allocating %zu aligned bytes", size);
         return NULL;

@@ -63,6 +63,17 @@ void ig_aligned_free(void *p);
 char *ig_strdup(const char *s);
 char *ig_strndup(const char *s, size_t n);
 
+/* Test hook, allocation-failure injection: after ig_test_alloc_fail_nth(n)
+ * the n-th allocation through the wrappers above on the calling thread fails
+ * (NULL with IG_ERR_NO_MEMORY), once; n = 0 disarms. The counter is
+ * per-thread so that a test walking n = 1, 2, ... over one call sees the same
+ * sequence each time. ig_test_alloc_count() is the number of allocations
+ * counted since the hook was armed; ig_test_alloc_failed() whether the
+ * injected failure has happened. Costs one thread-local load when disarmed. */
+void ig_test_alloc_fail_nth(long n);
+long ig_test_alloc_count(void);
+bool ig_test_alloc_failed(void);
+
 /* A read-only memory-mapped file (size 0 files map to data == NULL). */
 typedef struct ig_mapped_file {
     const uint8_t *data;

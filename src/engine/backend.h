@@ -68,5 +68,10 @@ ig_status ig_device_cpu_create(ig_device **out);
 ig_status ig_device_vulkan_create(int index, const char *tuning, ig_device **out);
 #endif
 void ig_device_free(ig_device *dev);
+/* Test hook: the next step the Vulkan backend submits fails as if the
+ * driver had reported the device lost (IG_DEVICE_FAULT_LOST) or out of
+ * device memory (IG_DEVICE_FAULT_OOM); a no-op without Vulkan. */
+enum { IG_DEVICE_FAULT_NONE = 0, IG_DEVICE_FAULT_LOST = 1, IG_DEVICE_FAULT_OOM = 2 };
+void ig_device_test_fault(int kind);
 
 #endif

@@ -1,6 +1,7 @@
 /* Contexts: KV cache + compute graph + backend; ig_decode validates a batch
  * and hands it to the backend. */
 #include "engine/context.h"
+#include "core/util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +30,7 @@ static ig_status model_device(ig_model *model) {
         char *spec = NULL;
         if (model->params.deterministic) {
             const size_t n = 16 + (tuning ? strlen(tuning) : 0);
-            spec = malloc(n);
+            spec = ig_malloc(n);
             if (!spec) return ig_fail(IG_ERR_NO_MEMORY, "out of memory");
             snprintf(spec, n, "invariant=1%s%s", tuning && *tuning ? "," : "", tuning ? tuning : "");
             tuning = spec;

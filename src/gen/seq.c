@@ -233,7 +233,7 @@ static bool pend_append(ig_gen_seq *s, const char *t, size_t n) {
         size_t cap = s->pend_cap ? s->pend_cap : 64;
         while (cap < need)
             if (!ig_size_mul(cap, 2, &cap)) return false;
-        char *b = realloc(s->pend, cap);
+        char *b = ig_realloc_array(s->pend, cap, 1);
         if (!b) return false;
         s->pend = b;
         s->pend_cap = cap;

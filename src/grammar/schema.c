@@ -99,7 +99,7 @@ static void sb_put(sbuf *b, const char *s, size_t n) {
     if (need > b->cap) {
         size_t c = b->cap ? b->cap : 256;
         while (c < need) c *= 2;
-        char *q = realloc(b->p, c);
+        char *q = ig_realloc_array(b->p, c, 1);
         if (!q) {
             b->oom = true;
             return;
@@ -226,6 +226,7 @@ static bool gfail(gen *g, ig_status st, const char *path, const char *fmt, ...) 
 static void new_name(gen *g, char out[24]) { snprintf(out, 24, "%ss%d", g->prefix, g->n_rules++); }
 
 static void add_rule(gen *g, const char *name, const sbuf *body) {
+    if (body->oom) g->rules.oom = true; /* a body cut short must not become a rule */
     sb_puts(&g->rules, name);
     sb_puts(&g->rules, " ::= ");
     if (body->n) sb_put(&g->rules, body->p, body->n);
@@ -1002,6 +1003,7 @@ static bool gen_object(gen *g, const ig_json *s, const char *path, sbuf *body) {
         ig_json k = {.type = IG_JSON_STRING, .n = p->key_len};
         k.u.s = p->key;
         sb_json(&key, &k, 0);
+        if (key.oom) b.oom = true;
         sb_literal(&b, key.p ? key.p : "", key.n);
         sb_printf(&b, " ws \":\" ws %s", val);
         new_name(g, KV[i]);
@@ -1187,7 +1189,7 @@ static ig_status schema_rules(const char *json, size_t len, const char *prefix, 
     ig_json_error jerr;
     ig_json_doc *doc = ig_json_parse(json, len, 0, &jerr);
     if (!doc)
-        return ig_fail(IG_ERR_FORMAT, "JSON schema: malformed JSON at line %d column %d: %s",
+        return ig_fail(ig_json_error_status(&jerr), "JSON schema: malformed JSON at line %d column %d: %s",
                        jerr.line, jerr.column, jerr.text);
     gen g = {.root = ig_json_root(doc), .prefix = prefix};
     char root[24];

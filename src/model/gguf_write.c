@@ -3,6 +3,7 @@
  * that their offsets are known before any data is written; tensor data goes
  * straight to the FILE*. */
 #include "model/gguf_write.h"
+#include "core/util.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -60,7 +61,7 @@ static ig_status wb_reserve(wbuf *b, size_t extra) {
         if (!ig_size_mul(cap, 2, &cap))
             return ig_fail(IG_ERR_NO_MEMORY, "gguf writer: metadata size overflows");
     }
-    uint8_t *p = realloc(b->p, cap);
+    uint8_t *p = ig_realloc_array(b->p, cap, 1);
     if (!p) return ig_fail(IG_ERR_NO_MEMORY, "gguf writer: out of memory (%zu bytes)", cap);
     b->p = p;
     b->cap = cap;
@@ -112,7 +113,7 @@ ig_status gguf_writer_create(size_t alignment, gguf_writer **out) {
     if ((alignment & (alignment - 1)) != 0 || alignment > UINT32_MAX)
         return ig_fail(IG_ERR_INVALID_ARG,
                        "gguf writer: alignment %zu is not a power of two below 2^32", alignment);
-    gguf_writer *w = calloc(1, sizeof *w);
+    gguf_writer *w = ig_calloc_array(1, sizeof *w);
     if (!w) return ig_fail(IG_ERR_NO_MEMORY, "gguf writer: out of memory");
     w->alignment = alignment;
     if (alignment != GGUF_DEFAULT_ALIGNMENT) {

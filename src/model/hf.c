@@ -119,7 +119,7 @@ static ig_status open_sharded(hf_model *m, const char *dir, const char *index_pa
     free(text);
     const ig_json *root = ig_json_root(doc);
     if (!root)
-        return ig_fail(IG_ERR_FORMAT, "%s: bad JSON (line %d col %d): %s", index_path, jerr.line,
+        return ig_fail(ig_json_error_status(&jerr), "%s: bad JSON (line %d col %d): %s", index_path, jerr.line,
                        jerr.column, jerr.text);
     ig_status st = IG_OK;
     const char **files = NULL;
@@ -235,7 +235,7 @@ static ig_status read_chat_template(hf_model *m, const char *dir) {
         if (st == IG_OK) {
             doc = ig_json_parse(text, strlen(text), 0, &jerr);
             if (!doc)
-                st = ig_fail(IG_ERR_FORMAT, "%s: bad JSON (line %d col %d): %s", path, jerr.line,
+                st = ig_fail(ig_json_error_status(&jerr), "%s: bad JSON (line %d col %d): %s", path, jerr.line,
                              jerr.column, jerr.text);
         }
         free(text);

@@ -487,7 +487,7 @@ ig_status hparams_from_hf_config(const char *json, ig_hparams *hp) {
     ig_json_error err;
     ig_json_doc *doc = ig_json_parse(json, strlen(json), IG_JSON_REJECT_DUPLICATES, &err);
     if (!doc)
-        return ig_fail(IG_ERR_FORMAT, "config.json: bad JSON (line %d col %d): %s", err.line,
+        return ig_fail(ig_json_error_status(&err), "config.json: bad JSON (line %d col %d): %s", err.line,
                        err.column, err.text);
     ig_status st = from_config(ig_json_root(doc), hp);
     ig_json_free(doc);

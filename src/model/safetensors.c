@@ -119,7 +119,7 @@ static ig_status parse(const uint8_t *data, size_t size, st_file *f) {
     ig_json_doc *doc =
         ig_json_parse((const char *)data + 8, (size_t)n, IG_JSON_REJECT_DUPLICATES, &jerr);
     if (!doc)
-        return ig_fail(IG_ERR_FORMAT, "safetensors: bad JSON header (line %d col %d): %s",
+        return ig_fail(ig_json_error_status(&jerr), "safetensors: bad JSON header (line %d col %d): %s",
                        jerr.line, jerr.column, jerr.text);
     const ig_json *root = ig_json_root(doc);
     if (!ig_json_is_object(root)) {

@@ -1,5 +1,6 @@
 /* Synthetic Gemma 3 GGUF files (see synth.h). */
 #include "model/synth.h"
+#include "core/util.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -520,7 +521,7 @@ ig_status ig_synth_create(const ig_synth_params *p, ig_synth **out) {
     if (p->n_layer < 0 || p->n_layer > IG_MAX_LAYERS)
         return ig_fail(IG_ERR_INVALID_ARG, "synth: %d layers (must be 1..%d)", p->n_layer,
                        IG_MAX_LAYERS);
-    ig_synth *s = calloc(1, sizeof *s);
+    ig_synth *s = ig_calloc_array(1, sizeof *s);
     if (!s) return ig_fail(IG_ERR_NO_MEMORY, "synth: out of memory");
     s->p = *p;
     s->p.size = c->size;

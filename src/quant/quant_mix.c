@@ -2,6 +2,7 @@
  * quant_mix.h). Only the branches that apply to these file types and to
  * dense models without experts are kept. */
 #include "quant/quant_mix.h"
+#include "core/util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,7 +102,7 @@ bool ig_quant_mix_types_tt(const ig_tensor_table *tt, int64_t n_layer, uint32_t 
     case IG_FTYPE_Q6_K: base = IG_TYPE_Q6_K; break;
     default: snprintf(err, errlen, "file type %u is not a K-quant mix", ftype); return false;
     }
-    category *cat = calloc(tt->count ? tt->count : 1, sizeof *cat);
+    category *cat = ig_calloc_array(tt->count ? tt->count : 1, sizeof *cat);
     if (!cat) {
         snprintf(err, errlen, "out of memory");
         return false;

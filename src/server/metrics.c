@@ -72,7 +72,7 @@ void srv_metrics_attach(srv_metrics *m, const ig_context *ctx, int max_queue) {
 }
 
 srv_snapshot *srv_metrics_snapshot(srv_metrics *m) {
-    srv_snapshot *s = calloc(1, sizeof *s);
+    srv_snapshot *s = ig_calloc_array(1, sizeof *s);
     if (!s) return NULL;
     pthread_mutex_lock(&m->mu);
     const ig_context *ctx = m->ctx;

@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "server/request.h"
+#include "core/util.h"
 
 #include "server/text.h"
 
@@ -140,7 +141,7 @@ static int get_bool(json_t *obj, const char *key, bool *out, srv_error *err) {
 
 static char *dup_json_string(json_t *v, size_t *len) {
     size_t n = json_string_length(v);
-    char *s = malloc(n + 1);
+    char *s = ig_malloc(n + 1);
     if (!s) return NULL;
     memcpy(s, json_string_value(v), n);
     s[n] = '\0';
@@ -232,7 +233,7 @@ static bool render_history_calls(json_t *calls, size_t idx, char **content, call
                                  i ? "\n" : "", json_string_value(name), compact);
         free(compact);
         if (!ok) goto nomem;
-        call_seen *v = realloc(*seen, (*n_seen + 1) * sizeof *v);
+        call_seen *v = ig_realloc_array(*seen, *n_seen + 1, sizeof *v);
         if (!v) goto nomem;
         *seen = v;
         v[*n_seen].id = json_string_value(id);
@@ -240,7 +241,7 @@ static bool render_history_calls(json_t *calls, size_t idx, char **content, call
         (*n_seen)++;
     }
     free(*content);
-    *content = b.data ? b.data : calloc(1, 1);
+    *content = b.data ? b.data : ig_calloc_array(1, 1);
     return *content ? true : oom(err);
 nomem:
     srv_buf_free(&b);
@@ -286,7 +287,7 @@ nomem:
 static bool base64_decode(const char *s, size_t n, uint8_t **out, size_t *out_len) {
     while (n && s[n - 1] == '=') n--;
     if (n % 4 == 1) return false;
-    uint8_t *d = malloc(n / 4 * 3 + 3);
+    uint8_t *d = ig_malloc(n / 4 * 3 + 3);
     if (!d) return false;
     size_t k = 0;
     uint32_t acc = 0;
@@ -360,7 +361,7 @@ static bool parse_image_part(json_t *part, const char *role, size_t idx, size_t 
         srv_error_bad(err, "messages", "messages[%zu].content[%zu].image_url.url: bad base64", idx, i);
         return false;
     }
-    srv_image *grown = realloc(r->images, (r->n_images + 1) * sizeof *grown);
+    srv_image *grown = ig_realloc_array(r->images, r->n_images + 1, sizeof *grown);
     if (!grown) {
         free(img.data);
         return oom(err);
@@ -373,7 +374,7 @@ static bool parse_image_part(json_t *part, const char *role, size_t idx, size_t 
 static bool parse_content(json_t *c, const char *role, size_t idx, char **out, srv_request *r, srv_error *err) {
     if (!c || json_is_null(c)) {
         if (!strcmp(role, "assistant")) {
-            *out = calloc(1, 1);
+            *out = ig_calloc_array(1, 1);
             return *out ? true : oom(err);
         }
         srv_error_bad(err, "messages", "messages[%zu].content is required", idx);
@@ -432,7 +433,7 @@ static bool parse_content(json_t *c, const char *role, size_t idx, char **out, s
         }
     }
     if (!b.data) {
-        b.data = calloc(1, 1);
+        b.data = ig_calloc_array(1, 1);
         if (!b.data) return oom(err);
     }
     *out = b.data;
@@ -454,7 +455,7 @@ static bool parse_messages(json_t *root, const srv_limits *lim, srv_request *r, 
         srv_error_bad(err, "messages", "too many messages (%zu, at most %d)", n, lim->max_messages);
         return false;
     }
-    r->messages = calloc(n + 1, sizeof *r->messages); /* + room for tool instructions */
+    r->messages = ig_calloc_array(n + 1, sizeof *r->messages); /* + room for tool instructions */
     if (!r->messages) return oom(err);
     call_seen *seen = NULL;
     size_t n_seen = 0;
@@ -479,7 +480,7 @@ static bool parse_messages(json_t *root, const srv_limits *lim, srv_request *r, 
             break;
         }
         bool tool = !strcmp(nr, "tool");
-        r->messages[i].role = strdup(tool ? "user" : nr);
+        r->messages[i].role = ig_strdup(tool ? "user" : nr);
         if (!r->messages[i].role) {
             oom(err);
             break;
@@ -520,7 +521,7 @@ static bool parse_prompt(json_t *root, const srv_limits *lim, srv_request *r, sr
     }
     if (json_is_array(p) && json_array_size(p) > 0) {
         size_t n = json_array_size(p);
-        r->prompt_ids = calloc(n, sizeof *r->prompt_ids);
+        r->prompt_ids = ig_calloc_array(n, sizeof *r->prompt_ids);
         if (!r->prompt_ids) return oom(err);
         size_t i;
         json_t *v;
@@ -561,7 +562,7 @@ static bool parse_stop(json_t *root, const srv_limits *lim, srv_request *r, srv_
         return false;
     }
     if (!n) return true;
-    r->stop = calloc(n, sizeof *r->stop);
+    r->stop = ig_calloc_array(n, sizeof *r->stop);
     if (!r->stop) return oom(err);
     for (size_t i = 0; i < n; i++) {
         json_t *v = json_is_string(s) ? s : json_array_get(s, i);
@@ -597,7 +598,7 @@ static bool parse_logit_bias(json_t *root, const srv_limits *lim, srv_request *r
         return false;
     }
     if (!n) return true;
-    r->logit_bias = calloc(n, sizeof *r->logit_bias);
+    r->logit_bias = ig_calloc_array(n, sizeof *r->logit_bias);
     if (!r->logit_bias) return oom(err);
     const char *key;
     json_t *v;
@@ -759,7 +760,7 @@ static uint64_t text_hash(const char *s, size_t n) {
 /* kind: 'g' GBNF, 's' JSON Schema, 'o' any object. A new reference in *out. */
 static ig_status grammar_get(char kind, const char *src, size_t n, ig_grammar **out) {
     *out = NULL;
-    char *key = malloc(n + 1);
+    char *key = ig_malloc(n + 1);
     if (!key) return IG_ERR_NO_MEMORY;
     key[0] = kind;
     memcpy(key + 1, src, n);
@@ -903,7 +904,7 @@ static bool parse_tools(json_t *root, srv_request *r, srv_error *err) {
             srv_error_bad(err, "tools", "'tools' must be an array of 1 to 128 tools");
             return false;
         }
-        r->tools = calloc(json_array_size(tools), sizeof *r->tools);
+        r->tools = ig_calloc_array(json_array_size(tools), sizeof *r->tools);
         if (!r->tools) return oom(err);
         size_t i;
         json_t *t;
@@ -938,8 +939,8 @@ static bool parse_tools(json_t *root, srv_request *r, srv_error *err) {
             }
             srv_tool *dst = &r->tools[i];
             r->n_tools = i + 1;
-            dst->name = strdup(json_string_value(name));
-            dst->description = json_is_string(desc) ? strdup(json_string_value(desc)) : NULL;
+            dst->name = ig_strdup(json_string_value(name));
+            dst->description = json_is_string(desc) ? ig_strdup(json_string_value(desc)) : NULL;
             dst->parameters = json_is_object(params) ? json_dumps(params, JSON_COMPACT) : NULL;
             if (!dst->name || (json_is_string(desc) && !dst->description) ||
                 (json_is_object(params) && !dst->parameters))
@@ -1015,7 +1016,7 @@ static bool parse_tools(json_t *root, srv_request *r, srv_error *err) {
         free(r->messages[0].content);
         r->messages[0].content = b.data;
     } else {
-        char *role = strdup("system");
+        char *role = ig_strdup("system");
         if (!role) {
             srv_buf_free(&b);
             return oom(err);
@@ -1059,9 +1060,9 @@ int srv_parse_tool_calls(const srv_request *r, const char *text, size_t len,
         for (size_t k = 0; json_is_string(name) && k < r->n_tools; k++)
             known = known || !strcmp(r->tools[k].name, json_string_value(name));
         if (known && json_is_object(args)) {
-            srv_tool_call *nv = realloc(v, (size_t)(n + 1) * sizeof *v);
+            srv_tool_call *nv = ig_realloc_array(v, (size_t)n + 1, sizeof *v);
             char *a = json_dumps(args, JSON_COMPACT);
-            char *nm = strdup(json_string_value(name));
+            char *nm = ig_strdup(json_string_value(name));
             if (!nv || !a || !nm) {
                 free(a);
                 free(nm);
@@ -1280,7 +1281,7 @@ bool srv_parse_detokenize(const char *body, size_t len, int n_vocab, int32_t **i
         goto done;
     }
     size_t n = json_array_size(t);
-    int32_t *v = calloc(n ? n : 1, sizeof *v);
+    int32_t *v = ig_calloc_array(n ? n : 1, sizeof *v);
     if (!v) {
         oom(err);
         goto done;

@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "server/sched.h"
 
+#include "engine/backend.h"
 #include "engine/context.h"
 
 #include "core/util.h"
@@ -14,10 +15,10 @@
 /* ---- jobs ---------------------------------------------------------------- */
 
 srv_job *srv_job_create(srv_request *req, int32_t *prompt, int n_prompt, int max_tokens) {
-    srv_job *j = calloc(1, sizeof *j);
+    srv_job *j = ig_calloc_array(1, sizeof *j);
     if (!j) return NULL;
     j->n_choices = req->n > 0 ? req->n : 1;
-    j->out = calloc((size_t)j->n_choices, sizeof *j->out);
+    j->out = ig_calloc_array((size_t)j->n_choices, sizeof *j->out);
     if (!j->out) {
         free(j);
         return NULL;
@@ -110,6 +111,7 @@ struct srv_sched {
     task *wait_head, *wait_tail;
     int n_waiting;
     int n_running;
+    int n_steps; /* engine steps run (for the fault_step test hook) */
     bool accepting;
     bool cancel_all;
     bool stop;
@@ -146,7 +148,7 @@ static uint64_t random_seed(srv_sched *s) {
 static task *task_create(srv_sched *s, srv_job *j, int index, uint64_t seed) {
     if (j->req.grammar && !s->trie && ig_token_trie_create(s->tok, s->n_vocab, &s->trie) != IG_OK)
         return NULL;
-    task *t = calloc(1, sizeof *t);
+    task *t = ig_calloc_array(1, sizeof *t);
     if (!t) return NULL;
     t->index = index;
     t->slot = -1;
@@ -193,7 +195,7 @@ static task *task_create(srv_sched *s, srv_job *j, int index, uint64_t seed) {
 
 int srv_sched_submit(srv_sched *s, srv_job *j) {
     int n = j->n_choices;
-    task **ts = calloc((size_t)n, sizeof *ts);
+    task **ts = ig_calloc_array((size_t)n, sizeof *ts);
     if (!ts) return -3;
     pthread_mutex_lock(&s->mu);
     int rc = 0;
@@ -259,7 +261,7 @@ static bool emit(task *t, const ig_gen_event *ev) {
         if (o->n_lps + k > o->cap_lps) {
             size_t cap = o->cap_lps ? o->cap_lps : 16;
             while (cap < o->n_lps + k) cap *= 2;
-            ig_gen_logprob *p = realloc(o->lps, cap * sizeof *p);
+            ig_gen_logprob *p = ig_realloc_array(o->lps, cap, sizeof *p);
             if (!p) ok = false;
             else {
                 o->lps = p;
@@ -614,6 +616,7 @@ static void step(srv_sched *s) {
         s->b_img[q] = 0;
     }
     const ig_batch_images bi = {.embd = s->b_embd, .image = s->b_img};
+    if (s->p.fault_step > 0 && ++s->n_steps == s->p.fault_step) ig_device_test_fault(s->p.fault_kind);
     const double t_step = ig_time_now();
     ig_status st = any_image ? ig_decode_images(s->ctx, &b, &bi) : ig_decode(s->ctx, &b);
     const double step_s = ig_time_now() - t_step;
@@ -627,6 +630,9 @@ static void step(srv_sched *s) {
         snprintf(msg, sizeof msg, "decode failed: %s", *ig_last_error() ? ig_last_error()
                                                                        : ig_status_str(st));
         fprintf(stderr, "ignis serve: %s\n", msg);
+        ig_device_stats ds;
+        const bool lost = ig_context_device_stats(s->ctx, &ds) == IG_OK && ds.device_lost;
+        const int status = lost || st == IG_ERR_NO_MEMORY ? 503 : 500;
         bool in_batch[256] = {0};
         for (int q = 0; q < nb; q++)
             if (s->b_seq[q] >= 0 && s->b_seq[q] < 256) in_batch[s->b_seq[q]] = true;
@@ -634,7 +640,12 @@ static void step(srv_sched *s) {
             if (!in_batch[i]) continue;
             ig_seq_clear(s->ctx, i);
             s->slots[i].n_cache = 0;
-            if (s->slots[i].t) finish(s, s->slots[i].t, NULL, msg);
+            task *t = s->slots[i].t;
+            if (!t) continue;
+            pthread_mutex_lock(&t->job->mu);
+            if (!t->job->failed) t->job->fail_status = status;
+            pthread_mutex_unlock(&t->job->mu);
+            finish(s, t, NULL, msg);
         }
         update_kv_metrics(s);
         return;
@@ -710,7 +721,7 @@ ig_status srv_sched_start(ig_model *model, ig_context *ctx, const srv_sched_para
     *out = NULL;
     if (p->n_parallel < 1 || p->n_parallel > 256 || p->n_batch < p->n_parallel)
         return ig_fail(IG_ERR_INVALID_ARG, "bad scheduler parameters");
-    srv_sched *s = calloc(1, sizeof *s);
+    srv_sched *s = ig_calloc_array(1, sizeof *s);
     if (!s) return ig_fail(IG_ERR_NO_MEMORY, "out of memory");
     s->model = model;
     s->ctx = ctx;
@@ -723,16 +734,16 @@ ig_status srv_sched_start(ig_model *model, ig_context *ctx, const srv_sched_para
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     pthread_cond_init(&s->idle_cv, NULL);
-    s->slots = calloc((size_t)p->n_parallel, sizeof *s->slots);
-    s->b_tok = calloc((size_t)p->n_batch + (size_t)p->n_image, sizeof *s->b_tok);
-    s->b_pos = calloc((size_t)p->n_batch + (size_t)p->n_image, sizeof *s->b_pos);
-    s->b_seq = calloc((size_t)p->n_batch + (size_t)p->n_image, sizeof *s->b_seq);
-    s->b_want = calloc((size_t)p->n_batch + (size_t)p->n_image, sizeof *s->b_want);
-    s->b_embd = calloc((size_t)p->n_batch + (size_t)p->n_image, sizeof *s->b_embd);
-    s->b_img = calloc((size_t)p->n_batch + (size_t)p->n_image, sizeof *s->b_img);
+    s->slots = ig_calloc_array((size_t)p->n_parallel, sizeof *s->slots);
+    s->b_tok = ig_calloc_array((size_t)p->n_batch + (size_t)p->n_image, sizeof *s->b_tok);
+    s->b_pos = ig_calloc_array((size_t)p->n_batch + (size_t)p->n_image, sizeof *s->b_pos);
+    s->b_seq = ig_calloc_array((size_t)p->n_batch + (size_t)p->n_image, sizeof *s->b_seq);
+    s->b_want = ig_calloc_array((size_t)p->n_batch + (size_t)p->n_image, sizeof *s->b_want);
+    s->b_embd = ig_calloc_array((size_t)p->n_batch + (size_t)p->n_image, sizeof *s->b_embd);
+    s->b_img = ig_calloc_array((size_t)p->n_batch + (size_t)p->n_image, sizeof *s->b_img);
     bool ok = s->slots && s->b_tok && s->b_pos && s->b_seq && s->b_want && s->tok;
     for (int i = 0; ok && i < p->n_parallel; i++) {
-        s->slots[i].cache = calloc((size_t)s->n_ctx + 1, sizeof(int32_t));
+        s->slots[i].cache = ig_calloc_array((size_t)s->n_ctx + 1, sizeof(int32_t));
         if (!s->slots[i].cache) ok = false;
     }
     if (ok && pthread_create(&s->thread, NULL, engine_main, s) != 0) ok = false;

@@ -53,6 +53,8 @@ typedef struct srv_job {
     bool cancel;     /* set by the HTTP side: stop generating */
     bool failed;     /* the engine failed this job */
     char fail_msg[256];
+    int fail_status; /* the HTTP status of the failure: 503 when the device was lost or out
+                        of memory (the server is not at fault for the request), else 500 */
     double t_submit;
 } srv_job;
 
@@ -73,6 +75,9 @@ typedef struct srv_sched_params {
     ig_spec *spec;       /* speculative decoding (gen/spec.h) for n_parallel sequences; NULL: off */
     int n_image;     /* tokens of one image (0: no images): a step may exceed n_batch by less than this to
                         take an image whole; the context's n_batch must be n_batch + n_image */
+    /* testing: before engine step fault_step (1-based; 0: never) the next
+       device submission is made to fail (ig_device_test_fault) */
+    int fault_step, fault_kind;
 } srv_sched_params;
 
 /* Creates the scheduler and starts its engine thread. */

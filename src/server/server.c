@@ -135,6 +135,8 @@ static enum MHD_Result queue_body(struct MHD_Connection *c, conn *cn, int status
         static const char oom_body[] =
             "{\"error\":{\"message\":\"Out of memory\",\"type\":\"server_error\",\"param\":null,"
             "\"code\":null}}";
+        /* plain strdup: the fault-injection hook must not fail the
+         * out-of-memory answer itself */
         body = strdup(oom_body);
         status = 500;
         ctype = "application/json";
@@ -460,7 +462,7 @@ static bool build_prompt(ig_server *S, const srv_request *r, int32_t **ids, int 
     *n_ids = 0;
     if (r->kind == SRV_COMPLETION && r->prompt_ids) {
         if (r->n_prompt_ids > (size_t)INT32_MAX) goto too_long;
-        *ids = malloc(r->n_prompt_ids * sizeof **ids);
+        *ids = ig_calloc_array(r->n_prompt_ids, sizeof **ids);
         if (!*ids) goto oom;
         memcpy(*ids, r->prompt_ids, r->n_prompt_ids * sizeof **ids);
         *n_ids = (int)r->n_prompt_ids;
@@ -473,8 +475,8 @@ static bool build_prompt(ig_server *S, const srv_request *r, int32_t **ids, int 
     if (r->kind == SRV_CHAT) {
         /* Consecutive messages of one role become one turn (Gemma's template
          * wants strictly alternating user/model turns). */
-        ig_chat_message *msgs = calloc(r->n_messages, sizeof *msgs);
-        srv_buf *merged = calloc(r->n_messages, sizeof *merged);
+        ig_chat_message *msgs = ig_calloc_array(r->n_messages, sizeof *msgs);
+        srv_buf *merged = ig_calloc_array(r->n_messages, sizeof *merged);
         if (!msgs || !merged) {
             free(msgs);
             free(merged);
@@ -581,7 +583,7 @@ static bool prepare_images(ig_server *S, srv_request *r, int32_t **ids, int *n_i
         return false;
     }
     if (!r->n_images) return true;
-    r->image_embd = calloc(r->n_images, sizeof *r->image_embd);
+    r->image_embd = ig_calloc_array(r->n_images, sizeof *r->image_embd);
     if (!r->image_embd) {
         srv_error_set(e, 500, "server_error", NULL, NULL, "Out of memory");
         return false;
@@ -772,14 +774,14 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
 
 static enum MHD_Result start_stream(ig_server *S, struct MHD_Connection *c, conn *cn, srv_job *j,
                                     const char *id, const char *model) {
-    stream *st = calloc(1, sizeof *st);
+    stream *st = ig_calloc_array(1, sizeof *st);
     int n = j->n_choices;
     if (st) {
-        st->sent_text = calloc((size_t)n, sizeof *st->sent_text);
-        st->sent_lps = calloc((size_t)n, sizeof *st->sent_lps);
-        st->sent_bytes = calloc((size_t)n, sizeof *st->sent_bytes);
-        st->sent_finish = calloc((size_t)n, sizeof *st->sent_finish);
-        st->model = strdup(model);
+        st->sent_text = ig_calloc_array((size_t)n, sizeof *st->sent_text);
+        st->sent_lps = ig_calloc_array((size_t)n, sizeof *st->sent_lps);
+        st->sent_bytes = ig_calloc_array((size_t)n, sizeof *st->sent_bytes);
+        st->sent_finish = ig_calloc_array((size_t)n, sizeof *st->sent_finish);
+        st->model = ig_strdup(model);
     }
     if (!st || !st->sent_text || !st->sent_lps || !st->sent_bytes || !st->sent_finish ||
         !st->model) {
@@ -825,6 +827,9 @@ static enum MHD_Result handle_generate(ig_server *S, struct MHD_Connection *c, c
                                        srv_kind kind) {
     enum MHD_Result ret;
     if (not_ready(S, c, cn, &ret)) return ret;
+    if (srv_metrics_device_lost(&S->metrics)) /* nothing can run any more: /health says so */
+        return reply_error(c, cn, 503, "unavailable_error", NULL, "device_lost",
+                           "The GPU was lost (VK_ERROR_DEVICE_LOST): restart the server");
     srv_limits lim = srv_default_limits();
     lim.n_vocab = S->n_vocab;
     srv_request req;
@@ -943,8 +948,14 @@ static enum MHD_Result handle_generate(ig_server *S, struct MHD_Connection *c, c
             return reply_error(c, cn, 503, "unavailable_error", NULL, NULL,
                                "The server is shutting down: the request was cancelled");
         pthread_mutex_lock(&j->mu);
-        srv_error_set(&e, 500, "server_error", NULL, NULL, "%s", j->fail_msg);
+        char msg[sizeof j->fail_msg];
+        snprintf(msg, sizeof msg, "%s", j->fail_msg);
+        const int status = j->fail_status ? j->fail_status : 500;
         pthread_mutex_unlock(&j->mu);
+        if (status == 503) /* the device, not the request: retrying may work elsewhere */
+            return reply_error(c, cn, 503, "unavailable_error", NULL,
+                               srv_metrics_device_lost(&S->metrics) ? "device_lost" : NULL, msg);
+        srv_error_set(&e, 500, "server_error", NULL, NULL, "%s", msg);
         return queue_error(c, cn, &e);
     }
     srv_resp_info ri = {
@@ -1116,7 +1127,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     ig_server *S = cls;
     conn *cn = *con_cls;
     if (!cn) {
-        cn = calloc(1, sizeof *cn);
+        cn = ig_calloc_array(1, sizeof *cn);
         if (!cn) return MHD_NO;
         cn->t0 = now_s();
         snprintf(cn->method, sizeof cn->method, "%s", method ? method : "?");
@@ -1258,6 +1269,8 @@ static void *loader_main(void *arg) {
         sp.n_batch = ig_context_params_get(S->ctx)->n_batch - sp.n_image;
         if (sp.n_batch < sp.n_parallel) sp.n_batch = sp.n_parallel;
         sp.max_queue = S->p.max_queue;
+        sp.fault_step = S->p.fault_step;
+        sp.fault_kind = S->p.fault_kind;
         for (int i = 0; i < 4; i++) sp.stop_ids[i] = -1;
         int k = 0;
         sp.stop_ids[k++] = hp->eos_id;
@@ -1337,7 +1350,7 @@ ig_status ig_server_start(const ig_server_params *p, ig_server **out) {
     if (p->n_parallel < 1 || p->n_parallel > 256)
         return ig_fail(IG_ERR_INVALID_ARG, "--parallel must be between 1 and 256");
     if (p->port < 0 || p->port > 65535) return ig_fail(IG_ERR_INVALID_ARG, "bad port %d", p->port);
-    ig_server *S = calloc(1, sizeof *S);
+    ig_server *S = ig_calloc_array(1, sizeof *S);
     if (!S) return ig_fail(IG_ERR_NO_MEMORY, "out of memory");
     S->p = *p;
     if (S->p.n_batch <= 0) S->p.n_batch = 256;

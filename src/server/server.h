@@ -34,6 +34,7 @@ typedef struct ig_server_params {
     const char *cors_origin;  /* NULL: no CORS headers; else Access-Control-Allow-Origin */
     int load_delay_ms;        /* testing: wait this long before loading */
     int submit_delay_ms;      /* testing: wait this long before submitting a generation */
+    int fault_step, fault_kind; /* testing: the device fails at this engine step (srv_sched_params) */
     const char *device_tuning; /* testing: GPU device tuning overrides (vk_tuning.h), or NULL */
     bool deterministic;        /* batch-invariant kernels (ig_model_params) */
     ig_weight_quant quant;     /* weights quantized at load (ig_model_params) */

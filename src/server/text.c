@@ -1,4 +1,5 @@
 #include "server/text.h"
+#include "core/util.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,7 +19,7 @@ static bool buf_reserve(srv_buf *b, size_t extra) {
         }
         cap *= 2;
     }
-    char *p = realloc(b->data, cap);
+    char *p = ig_realloc_array(b->data, cap, 1);
     if (!p) return false;
     b->data = p;
     b->cap = cap;
@@ -100,7 +101,7 @@ char *srv_utf8_sanitize(const char *s, size_t n, size_t *out_len) {
     /* worst case: every byte becomes 3 bytes */
     if (__builtin_mul_overflow(n, (size_t)3, &cap) || __builtin_add_overflow(cap, 1, &cap))
         return NULL;
-    char *out = malloc(cap);
+    char *out = ig_malloc(cap);
     if (!out) return NULL;
     size_t o = 0, i = 0;
     while (i < n) {

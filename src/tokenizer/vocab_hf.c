@@ -289,7 +289,7 @@ ig_status ig_tokenizer_from_hf_json_buf(const char *text, size_t len, ig_tokeniz
     ig_json_error err;
     ig_json_doc *doc = ig_json_parse(text ? text : "", len, 0, &err);
     if (!doc)
-        return ig_fail(IG_ERR_FORMAT, "tokenizer.json: line %d column %d: %s", err.line, err.column,
+        return ig_fail(ig_json_error_status(&err), "tokenizer.json: line %d column %d: %s", err.line, err.column,
                        err.text);
     ig_status st = load_json(ig_json_root(doc), out);
     ig_json_free(doc);

@@ -215,7 +215,7 @@ ig_status ig_vision_from_hf(const hf_model *hf, const char *dir, int n_embd, ig_
     ig_json_doc *doc = ig_json_parse(text, len, 0, &jerr);
     free(text);
     const ig_json *root = ig_json_root(doc);
-    if (!doc) return ig_fail(IG_ERR_FORMAT, "%s:%d:%d: %s", path, jerr.line, jerr.column, jerr.text);
+    if (!doc) return ig_fail(ig_json_error_status(&jerr), "%s:%d:%d: %s", path, jerr.line, jerr.column, jerr.text);
     if (!ig_json_is_object(root)) {
         ig_json_free(doc);
         return ig_fail(IG_ERR_FORMAT, "%s: not a JSON object", path);

@@ -165,6 +165,12 @@ typedef struct ig_vk_device_stats {
     bool lost;           /* a call returned VK_ERROR_DEVICE_LOST */
 } ig_vk_device_stats;
 void ig_vk_device_get_stats(const ig_vk_device *dev, ig_vk_device_stats *out);
+/* Test hook: the next graph submission (of any device) reports
+ * VK_ERROR_DEVICE_LOST (kind 1) or VK_ERROR_OUT_OF_DEVICE_MEMORY (kind 2)
+ * without reaching the driver, once; 0 disarms. It goes through the same
+ * error path as the driver's answer, so a reported loss marks the device
+ * lost (ig_vk_device_stats.lost) for good, as a real one does. */
+void ig_vk_test_fail_next_submit(int kind);
 /* What a device's tensor-core kernels run on, decided from what it, the
  * GLSL compiler (glsl_nv, glsl_khr: ig_vk_compiler_coopmat_*) and the user
  * allow: ig_vk_device_create's choice, which `ignis devices` shows. */

@@ -4,6 +4,7 @@
  * device when the params leave the choice automatic. Everything else a
  * device runs with comes from its tuning (vk_tuning.h). */
 #include "backend/vulkan/vk_internal.h"
+#include "core/util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,7 +82,7 @@ static ig_vk_coopmat_props_khr *khr_props(VkPhysicalDevice pd, uint32_t *n) {
     memcpy(&fn, &v, sizeof fn);
     uint32_t count = 0;
     if (fn(pd, &count, NULL) != VK_SUCCESS || count == 0) return NULL;
-    ig_vk_coopmat_props_khr *p = calloc(count, sizeof *p);
+    ig_vk_coopmat_props_khr *p = ig_calloc_array(count, sizeof *p);
     if (!p) return NULL;
     for (uint32_t i = 0; i < count; i++) p[i].sType = IG_VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR;
     VkResult r = fn(pd, &count, p);
@@ -123,7 +124,7 @@ static void coopmat_shapes(VkPhysicalDevice pd, ig_vk_device_info *info, const i
         uint32_t n = 0;
         if (ig_vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(pd, &n, NULL) != VK_SUCCESS || n == 0)
             return;
-        VkCooperativeMatrixPropertiesNV *p = calloc(n, sizeof *p);
+        VkCooperativeMatrixPropertiesNV *p = ig_calloc_array(n, sizeof *p);
         if (!p) return;
         for (uint32_t i = 0; i < n; i++) p[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
         if (ig_vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(pd, &n, p) == VK_SUCCESS) {
@@ -145,7 +146,7 @@ static bool nv_shape(VkPhysicalDevice pd, uint32_t m, uint32_t n, uint32_t k, Vk
     if (!ig_vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV) return false;
     uint32_t count = 0;
     if (ig_vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(pd, &count, NULL) != VK_SUCCESS || count == 0) return false;
-    VkCooperativeMatrixPropertiesNV *p = calloc(count, sizeof *p);
+    VkCooperativeMatrixPropertiesNV *p = ig_calloc_array(count, sizeof *p);
     if (!p) return false;
     for (uint32_t i = 0; i < count; i++) p[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
     bool ok = false;
@@ -173,7 +174,7 @@ void ig_vk_query_device(VkPhysicalDevice pd, int index, uint32_t instance_api, i
     uint32_t n_ext = 0;
     VkExtensionProperties *ext = NULL;
     if (ig_vk.vkEnumerateDeviceExtensionProperties(pd, NULL, &n_ext, NULL) == VK_SUCCESS && n_ext) {
-        ext = calloc(n_ext, sizeof *ext);
+        ext = ig_calloc_array(n_ext, sizeof *ext);
         if (!ext || ig_vk.vkEnumerateDeviceExtensionProperties(pd, NULL, &n_ext, ext) != VK_SUCCESS)
             n_ext = 0;
     }

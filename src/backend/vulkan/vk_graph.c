@@ -207,6 +207,18 @@ ig_status ig_vk_graph_end(ig_vk_graph *g) {
     return IG_OK;
 }
 
+static atomic_int g_fail_next_submit; /* the test hook's kind, 0: none */
+
+void ig_vk_test_fail_next_submit(int kind) { atomic_store(&g_fail_next_submit, kind); }
+
+static VkResult queue_submit(VkQueue q, const VkSubmitInfo *si, VkFence fence) {
+    switch (atomic_exchange(&g_fail_next_submit, 0)) {
+    case 1: return VK_ERROR_DEVICE_LOST;
+    case 2: return VK_ERROR_OUT_OF_DEVICE_MEMORY;
+    default: return ig_vk.vkQueueSubmit(q, 1, si, fence);
+    }
+}
+
 ig_status ig_vk_graph_submit(ig_vk_graph *g) {
     if (!g) return ig_fail(IG_ERR_INVALID_ARG, "vulkan: no graph");
     if (g->err != IG_OK) return g->err;
@@ -215,7 +227,7 @@ ig_status ig_vk_graph_submit(ig_vk_graph *g) {
     VkResult r = ig_vk.vkResetFences(g->dev->dev, 1, &g->fence);
     if (r != VK_SUCCESS) return ig_vk_fail(r, "vkResetFences");
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &g->cb};
-    r = ig_vk.vkQueueSubmit(g->dev->queue, 1, &si, g->fence);
+    r = queue_submit(g->dev->queue, &si, g->fence);
     if (r != VK_SUCCESS) return ig_vk_fail(r, "vkQueueSubmit");
     g->in_flight = true;
     ig_vk_step_busy(g->step, 1);
@@ -255,7 +267,7 @@ ig_status ig_vk_graphs_run(ig_vk_graph *const *gs, int n) {
     VkResult r = ig_vk.vkResetFences(g0->dev->dev, 1, &g0->fence);
     if (r != VK_SUCCESS) return ig_vk_fail(r, "vkResetFences");
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = (uint32_t)n, .pCommandBuffers = cbs};
-    r = ig_vk.vkQueueSubmit(g0->dev->queue, 1, &si, g0->fence);
+    r = queue_submit(g0->dev->queue, &si, g0->fence);
     if (r != VK_SUCCESS) return ig_vk_fail(r, "vkQueueSubmit");
     for (int i = 0; i < n; i++) ig_vk_step_busy(gs[i]->step, 1);
     r = ig_vk.vkWaitForFences(g0->dev->dev, 1, &g0->fence, VK_TRUE, UINT64_MAX);
