@@ -236,6 +236,19 @@ bool ig_path_is_dir(const char *path) {
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+bool ig_path_is_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+char *ig_path_join(const char *dir, const char *name) {
+    size_t n;
+    if (!ig_size_add(strlen(dir), strlen(name), &n) || !ig_size_add(n, 2, &n)) return NULL;
+    char *p = ig_malloc(n);
+    if (p) snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
 double ig_time_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

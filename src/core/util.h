@@ -85,6 +85,9 @@ void ig_file_unmap(ig_mapped_file *mf);
 /* Reads a whole (small) file into a NUL-terminated malloc'ed buffer. */
 ig_status ig_file_read_all(const char *path, size_t max_size, char **out, size_t *out_len);
 bool ig_path_is_dir(const char *path);
+bool ig_path_is_file(const char *path);
+/* "dir/name", malloc'ed (NULL when out of memory). */
+char *ig_path_join(const char *dir, const char *name);
 
 /* Wall clock in seconds (monotonic). */
 double ig_time_now(void);

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #define HF_MAX_CONFIG ((size_t)4 << 20)
 #define HF_MAX_INDEX ((size_t)64 << 20)
@@ -78,25 +77,12 @@ bool hf_map_tensor_name(const char *hf_name, char *out, size_t cap) {
     return map_name(hf_name, out, cap) == MAP_OK;
 }
 
-static char *path_join(const char *dir, const char *name) {
-    size_t a = strlen(dir), b = strlen(name), n;
-    if (!ig_size_add(a, b, &n) || !ig_size_add(n, 2, &n)) return NULL;
-    char *p = ig_malloc(n);
-    if (p) snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
-
-static bool is_file(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
 static int cmp_str_ptr(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
 static ig_status open_shard(hf_model *m, const char *dir, const char *file) {
-    char *path = path_join(dir, file);
+    char *path = ig_path_join(dir, file);
     if (!path) return IG_ERR_NO_MEMORY;
     st_file *sf = NULL;
     ig_status st = st_open(path, &sf);
@@ -224,10 +210,10 @@ static ig_status collect_tensors(hf_model *m) {
 /* chat_template from tokenizer_config.json (a string, or a list of
  * {name, template} where "default" is used), else chat_template.jinja. */
 static ig_status read_chat_template(hf_model *m, const char *dir) {
-    char *path = path_join(dir, "tokenizer_config.json");
+    char *path = ig_path_join(dir, "tokenizer_config.json");
     if (!path) return IG_ERR_NO_MEMORY;
     ig_status st = IG_OK;
-    if (is_file(path)) {
+    if (ig_path_is_file(path)) {
         char *text = NULL;
         st = ig_file_read_all(path, HF_MAX_TOKCFG, &text, NULL);
         ig_json_doc *doc = NULL;
@@ -258,15 +244,15 @@ static ig_status read_chat_template(hf_model *m, const char *dir) {
     }
     free(path);
     if (st != IG_OK || m->chat_template) return st;
-    path = path_join(dir, "chat_template.jinja");
+    path = ig_path_join(dir, "chat_template.jinja");
     if (!path) return IG_ERR_NO_MEMORY;
-    if (is_file(path)) st = ig_file_read_all(path, HF_MAX_TEMPLATE, &m->chat_template, NULL);
+    if (ig_path_is_file(path)) st = ig_file_read_all(path, HF_MAX_TEMPLATE, &m->chat_template, NULL);
     free(path);
     return st;
 }
 
 static ig_status hf_open_impl(hf_model *m, const char *dir) {
-    char *path = path_join(dir, "config.json");
+    char *path = ig_path_join(dir, "config.json");
     if (!path) return IG_ERR_NO_MEMORY;
     char *cfg = NULL;
     ig_status st = ig_file_read_all(path, HF_MAX_CONFIG, &cfg, NULL);
@@ -278,11 +264,11 @@ static ig_status hf_open_impl(hf_model *m, const char *dir) {
     free(path);
     IG_TRY(st);
 
-    char *index = path_join(dir, "model.safetensors.index.json");
-    char *single = path_join(dir, "model.safetensors");
+    char *index = ig_path_join(dir, "model.safetensors.index.json");
+    char *single = ig_path_join(dir, "model.safetensors");
     if (!index || !single) st = IG_ERR_NO_MEMORY;
-    else if (is_file(index)) st = open_sharded(m, dir, index);
-    else if (is_file(single)) {
+    else if (ig_path_is_file(index)) st = open_sharded(m, dir, index);
+    else if (ig_path_is_file(single)) {
         m->shards = ig_calloc_array(1, sizeof *m->shards);
         st = m->shards ? open_shard(m, dir, "model.safetensors") : IG_ERR_NO_MEMORY;
     } else {
@@ -294,9 +280,9 @@ static ig_status hf_open_impl(hf_model *m, const char *dir) {
     IG_TRY(st);
     IG_TRY(collect_tensors(m));
 
-    path = path_join(dir, "tokenizer.json");
+    path = ig_path_join(dir, "tokenizer.json");
     if (!path) return IG_ERR_NO_MEMORY;
-    if (is_file(path)) m->tokenizer_json_path = path;
+    if (ig_path_is_file(path)) m->tokenizer_json_path = path;
     else free(path);
     return read_chat_template(m, dir);
 }

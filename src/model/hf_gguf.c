@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #define HF_MAX_TOKCFG ((size_t)64 << 20)
 
@@ -64,18 +63,6 @@ static void vocab_free(vocab *v) {
     free(v->scores);
     free(v->types);
     free(v->pad_text);
-}
-
-static char *path_join(const char *dir, const char *name) {
-    const size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-    if (p) snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
-
-static bool is_file(const char *path) {
-    struct stat sb;
-    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
 /* llama.cpp's does_token_look_special: added tokens that should be
@@ -170,7 +157,7 @@ static ig_status add_vocab(const hf_model *m, const char *dir, const char *sp_pa
     v.scores = ig_calloc_array((size_t)V, sizeof *v.scores);
     v.types = ig_calloc_array((size_t)V, sizeof *v.types);
     v.pad_text = ig_calloc_array((size_t)V, 16);
-    char *cfg_text = NULL, *cfg_path = path_join(dir, "tokenizer_config.json");
+    char *cfg_text = NULL, *cfg_path = ig_path_join(dir, "tokenizer_config.json");
     ig_json_doc *doc = NULL;
     char **owned = NULL;
     size_t n_owned = 0;
@@ -197,7 +184,7 @@ static ig_status add_vocab(const hf_model *m, const char *dir, const char *sp_pa
                          : IG_SP_NORMAL;
     }
     const ig_json *root = NULL;
-    if (is_file(cfg_path)) {
+    if (ig_path_is_file(cfg_path)) {
         size_t len = 0;
         if ((st = ig_file_read_all(cfg_path, HF_MAX_TOKCFG, &cfg_text, &len)) != IG_OK) goto out;
         ig_json_error err;
@@ -297,10 +284,10 @@ ig_status hf_gguf_add_metadata(const hf_model *m, const char *dir, gguf_writer *
     const double want = hp->attn_scale, derived = derived_attn_scale(hp);
     if (fabs(want - derived) > 1e-7 * want)
         IG_TRY(gguf_writer_add_f32(w, "gemma3.attention.scale", hp->attn_scale));
-    char *sp_path = path_join(dir, "tokenizer.model");
+    char *sp_path = ig_path_join(dir, "tokenizer.model");
     if (!sp_path) return IG_ERR_NO_MEMORY;
     ig_status st = IG_OK;
-    if (is_file(sp_path)) {
+    if (ig_path_is_file(sp_path)) {
         st = add_vocab(m, dir, sp_path, w);
     } else {
         st = gguf_writer_add_str(w, "tokenizer.ggml.model", "none");
