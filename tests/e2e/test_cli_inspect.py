@@ -10,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import gguf
 import numpy as np
 import pytest
 
