@@ -7,7 +7,7 @@
  *   cc -O2 -std=c11 -o llamacpp_ppl tests/tools/llamacpp_ppl.c -IS/include \
  *      -IS/ggml/include -LB -lllama -lggml -lggml-base -lm -Wl,-rpath,B
  *
- *   llamacpp_ppl [-t N] [-c CTX] [--chunks N] TEXT MODEL [REF_MODEL]
+ *   llamacpp_ppl [-t N] [-c CTX] [--chunks N] [--top-k K] TEXT MODEL [REF_MODEL]
  *
  * The text is tokenized whole (BOS added, specials not parsed), cut into
  * windows of CTX tokens (default 512), the first token of each replaced by
@@ -17,7 +17,11 @@
  * X +/- Y" as llama-perplexity does. With REF_MODEL, both models evaluate
  * each window and the KL divergence KL(ref || model) is computed over the
  * whole vocabulary in double precision: mean, 99th percentile, max, top-1
- * agreement, |delta logprob| of the reference's top token, PPL ratio. */
+ * agreement, |delta logprob| of the reference's top token, PPL ratio.
+ * --top-k K also prints the KL divergence of the two distributions coarsened
+ * to the reference's K most likely tokens plus one "rest" outcome: what
+ * `ignis perplexity --kl-divergence` reports against a reference saved with
+ * `--kl-top-k K`, so that both engines can be compared on that footing. */
 #include "llama.h"
 
 #include <math.h>
@@ -81,15 +85,55 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* The k-th largest of a[0..n) (a is reordered): quickselect. */
+static double kth_largest(double *a, int n, int k) {
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        const double pivot = a[lo + (hi - lo) / 2];
+        int i = lo, j = hi;
+        while (i <= j) {
+            while (a[i] > pivot) i++;
+            while (a[j] < pivot) j--;
+            if (i <= j) {
+                const double t = a[i];
+                a[i++] = a[j];
+                a[j--] = t;
+            }
+        }
+        if (k - 1 <= j) hi = j;
+        else if (k - 1 >= i) lo = i;
+        else return a[k - 1];
+    }
+    return a[lo];
+}
+
+/* KL(p || q) of the distributions coarsened to p's k most likely tokens
+ * (ties at the threshold included) and the rest. */
+static double kl_top(const double *lp, const double *lq, double *scratch, int V, int k) {
+    memcpy(scratch, lp, sizeof *scratch * (size_t)V);
+    const double t = kth_largest(scratch, V, k);
+    double kl = 0, p_rest = 0, q_rest = 0;
+    for (int j = 0; j < V; j++) {
+        if (lp[j] >= t) kl += exp(lp[j]) * (lp[j] - lq[j]);
+        else {
+            p_rest += exp(lp[j]);
+            q_rest += exp(lq[j]);
+        }
+    }
+    if (p_rest > 0) kl += p_rest * (log(p_rest) - log(q_rest > 1e-300 ? q_rest : 1e-300));
+    return kl;
+}
+
 int main(int argc, char **argv) {
-    int threads = 2, n_ctx = 512, chunks = 0, a = 1;
+    int threads = 2, n_ctx = 512, chunks = 0, top_k = 0, a = 1;
     for (; a < argc && argv[a][0] == '-'; a++) {
         if (!strcmp(argv[a], "-t") && a + 1 < argc) threads = atoi(argv[++a]);
         else if (!strcmp(argv[a], "-c") && a + 1 < argc) n_ctx = atoi(argv[++a]);
         else if (!strcmp(argv[a], "--chunks") && a + 1 < argc) chunks = atoi(argv[++a]);
+        else if (!strcmp(argv[a], "--top-k") && a + 1 < argc) top_k = atoi(argv[++a]);
         else die("bad option");
     }
-    if (argc - a < 2 || n_ctx < 16) die("usage: llamacpp_ppl [-t N] [-c CTX] [--chunks N] TEXT MODEL [REF_MODEL]");
+    if (argc - a < 2 || n_ctx < 16) die("usage: llamacpp_ppl [-t N] [-c CTX] [--chunks N] [--top-k K] TEXT MODEL [REF_MODEL]");
     const char *text_path = argv[a], *model_path = argv[a + 1];
     const char *ref_path = argc - a > 2 ? argv[a + 2] : NULL;
 
@@ -125,8 +169,11 @@ int main(int argc, char **argv) {
     const int first = n_ctx / 2, per = n_ctx - 1 - first;
     double *lq = malloc(sizeof *lq * (size_t)V), *lp = malloc(sizeof *lp * (size_t)V);
     double *kls = malloc(sizeof *kls * (size_t)n_chunk * (size_t)per);
+    double *sel = malloc(sizeof *sel * (size_t)V);
+    double kl_top_sum = 0;
+    if (top_k < 0 || top_k >= V) die("--top-k out of range");
     llama_token *w = malloc(sizeof *w * (size_t)n_ctx);
-    if (!lq || !lp || !kls || !w) die("out of memory");
+    if (!lq || !lp || !kls || !sel || !w) die("out of memory");
     double nll = 0, nll2 = 0, ref_nll = 0, dlp_sum = 0, dlp_max = 0;
     long count = 0, top1 = 0;
     for (int c = 0; c < n_chunk; c++) {
@@ -144,6 +191,7 @@ int main(int argc, char **argv) {
                 double kl = 0;
                 for (int j = 0; j < V; j++) kl += exp(lp[j]) * (lp[j] - lq[j]);
                 kls[count] = kl;
+                if (top_k > 0) kl_top_sum += kl_top(lp, lq, sel, V, top_k);
                 ref_nll -= lp[w[i + 1]];
                 top1 += top == rtop;
                 double d = fabs(lq[rtop] - lp[rtop]);
@@ -177,6 +225,7 @@ int main(int argc, char **argv) {
         printf("  top-1 agreement: %.3f %%\n", 100.0 * (double)top1 / (double)count);
         printf("  mean |delta logprob| of the reference top token: %.6f\n", dlp_sum / (double)count);
         printf("  max |delta logprob| of the reference top token: %.6f\n", dlp_max);
+        if (top_k > 0) printf("  mean KL, top %d + rest: %.6f\n", top_k, kl_top_sum / (double)count);
     }
     return 0;
 }
