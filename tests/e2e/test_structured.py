@@ -167,27 +167,11 @@ def test_stream_json_schema(server: Server):
 
 # ------------------------------------------------------------------ GBNF
 
-JSON_GBNF = r'''
-root   ::= object
-value  ::= object | array | string | number | ("true" | "false" | "null") ws
-object ::=
-  "{" ws (
-            string ":" ws value
-    ("," ws string ":" ws value)*
-  )? "}" ws
-array  ::=
-  "[" ws (
-            value
-    ("," ws value)*
-  )? "]" ws
-string ::=
-  "\"" (
-    [^"\\\x7F\x00-\x1F] |
-    "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}) # escapes
-  )* "\"" ws
-number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]{1,8})? ([eE] [-+]? [0-9]{1,3})? ws
-ws ::= | " " | "\n" [ \t]{0,20}
-'''
+# llama.cpp's own grammar files, unchanged (tests/fixtures/gbnf/, MIT licence)
+GBNF_DIR = REPO_ROOT / "tests/fixtures/gbnf"
+JSON_GBNF = (GBNF_DIR / "json.gbnf").read_text()
+LLAMA_LIST_GBNF = (GBNF_DIR / "list.gbnf").read_text()
+LLAMA_LIST_RE = re.compile("(- [^\r\n\x0b\x0c\x85\u2028\u2029]+\n)+")
 
 ARITH_GBNF = r'''
 root  ::= expr "=" ws num
@@ -265,6 +249,7 @@ def _arith_ok(text: str) -> bool:
     ("json", JSON_GBNF, lambda t: isinstance(json.loads(t), dict)),
     ("arithmetic", ARITH_GBNF, _arith_ok),
     ("list", LIST_GBNF, lambda t: LIST_RE.fullmatch(t) is not None),
+    ("llama-list", LLAMA_LIST_GBNF, lambda t: LLAMA_LIST_RE.fullmatch(t) is not None),
 ])
 def test_gbnf_grammars_enforced(server: Server, name, grammar, check):
     for seed in SEEDS:
@@ -301,8 +286,15 @@ def test_completions_endpoint_takes_a_grammar(server: Server):
      "response_format", "unknown type"),
     ({"response_format": {"type": "json_schema",
                           "json_schema": {"name": "x", "schema": {"type": "string",
-                                                                  "format": "ipv6"}}}},
-     "response_format", "format 'ipv6'"),
+                                                                  "format": "uri"}}}},
+     "response_format", "format 'uri'"),
+    ({"response_format": {"type": "json_schema",
+                          "json_schema": {"name": "x", "schema": {"minimum": 3}}}},
+     "response_format", "without 'type'"),
+    ({"response_format": {"type": "json_schema",
+                          "json_schema": {"name": "x", "schema": {"type": "number",
+                                                                  "multipleOf": 0.01}}}},
+     "response_format", "multipleOf"),
     ({"response_format": {"type": "json_schema",
                           "json_schema": {"name": "x", "schema": {"not": {"type": "null"}}}}},
      "response_format", "'not'"),
@@ -413,8 +405,8 @@ def test_auto_tool_choice_gives_text_or_calls(client: openai.OpenAI):
     ({"tools": [{"type": "function", "function": {"name": "bad name!"}}]}, "tools", "name"),
     ({"tools": [{"type": "retrieval"}]}, "tools", "must be"),
     ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
-        "type": "object", "properties": {"a": {"type": "string", "format": "ipv4"}}}}}]},
-     "tools", "format 'ipv4'"),
+        "type": "object", "properties": {"a": {"type": "string", "format": "uri"}}}}}]},
+     "tools", "format 'uri'"),
     ({"messages": [{"role": "tool", "content": "x"}]}, "messages", "tool_call_id"),
     ({"messages": [{"role": "tool", "tool_call_id": "call_1", "content": "x"}]}, "messages",
      "matches no earlier"),
