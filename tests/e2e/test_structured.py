@@ -275,6 +275,25 @@ def test_completions_endpoint_takes_a_grammar(server: Server):
     assert c["finish_reason"] == "stop"
 
 
+# ------------------------------------------------------------- special tokens
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_special_token_text_stays_out_of_completions(client: openai.OpenAI, stream: bool):
+    """<start_of_image> (255999) and <end_of_image> (256000) pushed to the top
+    by logit_bias are sampled, but their text never reaches the answer."""
+    kw = dict(model=MODEL, messages=ask("x"), temperature=0, max_tokens=6,
+              logit_bias={"255999": 100, "256000": 100})
+    if stream:
+        text = "".join(ch.choices[0].delta.content or ""
+                       for ch in client.chat.completions.create(stream=True, **kw) if ch.choices)
+    else:
+        r = client.chat.completions.create(**kw)
+        assert r.usage.completion_tokens == 6  # the tokens were sampled
+        text = r.choices[0].message.content or ""
+    assert "<start_of_image>" not in text and "<end_of_image>" not in text, text
+    assert "image" not in text, text
+
+
 # ------------------------------------------------------------------ errors
 
 @pytest.mark.parametrize("body,param,needle", [
@@ -362,6 +381,32 @@ def test_tool_round_trip(client: openai.OpenAI):
     r3 = client.chat.completions.create(model=MODEL, messages=history[:2] + [
         {"role": "tool", "tool_call_id": call.id, "content": "x"}], temperature=0, max_tokens=1)
     assert r2.usage.prompt_tokens > r3.usage.prompt_tokens
+
+
+def test_tool_round_trip_streamed(client: openai.OpenAI):
+    """The round trip with both legs streamed: the call is put together from
+    delta.tool_calls chunks, its result goes back, the answer streams as text."""
+    chunks = list(client.chat.completions.create(
+        model=MODEL, messages=QUESTION, tools=[WEATHER], tool_choice="required",
+        parallel_tool_calls=False, temperature=1.0, seed=6, max_tokens=80, stream=True))
+    deltas = [tc for ch in chunks for c in ch.choices for tc in (c.delta.tool_calls or [])]
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+    assert deltas and deltas[0].id.startswith("call_") and deltas[0].function.name == "get_weather"
+    args = "".join(d.function.arguments or "" for d in deltas)
+    jsonschema.validate(json.loads(args), WEATHER["function"]["parameters"])
+    call = {"id": deltas[0].id, "type": "function",
+            "function": {"name": "get_weather", "arguments": args}}
+    history = QUESTION + [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call["id"], "content": "18 C, light rain"},
+    ]
+    chunks = list(client.chat.completions.create(
+        model=MODEL, messages=history, tools=[WEATHER], temperature=0, max_tokens=12,
+        stream=True, tool_choice="none"))
+    text = "".join(c.delta.content or "" for ch in chunks for c in ch.choices)
+    assert text
+    assert not any(c.delta.tool_calls for ch in chunks for c in ch.choices)
+    assert chunks[-1].choices[0].finish_reason in ("stop", "length")
 
 
 def test_named_tool_choice_and_streaming(client: openai.OpenAI):
