@@ -31,6 +31,8 @@
  *    (x <= 5 allows 5, 5.0, 4.99 but not 5.5), a non-integer bound is
  *    rounded inwards to an integer (maximum 2.5 allows at most 2 and 2.0);
  *    with a bound no exponent is produced.
+ * enum and const next to "type" keep only the values of that type; other
+ * keywords next to anyOf are refused (each branch must carry them).
  * Annotations (title, description, default, examples, $schema, $id,
  * $comment, deprecated, readOnly, writeOnly, x-*) are ignored. A keyword of
  * one type (pattern, minimum, minItems, ...) in a schema without "type",
@@ -262,6 +264,30 @@ static void add_rule(gen *g, const char *name, const sbuf *body) {
 }
 
 static bool gen_schema(gen *g, const ig_json *s, const char *path, char name[24]);
+
+/* Whether JSON value v has one of the types that "type" (NULL: any) names;
+ * -1 when "type" is malformed. */
+static int type_matches(const ig_json *type, bool nullable, const ig_json *v) {
+    if (!type) return 1;
+    if (nullable && ig_json_is_null(v)) return 1;
+    size_t nt = ig_json_is_array(type) ? type->n : 1;
+    for (size_t i = 0; i < nt; i++) {
+        const ig_json *t = ig_json_is_array(type) ? &type->u.items[i] : type;
+        if (!ig_json_is_string(t)) return -1;
+        const char *n = t->u.s;
+        bool integral = ig_json_is_integer(v) ||
+                        (ig_json_is_real(v) && v->u.d == floor(v->u.d) && fabs(v->u.d) < 1e300);
+        if ((!strcmp(n, "string") && ig_json_is_string(v)) ||
+            (!strcmp(n, "number") && ig_json_is_number(v)) ||
+            (!strcmp(n, "integer") && integral) ||
+            (!strcmp(n, "boolean") && (ig_json_is(v, IG_JSON_TRUE) || ig_json_is(v, IG_JSON_FALSE))) ||
+            (!strcmp(n, "null") && ig_json_is_null(v)) ||
+            (!strcmp(n, "object") && ig_json_is_object(v)) ||
+            (!strcmp(n, "array") && ig_json_is_array(v)))
+            return 1;
+    }
+    return 0;
+}
 
 static void path_join(char *out, size_t cap, const char *path, const char *a, const char *b,
                       size_t blen) {
@@ -1249,17 +1275,43 @@ static bool gen_schema(gen *g, const ig_json *s, const char *path, char name[24]
     const ig_json *any = ig_json_get(s, "anyOf"), *all = ig_json_get(s, "allOf");
     const ig_json *type = ig_json_get(s, "type");
     bool nullable = ig_json_is_true(ig_json_get(s, "nullable"));
-    if (cst) {
-        ok = gen_literals(g, cst, 1, path, name);
+    if (cst || en) {
+        /* with "type" too, only the values of that type validate */
+        const ig_json *vals = cst ? cst : en ? en->u.items : NULL;
+        size_t n = cst ? 1 : en->n;
+        if (!cst && (!ig_json_is_array(en) || en->n == 0)) {
+            g->depth--;
+            return gfail(g, IG_ERR_FORMAT, path, "'enum' must be a non-empty array");
+        }
+        ig_json *kept = ig_calloc_array(n, sizeof *kept);
+        size_t n_kept = 0;
+        if (!kept) ok = gfail(g, IG_ERR_NO_MEMORY, path, "out of memory");
+        for (size_t i = 0; ok && i < n; i++) {
+            int m = type_matches(type, nullable, &vals[i]);
+            if (m < 0) ok = gfail(g, IG_ERR_FORMAT, path, "'type' must be a string or an array "
+                                  "of strings");
+            else if (m) kept[n_kept++] = vals[i];
+        }
+        if (ok && n_kept == 0)
+            ok = gfail(g, IG_ERR_UNSUPPORTED, path, "no value of '%s' has the schema's type",
+                       cst ? "const" : "enum");
+        if (ok) ok = gen_literals(g, kept, n_kept, path, name);
+        free(kept);
         g->depth--;
         return ok;
     }
-    if (en) {
-        if (!ig_json_is_array(en) || en->n == 0)
-            ok = gfail(g, IG_ERR_FORMAT, path, "'enum' must be a non-empty array");
-        else ok = gen_literals(g, en->u.items, en->n, path, name);
-        g->depth--;
-        return ok;
+    if (any) {
+        /* siblings of anyOf would have to hold too: refused, not ignored */
+        static const char *const sib[] = {"type", "properties", "required", "additionalProperties",
+                                          "items", "minItems", "maxItems", "pattern", "format",
+                                          "minLength", "maxLength", "minimum", "maximum",
+                                          "exclusiveMinimum", "exclusiveMaximum", "multipleOf"};
+        for (size_t i = 0; i < IG_ARRAY_LEN(sib); i++)
+            if (ig_json_get(s, sib[i])) {
+                g->depth--;
+                return gfail(g, IG_ERR_UNSUPPORTED, path, "'%s' next to 'anyOf' is not supported "
+                             "(move it into each branch)", sib[i]);
+            }
     }
     if (all) {
         if (!ig_json_is_array(all) || all->n != 1 || type || ig_json_get(s, "properties"))

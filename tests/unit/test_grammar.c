@@ -524,6 +524,25 @@ IG_TEST(grammar_schema_corpus_compiles) {
     CHECK(n >= 30);
 }
 
+/* enum / const next to "type": only the values of that type are produced. */
+IG_TEST(grammar_schema_enum_with_type) {
+    ig_grammar *g = schema("{\"type\":[\"string\",\"integer\"],\"enum\":[\"a\",1,2.0,2.5,true,null]}");
+    REQUIRE(g);
+    CHECK_EQ_INT(match(g, "\"a\""), 1);
+    CHECK_EQ_INT(match(g, "1"), 1);
+    CHECK(match(g, "2.0") == 1 || match(g, "2") == 1); /* 2.0 is an integer in JSON Schema */
+    CHECK_EQ_INT(match(g, "2.5"), -1);
+    CHECK_EQ_INT(match(g, "true"), -1);
+    CHECK_EQ_INT(match(g, "null"), -1);
+    ig_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"nullable\":true,\"enum\":[\"x\",null,3]}");
+    REQUIRE(g);
+    CHECK_EQ_INT(match(g, "\"x\""), 1);
+    CHECK_EQ_INT(match(g, "null"), 1);
+    CHECK_EQ_INT(match(g, "3"), -1);
+    ig_grammar_free(g);
+}
+
 IG_TEST(grammar_schema_refs) {
     ig_grammar *g = schema("{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{"
                            "\"v\":{\"type\":\"integer\"},\"kids\":{\"type\":\"array\",\"items\":"
@@ -559,6 +578,9 @@ IG_TEST(grammar_schema_errors) {
     schema_error("{\"$ref\":\"http://x/y\"}", "only references inside");
     schema_error("{\"type\":\"string\",\"format\":\"uri\"}", "format 'uri'");
     schema_error("{\"minimum\":3}", "'minimum' without 'type'");
+    schema_error("{\"type\":\"object\",\"anyOf\":[{\"required\":[]}]}", "'type' next to 'anyOf'");
+    schema_error("{\"type\":\"string\",\"enum\":[1,2]}", "no value of 'enum'");
+    schema_error("{\"type\":\"integer\",\"const\":\"7\"}", "no value of 'const'");
     schema_error("{\"properties\":{\"a\":{\"pattern\":\"x\"}}}", "'pattern' without 'type'");
     schema_error("{\"type\":\"number\",\"multipleOf\":0.5}", "only whole numbers");
     schema_error("{\"type\":\"integer\",\"multipleOf\":0}", "above 0");
