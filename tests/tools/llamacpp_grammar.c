@@ -3,7 +3,8 @@
  * `ignis bench --json-schema`. Built by that script against the libllama of
  * scripts/build-llamacpp.sh (into the cache, never part of ignis). CPU only.
  *
- *   llamacpp_grammar [-t THREADS] [-n N] [-r REPS] [--seed S] [-v] MODEL GBNF IDS
+ *   llamacpp_grammar [-t THREADS] [-n N] [-r REPS] [--seed S] [--modes LIST] [-v]
+ *                    MODEL GBNF IDS
  *
  * GBNF is a file of llama.cpp's grammar text (for a JSON Schema: made by
  * llama.cpp's own converter, examples/json_schema_to_grammar.py); IDS the
@@ -24,7 +25,8 @@
  *   {"mode", "ts": [tokens/s per repetition], "grammar_ms": [per timed step:
  *    grammar apply + accept], "accept_ms": [the accept part], "refused": n
  *    (check mode: steps that needed the full apply), "docs": n}
- * -v writes the generated text of every mode to stderr. */
+ * --modes picks some of them (comma-separated, default free,check,full); -v
+ * writes the generated text of every mode to stderr. */
 #define _POSIX_C_SOURCE 200809L
 #include "llama.h"
 
@@ -96,12 +98,14 @@ int main(int argc, char **argv) {
     int threads = 2, n_gen = 128, reps = 3;
     unsigned seed = 1234;
     int a = 1, verbose = 0;
+    const char *modes = "free,check,full";
     for (; a < argc && argv[a][0] == '-'; a++) {
         if (!strcmp(argv[a], "-t") && a + 1 < argc) threads = atoi(argv[++a]);
         else if (!strcmp(argv[a], "-n") && a + 1 < argc) n_gen = atoi(argv[++a]);
         else if (!strcmp(argv[a], "-r") && a + 1 < argc) reps = atoi(argv[++a]);
         else if (!strcmp(argv[a], "--seed") && a + 1 < argc) seed = (unsigned)atol(argv[++a]);
         else if (!strcmp(argv[a], "-v")) verbose = 1;
+        else if (!strcmp(argv[a], "--modes") && a + 1 < argc) modes = argv[++a];
         else die("bad option");
     }
     if (argc - a != 3 || n_gen < 1 || reps < 1 || threads < 1)
@@ -136,6 +140,7 @@ int main(int argc, char **argv) {
 
     static const char *names[] = {"free", "check", "full"};
     for (int mode = MODE_FREE; mode <= MODE_FULL; mode++) {
+        if (!strstr(modes, names[mode])) continue;
         struct llama_sampler *grmr = NULL;
         if (mode != MODE_FREE) {
             grmr = llama_sampler_init_grammar(vocab, gbnf, "root");
