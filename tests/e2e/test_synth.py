@@ -334,6 +334,7 @@ def test_vocab_only_file_feeds_synth_and_bench(ignis_build: Path, tmp_path: Path
     assert set(rows) >= {"tg4", "tg4 free", "tg4 schema"}
     assert rows["tg4 schema"]["mask_p50_ms"] > 0
     assert rows["tg4 schema"]["mask_p99_ms"] >= rows["tg4 schema"]["mask_p50_ms"]
+    assert rows["tg4 schema"]["mask_p99_ms"] >= rows["tg4 schema"]["mask_mean_ms"] > 0
     # not a GGUF: a clear error
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"nope" * 8)
