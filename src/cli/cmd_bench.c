@@ -13,7 +13,10 @@
  *             sampler (temperature 1, top-k 64, top-p 0.95, fixed seed),
  *             feeding back each sampled token, without and with the
  *             schema's grammar mask; the schema row adds the mask time per
- *             token (p50, p99). A document that completes starts over.
+ *             token (p50, p99). A document that completes starts over;
+ *             each repetition compiles the schema afresh, so its masks
+ *             start uncached (a new schema). --prompt TEXT replaces the
+ *             short random prompt.
  * Each row also carries the fraction of the machine's limit: the larger of
  * the bytes floor (weights + KV cache read, over the measured memory read
  * bandwidth) and the flops floor (matrix and attention arithmetic, over the
@@ -63,6 +66,7 @@ static void usage(FILE *f) {
             "  --json FILE   also write the results as JSON\n"
             "  --json-schema FILE  add tgN free / tgN schema: sampled generation without\n"
             "                and with the schema's grammar, and the mask time per token\n"
+            "                (after --prompt TEXT when given, else a short random prompt)\n"
             "  --draft MODEL, --lookup  add speculative-decoding rows (greedy, -n tokens of a\n"
             "                story prompt, or of a copy task with --lookup) against plain\n"
             "                decoding of the same prompt; --prompt TEXT overrides the prompt;\n"
@@ -136,7 +140,7 @@ typedef struct result {
     double limit_ts;        /* tokens/s at the larger floor; 0 = unknown */
     const char *bound;      /* "bandwidth" or "compute" */
     bool has_mask;
-    double mask_p50_ms, mask_p99_ms; /* grammar mask per token (schema rows) */
+    double mask_p50_ms, mask_p99_ms, mask_mean_ms; /* grammar mask per token (schema rows) */
 } result;
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
@@ -243,11 +247,15 @@ static int run_tg(ig_context *ctx, batch_buf *b, int n_seq, int steps, int depth
 
 /* What a sampled tg test runs with (tgN free / tgN schema). */
 typedef struct gen_mode {
-    const ig_grammar *grammar; /* NULL: unconstrained */
+    const ig_grammar *grammar; /* NULL: unconstrained; else compiled afresh from */
+    const char *schema;        /* this text for each repetition, so that every one */
+    size_t schema_len;         /* starts with no masks cached (a new schema) */
     const ig_token_trie *trie;
     const ig_tokenizer *tok;
     double *mask_s;            /* per step, when grammar */
     int n_mask;
+    const int32_t *prompt;     /* --prompt's tokens (BOS first); NULL: TG_PROMPT pseudo-random */
+    int n_prompt;
 } gen_mode;
 
 static int cmp_double(const void *a, const void *b) {
@@ -255,12 +263,19 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* Generation through ig_gen_seq: a short prompt, then `steps` tokens, each
- * sampled from the logits (masked by the grammar) and fed back. */
+/* Generation through ig_gen_seq: a short prompt (--prompt's text when
+ * given), then `steps` tokens, each sampled from the logits (masked by the
+ * grammar) and fed back. */
 static int run_tg_sampled(ig_context *ctx, batch_buf *b, int steps, int n_batch, const ig_hparams *hp,
                           gen_mode *gm, double *dt) {
     ig_seq_clear(ctx, 0);
-    if (fill_seq(ctx, b, 0, 0, TG_PROMPT, NULL, n_batch, hp->n_vocab_real)) return 1;
+    const int n_prompt = gm->prompt ? gm->n_prompt : TG_PROMPT;
+    if (fill_seq(ctx, b, 0, 0, n_prompt, gm->prompt, n_batch, hp->n_vocab_real)) return 1;
+    ig_grammar *fresh = NULL;
+    if (gm->grammar) {
+        ig_status st = ig_grammar_from_json_schema(gm->schema, gm->schema_len, &fresh);
+        if (st != IG_OK) return decode_fail("schema", st);
+    }
     int32_t stop_ids[2] = {hp->eot_id, hp->eos_id};
     ig_gen_seq_params sp = {
         .sampling = ig_sampler_default_params(),
@@ -269,22 +284,26 @@ static int run_tg_sampled(ig_context *ctx, batch_buf *b, int steps, int n_batch,
         .stop_ids = stop_ids,
         .n_stop_ids = 2,
         .max_tokens = -1,
-        .grammar = gm->grammar,
-        .trie = gm->grammar ? gm->trie : NULL,
+        .grammar = fresh,
+        .trie = fresh ? gm->trie : NULL,
     };
     sp.sampling.seed = 1234;
     ig_gen_seq *gs = NULL;
     gm->n_mask = 0;
+    int rc = 0;
     double t0 = ig_time_now();
-    for (int k = 0; k < steps; k++) {
-        if (!gs && ig_gen_seq_create(&sp, &gs) != IG_OK) return decode_fail("sequence", IG_ERR_NO_MEMORY);
+    for (int k = 0; k < steps && !rc; k++) {
+        if (!gs && ig_gen_seq_create(&sp, &gs) != IG_OK) {
+            rc = decode_fail("sequence", IG_ERR_NO_MEMORY);
+            break;
+        }
         ig_gen_event ev;
         ig_status st = ig_gen_seq_step(gs, ig_get_logits(ctx, 0), &ev);
         if (st != IG_OK) {
-            ig_gen_seq_free(gs);
-            return decode_fail("sampling", st);
+            rc = decode_fail("sampling", st);
+            break;
         }
-        if (gm->grammar) gm->mask_s[gm->n_mask++] = ig_gen_seq_mask_seconds(gs);
+        if (fresh) gm->mask_s[gm->n_mask++] = ig_gen_seq_mask_seconds(gs);
         int32_t tok = ev.token;
         if (ev.finish != IG_FINISH_NONE) { /* a complete document: start another */
             ig_gen_seq_free(gs);
@@ -292,19 +311,17 @@ static int run_tg_sampled(ig_context *ctx, batch_buf *b, int steps, int n_batch,
         }
         if (tok < 0 || ev.stop_token) tok = hp->bos_id >= 0 ? hp->bos_id : 2;
         b->tok[0] = tok;
-        b->pos[0] = TG_PROMPT + k;
+        b->pos[0] = n_prompt + k;
         b->seq[0] = 0;
         b->want[0] = 1;
         ig_batch batch = {1, b->tok, b->pos, b->seq, b->want};
         st = ig_decode(ctx, &batch);
-        if (st != IG_OK) {
-            ig_gen_seq_free(gs);
-            return decode_fail("generation step", st);
-        }
+        if (st != IG_OK) rc = decode_fail("generation step", st);
     }
     *dt = ig_time_now() - t0;
     ig_gen_seq_free(gs);
-    return 0;
+    ig_grammar_free(fresh);
+    return rc;
 }
 
 static void mean_sd(const double *v, int n, double *mean, double *sd) {
@@ -427,7 +444,7 @@ static int run_test(ig_model *model, const bench_cfg *cfg, const machine *mc, in
         cp.n_seq = 1;
         n_batch = (int)(cfg->n_batch < cfg->n_prompt ? cfg->n_batch : cfg->n_prompt);
     } else {
-        cp.n_ctx = (int)(cfg->depth + TG_PROMPT + cfg->n_gen);
+        cp.n_ctx = (int)(cfg->depth + (gm && gm->prompt ? gm->n_prompt : TG_PROMPT) + cfg->n_gen);
         cp.n_seq = n_seq;
         n_batch = n_seq > TG_PROMPT ? n_seq : TG_PROMPT;
         /* the depth goes in in chunks as large as a prompt's */
@@ -477,6 +494,9 @@ static int run_test(ig_model *model, const bench_cfg *cfg, const machine *mc, in
         r->has_mask = true;
         r->mask_p50_ms = 1e3 * mask_all[n_mask_total / 2];
         r->mask_p99_ms = 1e3 * mask_all[IG_MIN(n_mask_total - 1, (int)(n_mask_total * 0.99))];
+        double sum = 0;
+        for (int i = 0; i < n_mask_total; i++) sum += mask_all[i];
+        r->mask_mean_ms = 1e3 * sum / n_mask_total;
     }
     free(mask_all);
     if (tty_progress) fprintf(stderr, "\r\033[K");
@@ -544,6 +564,7 @@ static json_t *result_json(const result *r) {
     if (r->has_mask) {
         json_object_set_new(o, "mask_p50_ms", json_real(r->mask_p50_ms));
         json_object_set_new(o, "mask_p99_ms", json_real(r->mask_p99_ms));
+        json_object_set_new(o, "mask_mean_ms", json_real(r->mask_mean_ms));
     }
     return o;
 }
@@ -714,21 +735,30 @@ int cmd_bench(int argc, char **argv) {
     ig_grammar *schema = NULL;
     ig_token_trie *trie = NULL;
     double *mask_buf = NULL;
+    int32_t *schema_prompt = NULL;
+    size_t n_schema_prompt = 0, schema_len = 0;
+    char *schema_text = NULL;
     if (cfg.schema_path) {
-        char *text = NULL;
-        size_t len = 0;
-        ig_status st = ig_file_read_all(cfg.schema_path, IG_GRAMMAR_MAX_TEXT, &text, &len);
-        if (st == IG_OK) st = ig_grammar_from_json_schema(text, len, &schema);
-        free(text);
+        ig_status st = ig_file_read_all(cfg.schema_path, IG_GRAMMAR_MAX_TEXT, &schema_text, &schema_len);
+        if (st == IG_OK) st = ig_grammar_from_json_schema(schema_text, schema_len, &schema);
         if (st == IG_OK && ig_model_tokenizer(model))
             st = ig_token_trie_create(ig_model_tokenizer(model), hp->n_vocab_real, &trie);
         else if (st == IG_OK) st = ig_fail(IG_ERR_UNSUPPORTED, "the model has no tokenizer");
+        /* --prompt: the same text for every engine a comparison runs */
+        if (st == IG_OK && cfg.spec.prompt) {
+            st = ig_tokenize(ig_model_tokenizer(model), cfg.spec.prompt, strlen(cfg.spec.prompt), true,
+                             false, &schema_prompt, &n_schema_prompt);
+            if (st == IG_OK && (n_schema_prompt == 0 || n_schema_prompt > 4096))
+                st = ig_fail(IG_ERR_INVALID_ARG, "--prompt: %zu tokens (1..4096)", n_schema_prompt);
+        }
         mask_buf = calloc((size_t)cfg.n_gen + 1, sizeof *mask_buf);
         if (st != IG_OK || !mask_buf) {
             fprintf(stderr, "ignis bench: %s: %s\n", cfg.schema_path, ig_last_error());
             ig_grammar_free(schema);
             ig_token_trie_free(trie);
             free(mask_buf);
+            free(schema_prompt);
+            free(schema_text);
             ig_model_free(model);
             return 1;
         }
@@ -758,19 +788,22 @@ int cmd_bench(int argc, char **argv) {
         for (int k = 0; k < 2 && !rc && schema && cfg.n_gen > 0; k++) {
             result r;
             gen_mode gm = {.grammar = k ? schema : NULL, .trie = trie, .tok = ig_model_tokenizer(model),
-                           .mask_s = mask_buf};
+                           .schema = schema_text, .schema_len = schema_len, .mask_s = mask_buf,
+                           .prompt = schema_prompt, .n_prompt = (int)n_schema_prompt};
             rc = run_test(model, &cfg, mc, th, 1, 0, &gm, &r);
             if (rc) break;
             print_row(model_label, &info, backend, &r);
             if (r.has_mask)
-                printf("|   grammar mask per token: p50 %.3f ms, p99 %.3f ms\n", r.mask_p50_ms,
-                       r.mask_p99_ms);
+                printf("|   grammar mask per token: p50 %.3f ms, p99 %.3f ms, mean %.3f ms\n",
+                       r.mask_p50_ms, r.mask_p99_ms, r.mask_mean_ms);
             json_array_append_new(results, result_json(&r));
         }
     }
     ig_grammar_free(schema);
     ig_token_trie_free(trie);
     free(mask_buf);
+    free(schema_prompt);
+    free(schema_text);
 
     cfg.spec.n_gen = (int)cfg.n_gen;
     cfg.spec.reps = (int)cfg.reps;

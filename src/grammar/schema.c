@@ -16,17 +16,27 @@
  *    \s and their negations, ., groups, (?: ), |, * + ? {m} {m,} {m,n};
  *    ^ and $ only at the ends, without them the match may be surrounded by
  *    any text. Characters that JSON must escape are left out of classes
- *    and written escaped when literal), format date, time, date-time, uuid,
- *    email (forms that always validate: RFC 3339 dates with years
- *    1000-2999 and February up to the 28th, lower or upper case UUIDs);
+ *    and written escaped when literal), format date, time, date-time,
+ *    duration, uuid, email, hostname, ipv4, ipv6 (forms that always
+ *    validate: RFC 3339 dates with years 1000-2999 and February up to the
+ *    28th, RFC 3339 durations, lower or upper case UUIDs, hostnames of up
+ *    to 6 labels of up to 32 characters, dotted-quad IPv4 without leading
+ *    zeros, IPv6 in full or with one "::", without an embedded IPv4);
  *  - integer: minimum, maximum, exclusiveMinimum, exclusiveMaximum: exact
- *    for any bounds within +-10^17;
+ *    for any bounds within +-10^17; multipleOf a whole number m: exact,
+ *    with bounds that hold at most 256 multiples (each written out), or
+ *    for m up to 100 with no bound or one within m of 0 (an automaton
+ *    over the remainder mod m); on a number it produces integers;
  *  - number: the same keywords, always sound: an integer bound is exact
  *    (x <= 5 allows 5, 5.0, 4.99 but not 5.5), a non-integer bound is
  *    rounded inwards to an integer (maximum 2.5 allows at most 2 and 2.0);
  *    with a bound no exponent is produced.
+ * enum and const next to "type" keep only the values of that type; other
+ * keywords next to anyOf are refused (each branch must carry them).
  * Annotations (title, description, default, examples, $schema, $id,
- * $comment, deprecated, readOnly, writeOnly, x-*) are ignored.
+ * $comment, deprecated, readOnly, writeOnly, x-*) are ignored. A keyword of
+ * one type (pattern, minimum, minItems, ...) in a schema without "type",
+ * "properties" or "items" is refused: it would let other values through.
  * Whitespace between tokens is limited to one space or a newline with up
  * to 16 spaces, integer parts to 16 digits and fractions to 16, so
  * the output cannot grow forever inside a number or between tokens. */
@@ -66,7 +76,26 @@ static const char BASE_GBNF[] =
     "fmt-uuid ::= [0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" "
     "[0-9a-fA-F]{12}\n"
     "fmt-email ::= [a-zA-Z0-9._%+-]{1,64} \"@\" [a-zA-Z0-9-]{1,63} ( \".\" [a-zA-Z0-9-]{1,63} "
-    "){1,4}\n";
+    "){1,4}\n"
+    "fmt-octet ::= \"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9] [0-9] | [0-9]\n"
+    "fmt-ipv4 ::= fmt-octet \".\" fmt-octet \".\" fmt-octet \".\" fmt-octet\n"
+    "fmt-h16 ::= [0-9a-fA-F]{1,4}\n"
+    "fmt-ipv6 ::= fmt-h16 ( \":\" fmt-h16 ){7} | \"::\" ( fmt-h16 ( \":\" fmt-h16 ){0,6} )? "
+    "| fmt-h16 \"::\" ( fmt-h16 ( \":\" fmt-h16 ){0,5} )? "
+    "| fmt-h16 ( \":\" fmt-h16 ){1} \"::\" ( fmt-h16 ( \":\" fmt-h16 ){0,4} )? "
+    "| fmt-h16 ( \":\" fmt-h16 ){2} \"::\" ( fmt-h16 ( \":\" fmt-h16 ){0,3} )? "
+    "| fmt-h16 ( \":\" fmt-h16 ){3} \"::\" ( fmt-h16 ( \":\" fmt-h16 ){0,2} )? "
+    "| fmt-h16 ( \":\" fmt-h16 ){4} \"::\" ( fmt-h16 ( \":\" fmt-h16 ){0,1} )? "
+    "| fmt-h16 ( \":\" fmt-h16 ){5} \"::\" fmt-h16? "
+    "| fmt-h16 ( \":\" fmt-h16 ){6} \"::\"\n"
+    "fmt-label ::= [a-zA-Z0-9] ( [a-zA-Z0-9-]{0,30} [a-zA-Z0-9] )?\n"
+    "fmt-hostname ::= fmt-label ( \".\" fmt-label ){0,5}\n"
+    "fmt-n ::= [0-9]{1,9}\n"
+    "fmt-duration ::= \"P\" ( fmt-dur-date fmt-dur-time? | fmt-dur-time | fmt-n \"W\" )\n"
+    "fmt-dur-date ::= fmt-n \"D\" | fmt-n \"M\" ( fmt-n \"D\" )? "
+    "| fmt-n \"Y\" ( fmt-n \"M\" ( fmt-n \"D\" )? )?\n"
+    "fmt-dur-time ::= \"T\" ( fmt-n \"H\" ( fmt-n \"M\" ( fmt-n \"S\" )? )? "
+    "| fmt-n \"M\" ( fmt-n \"S\" )? | fmt-n \"S\" )\n";
 
 const char *ig_gbnf_json(void) { return BASE_GBNF; }
 
@@ -236,6 +265,30 @@ static void add_rule(gen *g, const char *name, const sbuf *body) {
 
 static bool gen_schema(gen *g, const ig_json *s, const char *path, char name[24]);
 
+/* Whether JSON value v has one of the types that "type" (NULL: any) names;
+ * -1 when "type" is malformed. */
+static int type_matches(const ig_json *type, bool nullable, const ig_json *v) {
+    if (!type) return 1;
+    if (nullable && ig_json_is_null(v)) return 1;
+    size_t nt = ig_json_is_array(type) ? type->n : 1;
+    for (size_t i = 0; i < nt; i++) {
+        const ig_json *t = ig_json_is_array(type) ? &type->u.items[i] : type;
+        if (!ig_json_is_string(t)) return -1;
+        const char *n = t->u.s;
+        bool integral = ig_json_is_integer(v) ||
+                        (ig_json_is_real(v) && v->u.d == floor(v->u.d) && fabs(v->u.d) < 1e300);
+        if ((!strcmp(n, "string") && ig_json_is_string(v)) ||
+            (!strcmp(n, "number") && ig_json_is_number(v)) ||
+            (!strcmp(n, "integer") && integral) ||
+            (!strcmp(n, "boolean") && (ig_json_is(v, IG_JSON_TRUE) || ig_json_is(v, IG_JSON_FALSE))) ||
+            (!strcmp(n, "null") && ig_json_is_null(v)) ||
+            (!strcmp(n, "object") && ig_json_is_object(v)) ||
+            (!strcmp(n, "array") && ig_json_is_array(v)))
+            return 1;
+    }
+    return 0;
+}
+
 static void path_join(char *out, size_t cap, const char *path, const char *a, const char *b,
                       size_t blen) {
     snprintf(out, cap, "%s/%s%s%.*s", path, a, b ? "/" : "", b ? (int)IG_MIN(blen, 64) : 0,
@@ -245,7 +298,7 @@ static void path_join(char *out, size_t cap, const char *path, const char *a, co
 static const char *const KNOWN[] = {
     "type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems",
     "enum", "const", "pattern", "format", "minLength", "maxLength", "minimum", "maximum",
-    "exclusiveMinimum", "exclusiveMaximum", "anyOf", "allOf", "$ref", "$defs", "definitions",
+    "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "anyOf", "allOf", "$ref", "$defs", "definitions",
     "nullable", "title", "description", "$schema", "$id", "default", "examples", "$comment",
     "deprecated", "readOnly", "writeOnly", "strict",
 };
@@ -462,10 +515,122 @@ static void mag_range(sbuf *o, long long a, long long b, bool integer) {
     sb_puts(o, " )");
 }
 
+/* Floor division (b > 0). */
+static long long floordiv(long long a, long long b) { return a / b - (a % b != 0 && a < 0); }
+
+/* Integers that are multiples of m within the bounds: the multiples
+ * themselves when the bounds hold at most MULT_ENUM of them; else, for m up
+ * to MULT_DFA and bounds that leave either sign whole, decimal numbers read
+ * by the automaton of their remainder mod m (at most 16 digits, like int). */
+#define MULT_ENUM 256
+#define MULT_DFA 100
+static bool gen_multiple(gen *g, const char *path, long long m, bool has_lo, long long lo,
+                         bool has_hi, long long hi, sbuf *body) {
+    if (has_lo && has_hi) {
+        long long a = floordiv(lo + m - 1, m), b = floordiv(hi, m);
+        if (a > b)
+            return gfail(g, IG_ERR_UNSUPPORTED, path, "no multiple of %lld lies between the bounds", m);
+        if (b - a < MULT_ENUM) {
+            sb_puts(body, "( ");
+            for (long long k = a; k <= b; k++) sb_printf(body, "%s\"%lld\"", k > a ? " | " : "", k * m);
+            sb_puts(body, " )");
+            return true;
+        }
+    }
+    /* which signs: a bound must leave its side whole (within one multiple of 0) */
+    bool pos = !has_hi || hi >= m, neg = !has_lo || lo <= -m;
+    bool zero = (!has_lo || lo <= 0) && (!has_hi || hi >= 0);
+    bool pos_ok = !has_lo || lo <= m, neg_ok = !has_hi || hi >= -m;
+    if ((has_lo && has_hi) || !pos_ok || !neg_ok)
+        return gfail(g, IG_ERR_UNSUPPORTED, path, "multipleOf %lld: these bounds are not supported "
+                     "(either at most %d multiples between them, or one bound within one multiple "
+                     "of 0)", m, MULT_ENUM);
+    if (m > MULT_DFA)
+        return gfail(g, IG_ERR_UNSUPPORTED, path, "multipleOf above %d is only supported with both "
+                     "bounds (at most %d multiples between them)", MULT_DFA, MULT_ENUM);
+    /* R(d, r): at most d more digits, remainder r so far; its name is
+     * prefix "s" (base + d m + r) */
+    enum { D = 16 };
+    int base = g->n_rules;
+    g->n_rules += D * (int)m + 1;
+    bool *live = ig_calloc_array((size_t)D * (size_t)m, sizeof *live);
+    if (!live) return gfail(g, IG_ERR_NO_MEMORY, path, "out of memory");
+    for (int d = 0; d < D; d++)
+        for (long long r = 0; r < m; r++) {
+            bool l = r == 0;
+            for (int x = 0; x < 10 && !l && d > 0; x++) l = live[(d - 1) * m + (10 * r + x) % m];
+            live[d * m + r] = l;
+        }
+    for (int d = 0; d < D; d++)
+        for (long long r = 0; r < m; r++) {
+            if (!live[d * m + r]) continue;
+            sbuf b = {0};
+            bool first = true;
+            if (r == 0) {
+                sb_puts(&b, "\"\"");
+                first = false;
+            }
+            for (long long t = 0; t < m && d > 0; t++) {
+                if (!live[(d - 1) * m + t]) continue;
+                char cls[16];
+                int n = 0;
+                for (int x = 0; x < 10; x++)
+                    if ((10 * r + x) % m == t) cls[n++] = (char)('0' + x);
+                if (!n) continue;
+                cls[n] = '\0';
+                sb_printf(&b, "%s[%s] %ss%lld", first ? "" : " | ", cls, g->prefix,
+                          (long long)base + (long long)(d - 1) * m + t);
+                first = false;
+            }
+            char nm[24];
+            snprintf(nm, sizeof nm, "%ss%lld", g->prefix, (long long)base + (long long)d * m + r);
+            add_rule(g, nm, &b);
+            free(b.p);
+        }
+    /* a nonzero multiple: a first digit 1-9, then up to 15 more */
+    sbuf b = {0};
+    bool first = true;
+    for (int x = 1; x < 10; x++) {
+        if (!live[(D - 2) * m + x % m]) continue;
+        sb_printf(&b, "%s\"%d\" %ss%lld", first ? "" : " | ", x, g->prefix,
+                  (long long)base + (long long)(D - 2) * m + x % m);
+        first = false;
+    }
+    free(live);
+    char nz[24];
+    snprintf(nz, sizeof nz, "%ss%d", g->prefix, base + D * (int)m);
+    add_rule(g, nz, &b);
+    free(b.p);
+    sb_puts(body, "( ");
+    first = true;
+    if (zero) {
+        sb_puts(body, "\"0\"");
+        first = false;
+    }
+    if (pos) {
+        sb_printf(body, "%s%s", first ? "" : " | ", nz);
+        first = false;
+    }
+    if (neg) sb_printf(body, "%s\"-\" %s", first ? "" : " | ", nz);
+    sb_puts(body, " )");
+    return true;
+}
+
 static bool gen_number(gen *g, const ig_json *s, const char *path, bool integer, sbuf *body) {
     bool has_lo, has_hi;
     long long lo = 0, hi = 0;
     if (!bounds(g, s, path, &has_lo, &lo, &has_hi, &hi)) return false;
+    const ig_json *mult = ig_json_get(s, "multipleOf");
+    if (mult) {
+        double m = ig_json_is_number(mult) ? ig_json_number(mult) : 0;
+        if (!(m > 0))
+            return gfail(g, IG_ERR_FORMAT, path, "'multipleOf' must be a number above 0");
+        if (m != floor(m) || m > (double)NUM_LIMIT)
+            return gfail(g, IG_ERR_UNSUPPORTED, path, "multipleOf: only whole numbers up to 1e17 "
+                         "are supported");
+        if (m > 1) return gen_multiple(g, path, (long long)m, has_lo, lo, has_hi, hi, body);
+        integer = true; /* multipleOf 1: any integer */
+    }
     if (!has_lo && !has_hi) {
         sb_puts(body, integer ? "integer" : "number");
         return true;
@@ -781,14 +946,16 @@ static bool gen_string(gen *g, const ig_json *s, const char *path, sbuf *body) {
                      "cannot be combined");
     if (fmt) {
         const char *f = ig_json_str(fmt);
-        static const char *const fmts[] = {"date-time", "date", "time", "uuid", "email"};
+        static const char *const fmts[] = {"date-time", "date", "time", "duration", "uuid",
+                                           "email", "hostname", "ipv4", "ipv6"};
         for (size_t i = 0; f && i < IG_ARRAY_LEN(fmts); i++)
             if (!strcmp(f, fmts[i])) {
                 sb_printf(body, "\"\\\"\" fmt-%s \"\\\"\"", f);
                 return true;
             }
         return gfail(g, IG_ERR_UNSUPPORTED, path, "format '%.64s' is not supported (date, "
-                     "time, date-time, uuid, email are)", f ? f : "?");
+                     "time, date-time, duration, uuid, email, hostname, ipv4, ipv6 are)",
+                     f ? f : "?");
     }
     if (pat) {
         if (!ig_json_is_string(pat)) return gfail(g, IG_ERR_FORMAT, path, "'pattern' must be a string");
@@ -1108,17 +1275,43 @@ static bool gen_schema(gen *g, const ig_json *s, const char *path, char name[24]
     const ig_json *any = ig_json_get(s, "anyOf"), *all = ig_json_get(s, "allOf");
     const ig_json *type = ig_json_get(s, "type");
     bool nullable = ig_json_is_true(ig_json_get(s, "nullable"));
-    if (cst) {
-        ok = gen_literals(g, cst, 1, path, name);
+    if (cst || en) {
+        /* with "type" too, only the values of that type validate */
+        const ig_json *vals = cst ? cst : en ? en->u.items : NULL;
+        size_t n = cst ? 1 : en->n;
+        if (!cst && (!ig_json_is_array(en) || en->n == 0)) {
+            g->depth--;
+            return gfail(g, IG_ERR_FORMAT, path, "'enum' must be a non-empty array");
+        }
+        ig_json *kept = ig_calloc_array(n, sizeof *kept);
+        size_t n_kept = 0;
+        if (!kept) ok = gfail(g, IG_ERR_NO_MEMORY, path, "out of memory");
+        for (size_t i = 0; ok && i < n; i++) {
+            int m = type_matches(type, nullable, &vals[i]);
+            if (m < 0) ok = gfail(g, IG_ERR_FORMAT, path, "'type' must be a string or an array "
+                                  "of strings");
+            else if (m) kept[n_kept++] = vals[i];
+        }
+        if (ok && n_kept == 0)
+            ok = gfail(g, IG_ERR_UNSUPPORTED, path, "no value of '%s' has the schema's type",
+                       cst ? "const" : "enum");
+        if (ok) ok = gen_literals(g, kept, n_kept, path, name);
+        free(kept);
         g->depth--;
         return ok;
     }
-    if (en) {
-        if (!ig_json_is_array(en) || en->n == 0)
-            ok = gfail(g, IG_ERR_FORMAT, path, "'enum' must be a non-empty array");
-        else ok = gen_literals(g, en->u.items, en->n, path, name);
-        g->depth--;
-        return ok;
+    if (any) {
+        /* siblings of anyOf would have to hold too: refused, not ignored */
+        static const char *const sib[] = {"type", "properties", "required", "additionalProperties",
+                                          "items", "minItems", "maxItems", "pattern", "format",
+                                          "minLength", "maxLength", "minimum", "maximum",
+                                          "exclusiveMinimum", "exclusiveMaximum", "multipleOf"};
+        for (size_t i = 0; i < IG_ARRAY_LEN(sib); i++)
+            if (ig_json_get(s, sib[i])) {
+                g->depth--;
+                return gfail(g, IG_ERR_UNSUPPORTED, path, "'%s' next to 'anyOf' is not supported "
+                             "(move it into each branch)", sib[i]);
+            }
     }
     if (all) {
         if (!ig_json_is_array(all) || all->n != 1 || type || ig_json_get(s, "properties"))
@@ -1167,6 +1360,16 @@ static bool gen_schema(gen *g, const ig_json *s, const char *path, char name[24]
     } else if (ig_json_get(s, "items")) {
         ok = gen_array(g, s, path, &body);
     } else {
+        /* a keyword of one type without "type" constrains only values of that
+         * type: refused rather than letting any value through unchecked */
+        static const char *const typed[] = {"pattern", "format", "minLength", "maxLength",
+                                            "minimum", "maximum", "exclusiveMinimum",
+                                            "exclusiveMaximum", "multipleOf", "minItems",
+                                            "maxItems"};
+        for (size_t i = 0; i < IG_ARRAY_LEN(typed) && ok; i++)
+            if (ig_json_get(s, typed[i]))
+                ok = gfail(g, IG_ERR_UNSUPPORTED, path, "'%s' without 'type' is not supported "
+                           "(give the type it applies to)", typed[i]);
         sb_puts(&body, "value");
     }
     g->depth--;

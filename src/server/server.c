@@ -9,6 +9,7 @@
 #include "server/sched.h"
 #include "server/text.h"
 #include "server/webui.h"
+#include "tokenizer/tokenizer.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -1317,6 +1318,9 @@ static void *loader_main(void *arg) {
     atomic_store(&S->state, ST_READY);
     fprintf(stderr, "ignis serve: model ready (%s, ctx %d per slot, %d slots, batch %d)\n",
             S->model_id, S->n_ctx, S->p.n_parallel, ig_context_params_get(S->ctx)->n_batch);
+    if (ig_chat_template_has_tools(ig_model_chat_template(S->model)))
+        fprintf(stderr, "ignis serve: the model's chat template has its own tool format; requests "
+                        "with tools use ignis's convention instead (docs/server.md, Tools)\n");
     return NULL;
 }
 

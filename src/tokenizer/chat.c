@@ -23,6 +23,14 @@ bool ig_chat_template_is_gemma(const char *template_text) {
     return template_text && strstr(template_text, "<start_of_turn>") != NULL;
 }
 
+bool ig_chat_template_has_tools(const char *template_text) {
+    if (!template_text) return false;
+    static const char *const needles[] = {"tools", "tool_calls", "'tool'", "\"tool\""};
+    for (size_t i = 0; i < sizeof needles / sizeof needles[0]; i++)
+        if (strstr(template_text, needles[i])) return true;
+    return false;
+}
+
 /* Python's str.isspace() code points. */
 static bool is_space_cp(uint32_t c) {
     return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||

@@ -81,5 +81,9 @@ ig_status ig_tokenize_ex(const ig_tokenizer *tok, const char *text, size_t len, 
 /* True when a chat template (GGUF tokenizer.chat_template or
  * tokenizer_config.json) is Gemma's: it uses <start_of_turn>. */
 bool ig_chat_template_is_gemma(const char *template_text);
+/* True when a chat template reads tool definitions or tool calls (the
+ * Jinja variables tools / tool_calls, or role "tool"): a template with its
+ * own tool format, which ignis's C renderer does not reproduce. */
+bool ig_chat_template_has_tools(const char *template_text);
 
 #endif

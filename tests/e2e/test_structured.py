@@ -167,27 +167,11 @@ def test_stream_json_schema(server: Server):
 
 # ------------------------------------------------------------------ GBNF
 
-JSON_GBNF = r'''
-root   ::= object
-value  ::= object | array | string | number | ("true" | "false" | "null") ws
-object ::=
-  "{" ws (
-            string ":" ws value
-    ("," ws string ":" ws value)*
-  )? "}" ws
-array  ::=
-  "[" ws (
-            value
-    ("," ws value)*
-  )? "]" ws
-string ::=
-  "\"" (
-    [^"\\\x7F\x00-\x1F] |
-    "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}) # escapes
-  )* "\"" ws
-number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]{1,8})? ([eE] [-+]? [0-9]{1,3})? ws
-ws ::= | " " | "\n" [ \t]{0,20}
-'''
+# llama.cpp's own grammar files, unchanged (tests/fixtures/gbnf/, MIT licence)
+GBNF_DIR = REPO_ROOT / "tests/fixtures/gbnf"
+JSON_GBNF = (GBNF_DIR / "json.gbnf").read_text()
+LLAMA_LIST_GBNF = (GBNF_DIR / "list.gbnf").read_text()
+LLAMA_LIST_RE = re.compile("(- [^\r\n\x0b\x0c\x85\u2028\u2029]+\n)+")
 
 ARITH_GBNF = r'''
 root  ::= expr "=" ws num
@@ -265,6 +249,7 @@ def _arith_ok(text: str) -> bool:
     ("json", JSON_GBNF, lambda t: isinstance(json.loads(t), dict)),
     ("arithmetic", ARITH_GBNF, _arith_ok),
     ("list", LIST_GBNF, lambda t: LIST_RE.fullmatch(t) is not None),
+    ("llama-list", LLAMA_LIST_GBNF, lambda t: LLAMA_LIST_RE.fullmatch(t) is not None),
 ])
 def test_gbnf_grammars_enforced(server: Server, name, grammar, check):
     for seed in SEEDS:
@@ -290,6 +275,25 @@ def test_completions_endpoint_takes_a_grammar(server: Server):
     assert c["finish_reason"] == "stop"
 
 
+# ------------------------------------------------------------- special tokens
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_special_token_text_stays_out_of_completions(client: openai.OpenAI, stream: bool):
+    """<start_of_image> (255999) and <end_of_image> (256000) pushed to the top
+    by logit_bias are sampled, but their text never reaches the answer."""
+    kw = dict(model=MODEL, messages=ask("x"), temperature=0, max_tokens=6,
+              logit_bias={"255999": 100, "256000": 100})
+    if stream:
+        text = "".join(ch.choices[0].delta.content or ""
+                       for ch in client.chat.completions.create(stream=True, **kw) if ch.choices)
+    else:
+        r = client.chat.completions.create(**kw)
+        assert r.usage.completion_tokens == 6  # the tokens were sampled
+        text = r.choices[0].message.content or ""
+    assert "<start_of_image>" not in text and "<end_of_image>" not in text, text
+    assert "image" not in text, text
+
+
 # ------------------------------------------------------------------ errors
 
 @pytest.mark.parametrize("body,param,needle", [
@@ -301,8 +305,15 @@ def test_completions_endpoint_takes_a_grammar(server: Server):
      "response_format", "unknown type"),
     ({"response_format": {"type": "json_schema",
                           "json_schema": {"name": "x", "schema": {"type": "string",
-                                                                  "format": "ipv6"}}}},
-     "response_format", "format 'ipv6'"),
+                                                                  "format": "uri"}}}},
+     "response_format", "format 'uri'"),
+    ({"response_format": {"type": "json_schema",
+                          "json_schema": {"name": "x", "schema": {"minimum": 3}}}},
+     "response_format", "without 'type'"),
+    ({"response_format": {"type": "json_schema",
+                          "json_schema": {"name": "x", "schema": {"type": "number",
+                                                                  "multipleOf": 0.01}}}},
+     "response_format", "multipleOf"),
     ({"response_format": {"type": "json_schema",
                           "json_schema": {"name": "x", "schema": {"not": {"type": "null"}}}}},
      "response_format", "'not'"),
@@ -372,6 +383,32 @@ def test_tool_round_trip(client: openai.OpenAI):
     assert r2.usage.prompt_tokens > r3.usage.prompt_tokens
 
 
+def test_tool_round_trip_streamed(client: openai.OpenAI):
+    """The round trip with both legs streamed: the call is put together from
+    delta.tool_calls chunks, its result goes back, the answer streams as text."""
+    chunks = list(client.chat.completions.create(
+        model=MODEL, messages=QUESTION, tools=[WEATHER], tool_choice="required",
+        parallel_tool_calls=False, temperature=1.0, seed=6, max_tokens=80, stream=True))
+    deltas = [tc for ch in chunks for c in ch.choices for tc in (c.delta.tool_calls or [])]
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+    assert deltas and deltas[0].id.startswith("call_") and deltas[0].function.name == "get_weather"
+    args = "".join(d.function.arguments or "" for d in deltas)
+    jsonschema.validate(json.loads(args), WEATHER["function"]["parameters"])
+    call = {"id": deltas[0].id, "type": "function",
+            "function": {"name": "get_weather", "arguments": args}}
+    history = QUESTION + [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call["id"], "content": "18 C, light rain"},
+    ]
+    chunks = list(client.chat.completions.create(
+        model=MODEL, messages=history, tools=[WEATHER], temperature=0, max_tokens=12,
+        stream=True, tool_choice="none"))
+    text = "".join(c.delta.content or "" for ch in chunks for c in ch.choices)
+    assert text
+    assert not any(c.delta.tool_calls for ch in chunks for c in ch.choices)
+    assert chunks[-1].choices[0].finish_reason in ("stop", "length")
+
+
 def test_named_tool_choice_and_streaming(client: openai.OpenAI):
     kw = dict(model=MODEL, messages=QUESTION, tools=[WEATHER, CLOCK],
               tool_choice={"type": "function", "function": {"name": "get_time"}},
@@ -413,8 +450,8 @@ def test_auto_tool_choice_gives_text_or_calls(client: openai.OpenAI):
     ({"tools": [{"type": "function", "function": {"name": "bad name!"}}]}, "tools", "name"),
     ({"tools": [{"type": "retrieval"}]}, "tools", "must be"),
     ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
-        "type": "object", "properties": {"a": {"type": "string", "format": "ipv4"}}}}}]},
-     "tools", "format 'ipv4'"),
+        "type": "object", "properties": {"a": {"type": "string", "format": "uri"}}}}}]},
+     "tools", "format 'uri'"),
     ({"messages": [{"role": "tool", "content": "x"}]}, "messages", "tool_call_id"),
     ({"messages": [{"role": "tool", "tool_call_id": "call_1", "content": "x"}]}, "messages",
      "matches no earlier"),

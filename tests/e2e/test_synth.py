@@ -13,6 +13,7 @@ files and agree with ignis's logits.
 """
 from __future__ import annotations
 
+import json
 import os
 import struct
 import subprocess
@@ -299,3 +300,44 @@ def test_synth_llamacpp_agrees(ignis_build: Path, synth_files, tmp_path: Path):
     errs = R.rel_errs_per_position(got, want)
     assert max(errs) <= 5e-2, [f"{e:.2e}" for e in errs]
     assert (got.argmax(1) == want.argmax(1)).all()
+
+
+@pytest.mark.slow
+def test_vocab_only_file_feeds_synth_and_bench(ignis_build: Path, tmp_path: Path):
+    """A GGUF with only the tokenizer metadata (tests/tools/vocab_only_gguf.py)
+    is enough for --vocab-from: the synthetic model gets the real model's
+    tokenizer keys byte for byte, and `bench --json-schema` runs on it."""
+    vocab = tmp_path / "vocab.gguf"
+    p = subprocess.run([sys.executable, str(Path(R.__file__).parent / "vocab_only_gguf.py"),
+                        str(REAL), str(vocab)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert vocab.stat().st_size < 20 << 20
+    head = vocab.read_bytes()[:24]
+    assert struct.unpack_from("<IQQ", head, 4)[:2] == (3, 0)  # version 3, no tensors
+    real_kv = raw_kv(REAL)
+    want = {k: v for k, v in real_kv.items() if k.startswith("tokenizer.")}
+    got = raw_kv(vocab)
+    assert set(got) == set(want) | {"general.architecture"}
+    assert all(got[k] == want[k] for k in want)
+    out = tmp_path / "s.gguf"
+    p = ignis(ignis_build, "synth", "--size", "270m", "--type", "q4_k_m", "--layers", "1",
+              "--vocab-from", vocab, "-o", out, "--quiet")
+    assert p.returncode == 0, p.stderr
+    synth_kv = raw_kv(out)
+    assert all(synth_kv[k] == want[k] for k in want)
+    schema = Path(__file__).resolve().parents[1] / "fixtures" / "schemas" / "person.json"
+    js = tmp_path / "bench.json"
+    p = ignis(ignis_build, "bench", out, "-p", "0", "-n", "4", "-r", "1", "--batch", "0",
+              "-t", "2", "--json-schema", schema, "--prompt", "A person:", "--json", js)
+    assert p.returncode == 0, p.stderr
+    rows = {r["test"]: r for r in json.loads(js.read_text())["results"]}
+    assert set(rows) >= {"tg4", "tg4 free", "tg4 schema"}
+    assert rows["tg4 schema"]["mask_p50_ms"] > 0
+    assert rows["tg4 schema"]["mask_p99_ms"] >= rows["tg4 schema"]["mask_p50_ms"]
+    assert rows["tg4 schema"]["mask_p99_ms"] >= rows["tg4 schema"]["mask_mean_ms"] > 0
+    # not a GGUF: a clear error
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"nope" * 8)
+    p = subprocess.run([sys.executable, str(Path(R.__file__).parent / "vocab_only_gguf.py"),
+                        str(bad), str(tmp_path / "x.gguf")], capture_output=True, text=True)
+    assert p.returncode == 1 and "not a GGUF" in p.stderr

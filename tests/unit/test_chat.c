@@ -196,7 +196,14 @@ IG_TEST(chat_template_detect) {
     const char *tmpl = json_string_value(json_object_get(cfg, "chat_template"));
     CHECK(tmpl != NULL);
     if (tmpl) CHECK(ig_chat_template_is_gemma(tmpl));
+    if (tmpl) CHECK(!ig_chat_template_has_tools(tmpl)); /* Gemma 3's has no tool format */
     json_decref(cfg);
+    CHECK(ig_chat_template_has_tools("{%- if tools %}{{ tools | tojson }}{% endif %}"));
+    CHECK(ig_chat_template_has_tools("{% for c in m.tool_calls %}{{ c.function.name }}{% endfor %}"));
+    CHECK(ig_chat_template_has_tools("{% if m['role'] == 'tool' %}<tool>{% endif %}"));
+    CHECK(!ig_chat_template_has_tools("{% for m in messages %}<start_of_turn>{{ m.role }}"
+                                      "{% endfor %}"));
+    CHECK(!ig_chat_template_has_tools(NULL));
     CHECK(ig_chat_template_is_gemma("{{ bos_token }}{% for m in messages %}<start_of_turn>"
                                     "{{ m.role }}\n{% endfor %}"));
     CHECK(!ig_chat_template_is_gemma("{% for m in messages %}<|im_start|>{{ m.role }}\n"

@@ -5,6 +5,7 @@
 #include "core/util.h"
 #include "grammar/grammar.h"
 
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,35 +34,23 @@ static ig_grammar *schema(const char *text) {
     return g;
 }
 
-static const char *JSON_GBNF =
-    "root   ::= object\n"
-    "value  ::= object | array | string | number | (\"true\" | \"false\" | \"null\") ws\n"
-    "\n"
-    "object ::=\n"
-    "  \"{\" ws (\n"
-    "            string \":\" ws value\n"
-    "    (\",\" ws string \":\" ws value)*\n"
-    "  )? \"}\" ws\n"
-    "\n"
-    "array  ::=\n"
-    "  \"[\" ws (\n"
-    "            value\n"
-    "    (\",\" ws value)*\n"
-    "  )? \"]\" ws\n"
-    "\n"
-    "string ::=\n"
-    "  \"\\\"\" (\n"
-    "    [^\"\\\\\\x7F\\x00-\\x1F] |\n"
-    "    \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4}) # escapes\n"
-    "  )* \"\\\"\" ws\n"
-    "\n"
-    "number ::= (\"-\"? ([0-9] | [1-9] [0-9]{0,15})) (\".\" [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws\n"
-    "\n"
-    "# Optional space: by convention, applied in this grammar after literal chars when allowed\n"
-    "ws ::= | \" \" | \"\\n\" [ \\t]{0,20}\n";
+/* One of llama.cpp's grammar files, unchanged (tests/fixtures/gbnf/, under
+ * llama.cpp's MIT licence). */
+static ig_grammar *gbnf_file(const char *name) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/gbnf/%s", ig_test_fixtures(), name);
+    char *text = NULL;
+    size_t len = 0;
+    ig_grammar *g = NULL;
+    if (ig_file_read_all(path, IG_GRAMMAR_MAX_TEXT, &text, &len) != IG_OK ||
+        ig_grammar_from_gbnf(text, len, NULL, &g) != IG_OK)
+        fprintf(stderr, "  %s: %s\n", name, ig_last_error());
+    free(text);
+    return g;
+}
 
 IG_TEST(grammar_gbnf_json_accepts) {
-    ig_grammar *g = gbnf(JSON_GBNF);
+    ig_grammar *g = gbnf_file("json.gbnf");
     REQUIRE(g);
     CHECK_EQ_INT(match(g, "{}"), 1);
     CHECK_EQ_INT(match(g, "{\"a\": [1, 2.5e3, true, null, \"x\\n\"]}"), 1);
@@ -85,17 +74,25 @@ IG_TEST(grammar_gbnf_json_accepts) {
 }
 
 IG_TEST(grammar_gbnf_arithmetic_and_list) {
-    ig_grammar *g = gbnf("root  ::= (expr \"=\" ws term \"\\n\")+\n"
-                         "expr  ::= term ([-+*/] term)*\n"
-                         "term  ::= ident | num | \"(\" ws expr \")\" ws\n"
-                         "ident ::= [a-z] [a-z0-9_]* ws\n"
-                         "num   ::= [0-9]+ ws\n"
-                         "ws    ::= [ \\t\\n]*\n");
+    ig_grammar *g = gbnf_file("arithmetic.gbnf");
     REQUIRE(g);
     CHECK_EQ_INT(match(g, "1+2=3\n"), 1);
     CHECK_EQ_INT(match(g, "(a*b)-c= x1\nq=2\n"), 1);
     CHECK_EQ_INT(match(g, "1+=3\n"), -1);
     CHECK_EQ_INT(match(g, "1+2"), 0);
+    ig_grammar_free(g);
+
+    /* list.gbnf: items exclude line breaks, \x85 and \u2028 as characters */
+    g = gbnf_file("list.gbnf");
+    REQUIRE(g);
+    CHECK_EQ_INT(match(g, "- milk\n- caf\xc3\xa9 au lait\n"), 1);
+    CHECK_EQ_INT(match(g, "- a"), 0);
+    CHECK_EQ_INT(match(g, "- \n"), -1);
+    CHECK_EQ_INT(match(g, "- a\rb\n"), -1);
+    CHECK_EQ_INT(match(g, "- a\xc2\x85\n"), -1);      /* U+0085 */
+    CHECK_EQ_INT(match(g, "- a\xe2\x80\xa8\n"), -1);  /* U+2028 */
+    CHECK_EQ_INT(match(g, "- a\xe2\x80\xa7\n"), 1);   /* U+2027 */
+    CHECK_EQ_INT(match(g, "- \x85\n"), -1);            /* not UTF-8 */
     ig_grammar_free(g);
 
     g = gbnf("root ::= item{2,3}\nitem ::= \"- \" [^\\n]+ \"\\n\"  # a list item\n");
@@ -407,6 +404,145 @@ IG_TEST(grammar_schema_strings) {
     ig_grammar_free(g);
 }
 
+/* The formats OpenAI's structured outputs list beyond dates and uuids. */
+IG_TEST(grammar_schema_more_formats) {
+    ig_grammar *g = schema("{\"type\":\"string\",\"format\":\"ipv4\"}");
+    REQUIRE(g);
+    CHECK_EQ_INT(match(g, "\"192.168.0.1\""), 1);
+    CHECK_EQ_INT(match(g, "\"255.255.255.255\""), 1);
+    CHECK_EQ_INT(match(g, "\"256.1.1.1\""), -1);
+    CHECK_EQ_INT(match(g, "\"01.1.1.1\""), -1); /* leading zeros are not valid */
+    CHECK_EQ_INT(match(g, "\"1.2.3\""), -1);
+    ig_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"format\":\"ipv6\"}");
+    REQUIRE(g);
+    const char *v6ok[] = {"\"2001:db8:0:0:0:0:2:1\"", "\"::\"", "\"::1\"", "\"fe80::\"",
+                          "\"2001:DB8::8:800:200c:417a\"", "\"1:2:3:4:5:6:7::\"",
+                          "\"1::2:3:4:5:6:7\""};
+    const char *v6bad[] = {"\"1:2:3:4:5:6:7\"", "\"1::2::3\"", "\"12345::\"",
+                           "\"1:2:3:4:5:6:7:8:9\"", "\"1::2:3:4:5:6:7:8\"", "\":::\""};
+    for (size_t i = 0; i < IG_ARRAY_LEN(v6ok); i++)
+        if (match(g, v6ok[i]) != 1) ig_test_fail_at(__FILE__, __LINE__, "%s refused", v6ok[i]);
+    for (size_t i = 0; i < IG_ARRAY_LEN(v6bad); i++)
+        if (match(g, v6bad[i]) == 1) ig_test_fail_at(__FILE__, __LINE__, "%s accepted", v6bad[i]);
+    ig_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"format\":\"hostname\"}");
+    REQUIRE(g);
+    CHECK_EQ_INT(match(g, "\"example.com\""), 1);
+    CHECK_EQ_INT(match(g, "\"a-b.c\""), 1);
+    CHECK_EQ_INT(match(g, "\"-a.com\""), -1);
+    CHECK_EQ_INT(match(g, "\"a-.com\""), -1);
+    CHECK_EQ_INT(match(g, "\"a..b\""), -1);
+    ig_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"format\":\"duration\"}");
+    REQUIRE(g);
+    const char *dok[] = {"\"P3Y6M4DT12H30M5S\"", "\"PT20M\"", "\"P2W\"", "\"P1D\"",
+                         "\"P1M\"", "\"PT36H\"", "\"PT1M5S\""};
+    const char *dbad[] = {"\"P\"", "\"PT\"", "\"P1H\"", "\"P1W2D\"", "\"P1D2Y\"", "\"1D\""};
+    for (size_t i = 0; i < IG_ARRAY_LEN(dok); i++)
+        if (match(g, dok[i]) != 1) ig_test_fail_at(__FILE__, __LINE__, "%s refused", dok[i]);
+    for (size_t i = 0; i < IG_ARRAY_LEN(dbad); i++)
+        if (match(g, dbad[i]) == 1) ig_test_fail_at(__FILE__, __LINE__, "%s accepted", dbad[i]);
+    ig_grammar_free(g);
+}
+
+/* multipleOf: exhaustive against arithmetic, with and without bounds. */
+IG_TEST(grammar_schema_multiple_of) {
+    static const struct {
+        const char *schema;
+        int m, lo, hi; /* lo/hi: INT_MIN/INT_MAX when absent */
+    } cases[] = {
+        {"{\"type\":\"integer\",\"multipleOf\":7}", 7, -1000000, 1000000},
+        {"{\"type\":\"integer\",\"multipleOf\":12,\"minimum\":0}", 12, 0, 1000000},
+        {"{\"type\":\"integer\",\"multipleOf\":5,\"exclusiveMinimum\":0}", 5, 1, 1000000},
+        {"{\"type\":\"integer\",\"multipleOf\":3,\"maximum\":2}", 3, -1000000, 2},
+        {"{\"type\":\"number\",\"multipleOf\":25,\"minimum\":-100,\"maximum\":1000}", 25, -100, 1000},
+        {"{\"type\":\"integer\",\"multipleOf\":1,\"maximum\":3}", 1, -1000000, 3},
+    };
+    for (size_t c = 0; c < IG_ARRAY_LEN(cases); c++) {
+        ig_grammar *g = schema(cases[c].schema);
+        if (!g) {
+            ig_test_fail_at(__FILE__, __LINE__, "%s refused", cases[c].schema);
+            continue;
+        }
+        for (int v = -1500; v <= 1500; v++) {
+            char s[24];
+            snprintf(s, sizeof s, "%d", v);
+            int want = v % cases[c].m == 0 && v >= cases[c].lo && v <= cases[c].hi;
+            if ((match(g, s) == 1) != want)
+                ig_test_fail_at(__FILE__, __LINE__, "%s: %d wrong", cases[c].schema, v);
+        }
+        ig_grammar_free(g);
+    }
+    ig_grammar *g = schema("{\"type\":\"integer\",\"multipleOf\":7}");
+    REQUIRE(g);
+    CHECK_EQ_INT(match(g, "700000000000007"), 1);
+    CHECK_EQ_INT(match(g, "-0"), -1);
+    CHECK_EQ_INT(match(g, "07"), -1);
+    CHECK_EQ_INT(match(g, "7.0"), -1);
+    CHECK_EQ_INT(match(g, "70000000000000000007"), -1); /* at most 16 digits */
+    ig_grammar_free(g);
+}
+
+/* Every schema of the end-to-end corpus compiles (the sampling tests in
+ * tests/e2e/test_structured.py need the real model), and a few documents
+ * show that the new keywords are enforced inside it. */
+IG_TEST(grammar_schema_corpus_compiles) {
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/schemas", ig_test_fixtures());
+    DIR *d = opendir(dir);
+    REQUIRE(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (len < 6 || strcmp(e->d_name + len - 5, ".json")) continue;
+        char path[2048];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        char *text = NULL;
+        size_t tlen = 0;
+        ig_grammar *g = NULL;
+        if (ig_file_read_all(path, IG_GRAMMAR_MAX_TEXT, &text, &tlen) != IG_OK ||
+            ig_grammar_from_json_schema(text, tlen, &g) != IG_OK)
+            ig_test_fail_at(__FILE__, __LINE__, "%s: %s", e->d_name, ig_last_error());
+        if (g && !strcmp(e->d_name, "multiple_of.json")) {
+            CHECK_EQ_INT(match(g, "{\"minutes\": 45, \"cents\": 105, \"steps\": -12}"), 1);
+            CHECK_EQ_INT(match(g, "{\"minutes\": 50"), -1);
+            CHECK_EQ_INT(match(g, "{\"minutes\": 255"), -1);
+            CHECK_EQ_INT(match(g, "{\"minutes\": 0, \"cents\": -5"), -1);
+        }
+        if (g && !strcmp(e->d_name, "format_network.json")) {
+            CHECK_EQ_INT(match(g, "{\"host\": \"db.local\", \"v4\": \"10.0.0.1\", "
+                                  "\"v6\": \"fe80::1\"}"), 1);
+            CHECK_EQ_INT(match(g, "{\"host\": \"db.local\", \"v4\": \"10.0.0.300"), -1);
+        }
+        ig_grammar_free(g);
+        free(text);
+        n++;
+    }
+    closedir(d);
+    CHECK(n >= 30);
+}
+
+/* enum / const next to "type": only the values of that type are produced. */
+IG_TEST(grammar_schema_enum_with_type) {
+    ig_grammar *g = schema("{\"type\":[\"string\",\"integer\"],\"enum\":[\"a\",1,2.0,2.5,true,null]}");
+    REQUIRE(g);
+    CHECK_EQ_INT(match(g, "\"a\""), 1);
+    CHECK_EQ_INT(match(g, "1"), 1);
+    CHECK(match(g, "2.0") == 1 || match(g, "2") == 1); /* 2.0 is an integer in JSON Schema */
+    CHECK_EQ_INT(match(g, "2.5"), -1);
+    CHECK_EQ_INT(match(g, "true"), -1);
+    CHECK_EQ_INT(match(g, "null"), -1);
+    ig_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"nullable\":true,\"enum\":[\"x\",null,3]}");
+    REQUIRE(g);
+    CHECK_EQ_INT(match(g, "\"x\""), 1);
+    CHECK_EQ_INT(match(g, "null"), 1);
+    CHECK_EQ_INT(match(g, "3"), -1);
+    ig_grammar_free(g);
+}
+
 IG_TEST(grammar_schema_refs) {
     ig_grammar *g = schema("{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{"
                            "\"v\":{\"type\":\"integer\"},\"kids\":{\"type\":\"array\",\"items\":"
@@ -440,7 +576,18 @@ IG_TEST(grammar_schema_errors) {
     schema_error("{\"type\":\"strin\"}", "unknown type");
     schema_error("{\"$ref\":\"#/$defs/missing\"}", "does not resolve");
     schema_error("{\"$ref\":\"http://x/y\"}", "only references inside");
-    schema_error("{\"type\":\"string\",\"format\":\"hostname\"}", "format 'hostname'");
+    schema_error("{\"type\":\"string\",\"format\":\"uri\"}", "format 'uri'");
+    schema_error("{\"minimum\":3}", "'minimum' without 'type'");
+    schema_error("{\"type\":\"object\",\"anyOf\":[{\"required\":[]}]}", "'type' next to 'anyOf'");
+    schema_error("{\"type\":\"string\",\"enum\":[1,2]}", "no value of 'enum'");
+    schema_error("{\"type\":\"integer\",\"const\":\"7\"}", "no value of 'const'");
+    schema_error("{\"properties\":{\"a\":{\"pattern\":\"x\"}}}", "'pattern' without 'type'");
+    schema_error("{\"type\":\"number\",\"multipleOf\":0.5}", "only whole numbers");
+    schema_error("{\"type\":\"integer\",\"multipleOf\":0}", "above 0");
+    schema_error("{\"type\":\"integer\",\"multipleOf\":7,\"minimum\":30}", "bounds are not supported");
+    schema_error("{\"type\":\"integer\",\"multipleOf\":1000}", "above 100");
+    schema_error("{\"type\":\"integer\",\"multipleOf\":5,\"minimum\":6,\"maximum\":9}",
+                 "no multiple");
     schema_error("{\"type\":\"string\",\"pattern\":\"(?=a)\"}", "lookaround");
     schema_error("{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "no integer");
     schema_error("{\"type\":", "malformed JSON");

@@ -3,6 +3,7 @@
  * prompt, and tool calls read back from generated text. */
 #include "test.h"
 
+#include "grammar/grammar.h"
 #include "server/request.h"
 
 #include <stdio.h>
@@ -103,6 +104,52 @@ IG_TEST(server_tools_parse_and_render) {
     CHECK_EQ_INT(content_len, strlen(cut));
     srv_tool_calls_free(calls, n);
     srv_request_free(&r);
+}
+
+/* Whether the request's grammar takes text as a complete output. */
+static bool grammar_takes(const srv_request *r, const char *text) {
+    ig_grammar_matcher *m = NULL;
+    if (!r->grammar || ig_grammar_matcher_create(r->grammar, &m) != IG_OK) return false;
+    bool ok = ig_grammar_matcher_accept_bytes(m, text, strlen(text)) && ig_grammar_matcher_can_end(m);
+    ig_grammar_matcher_free(m);
+    return ok;
+}
+
+/* parallel_tool_calls decides whether a required output may hold several
+ * calls; a named tool_choice is always one call of that tool. */
+IG_TEST(server_tools_parallel_calls_grammar) {
+#define CLOCK                                                                                      \
+    "{\"type\":\"function\",\"function\":{\"name\":\"get_time\",\"parameters\":{\"type\":"      \
+    "\"object\",\"properties\":{\"zone\":{\"enum\":[\"UTC\"]}},\"required\":[\"zone\"]}}}"
+    const char *one = "```tool_call\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n```";
+    const char *two = "```tool_call\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n```\n"
+                      "```tool_call\n{\"name\": \"get_time\", \"arguments\": {\"zone\": \"UTC\"}}\n```";
+    const char *bad = "```tool_call\n{\"name\": \"get_weather\", \"arguments\": {\"town\": \"Oslo\"}}\n```";
+    static const struct {
+        const char *extra;
+        bool one, two;
+    } cases[] = {
+        {"\"tool_choice\":\"required\"", true, true},
+        {"\"tool_choice\":\"required\",\"parallel_tool_calls\":false", true, false},
+        {"\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}", true,
+         false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char body[2048];
+        snprintf(body, sizeof body, "{" MSGS ",\"tools\":[" WEATHER "," CLOCK "],%s}", cases[i].extra);
+        srv_request r;
+        srv_error e;
+        if (!parse(body, &r, &e)) {
+            ig_test_fail_at(__FILE__, __LINE__, "refused: %s", body);
+            continue;
+        }
+        CHECK(grammar_takes(&r, one) == cases[i].one);
+        CHECK(grammar_takes(&r, two) == cases[i].two);
+        CHECK(!grammar_takes(&r, bad)); /* arguments follow the tool's parameters */
+        CHECK(!grammar_takes(&r, "The weather is fine."));
+        srv_request_free(&r);
+    }
+#undef CLOCK
 }
 
 static void tool_fail(const char *body, const char *param, const char *needle) {
