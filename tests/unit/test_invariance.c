@@ -111,18 +111,20 @@ static void check_mm_type(ig_dtype t) {
 
 /* Float weights with k not a multiple of any vector width, rows spanning
  * several panels and batches up to 70 tokens (several token blocks): every
- * token of every batch equals the token alone, bit for bit. */
-static void check_mm_float_wide(ig_dtype t) {
-    enum { K = 1601, ROWS = 77, NMAX = 70 };
+ * token of every batch equals the token alone, bit for bit. K above 1024
+ * spans the panels' element blocks; ROWS (split at 13) chooses which panel
+ * widths the ranges end with. */
+static void check_mm_float_wide(ig_dtype t, const int K, const int ROWS) {
+    enum { NMAX = 70 };
     const ig_mm_isa *isas[8];
     const int n_isa = ig_mm_isa_available(isas, 8);
     size_t rb = 0;
     REQUIRE(ig_dtype_row_bytes(t, K, &rb));
-    uint8_t *w = malloc(rb * ROWS);
-    float *wf = malloc(sizeof(float) * K);
-    float *x = malloc(sizeof(float) * K * NMAX);
-    float *alone = malloc(sizeof(float) * ROWS * NMAX);
-    float *batch = malloc(sizeof(float) * ROWS * NMAX);
+    uint8_t *w = malloc(rb * (size_t)ROWS);
+    float *wf = malloc(sizeof(float) * (size_t)K);
+    float *x = malloc(sizeof(float) * (size_t)K * NMAX);
+    float *alone = malloc(sizeof(float) * (size_t)ROWS * NMAX);
+    float *batch = malloc(sizeof(float) * (size_t)ROWS * NMAX);
     REQUIRE(w && wf && x && alone && batch);
     for (int r = 0; r < ROWS; r++) {
         for (int i = 0; i < K; i++) wf[i] = frand() * (r % 5 == 0 ? 50.0f : 1.0f);
@@ -161,9 +163,12 @@ static void check_mm_float_wide(ig_dtype t) {
     free(batch);
 }
 
-IG_TEST(invariance_matmul_f16_wide) { check_mm_float_wide(IG_TYPE_F16); }
-IG_TEST(invariance_matmul_bf16_wide) { check_mm_float_wide(IG_TYPE_BF16); }
-IG_TEST(invariance_matmul_f32_wide) { check_mm_float_wide(IG_TYPE_F32); }
+IG_TEST(invariance_matmul_f16_wide) { check_mm_float_wide(IG_TYPE_F16, 1601, 77); }
+IG_TEST(invariance_matmul_bf16_wide) { check_mm_float_wide(IG_TYPE_BF16, 1601, 77); }
+IG_TEST(invariance_matmul_f32_wide) { check_mm_float_wide(IG_TYPE_F32, 1601, 77); }
+/* Three element blocks (the last of 7 steps, a 4-element tail) and ranges
+ * of 13 and 31 rows: AVX2 panels of 2, 3 and 1 row vectors. */
+IG_TEST(invariance_matmul_f16_blocks) { check_mm_float_wide(IG_TYPE_F16, 2100, 44); }
 
 IG_TEST(invariance_matmul_q8_0) { check_mm_type(IG_TYPE_Q8_0); }
 IG_TEST(invariance_matmul_q4_0) { check_mm_type(IG_TYPE_Q4_0); }

@@ -202,9 +202,9 @@ static void check_type(ig_dtype t) {
     const int64_t ks32[] = {32, 96, 192, 640};
     const int64_t ksK[] = {256, 768};
     /* Float types also: rows with a tail of under 8 / 16 elements, and rows
-     * longer than the f32 panels' 1024-element blocks; token counts on both
-     * sides of where the panels start (16 AVX-512, 32 AVX2) and of the
-     * micro-kernels' 6 / 12 tokens; panels of 16 / 32 rows and a part. */
+     * longer than the AVX2 panels' 1024-element blocks; token counts on both
+     * sides of where the panels start (16) and of the micro-kernels' 4 / 12
+     * tokens; panels of 24 / 32 rows and a part (1, 2 or 3 AVX2 row vectors). */
     const int64_t ksF[] = {32, 37, 96, 640, 1100};
     const int64_t *ks = kq ? ksK : fl ? ksF : ks32;
     const int n_k = kq ? 2 : fl ? 5 : 4;

@@ -214,14 +214,16 @@ static ALWAYS_INLINE void transpose8(const __m256 r[8], __m256 o[8]) {
 /* Many tokens: a panel of FP_R rows is converted to f32 once and stored
  * transposed and by stripe: element e = 8 j + l of the panel's rows side by
  * side at wp + (l J + j) FP_R (J = kp / 8; rows past the range and elements
- * past k zero). For each stripe l the micro-kernel keeps y[t][r .. r+15] of
- * FP_T tokens in 12 registers and walks j with one FMA per (row vector,
- * token), x[t][8 j + l] broadcast from memory: lane l of float_row4's
- * accumulator, FMA for FMA. The 8 stripes' sums are then added with
- * hsum256's tree, so that every result is the mat-vec's, bit for bit,
+ * past k zero). For each stripe l the micro-kernel keeps y[t][r .. r+FP_R)
+ * of FP_T tokens in FP_RV x FP_T registers and walks j with one FMA per
+ * (row vector, token), x[t][8 j + l] broadcast from memory: lane l of
+ * float_row4's accumulator, FMA for FMA. The 8 stripes' sums are then added
+ * with hsum256's tree, so that every result is the mat-vec's, bit for bit,
  * whatever the batch. */
-#define FP_R 16
-#define FP_T 6
+#define FP_RV 3 /* row vectors: 3 x 4 accumulators, 3 loads and 4 broadcasts per 12 FMAs */
+#define FP_T 4
+#define FP_KC 1024
+#define FP_R (8 * FP_RV)
 
 /* Rows [r, r + vr) -> wp; st: 8 rows of kp, staging (each row converted in
  * order, then transposed in 8 x 8 blocks in registers). */
@@ -246,61 +248,74 @@ static ALWAYS_INLINE void float_pack(const ig_mm *m, ig_dtype t, int64_t r, int 
 }
 
 /* y[tok + t][r .. r + vr) = panel x token t, t < T, R vectors of rows;
- * sb: the stripes' sums, 8 x FP_T x 2 vectors. */
+ * sb: the stripes' sums, 8 x FP_T x FP_RV vectors. The elements are taken
+ * in blocks of FP_KC, each block's 8 stripes before the next block (each
+ * stripe's chain carried over in sb, FMA for FMA the same): the T tokens'
+ * x of one block stay in L1 for its 8 stripes, where whole rows of 2048
+ * elements (8 KiB apart, one cache set) would not. */
 static ALWAYS_INLINE void float_micro(const ig_mm *m, const float *wp, int64_t nj, int64_t r,
                                       int vr, int tok, float *sb, const int R, const int T) {
-    for (int l = 0; l < 8; l++) {
-        __m256 acc[FP_T][2];
-#pragma GCC unroll 6
-        for (int t = 0; t < T; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-        const float *w = wp + (int64_t)l * nj * FP_R, *x = m->x + (int64_t)tok * m->ldx + l;
-        const int64_t ldx = m->ldx, ne = (m->k - l + 7) / 8; /* elements 8 j + l < k */
+    const int64_t ldx = m->ldx;
+    for (int64_t j0 = 0; j0 < nj; j0 += FP_KC / 8) {
+        const int64_t j1 = IG_MIN(nj, j0 + FP_KC / 8);
+        for (int l = 0; l < 8; l++) {
+            float *sl = sb + l * FP_T * FP_RV * 8;
+            __m256 acc[FP_T][FP_RV];
+#pragma GCC unroll 8
+            for (int t = 0; t < T; t++)
+#pragma GCC unroll 4
+                for (int h = 0; h < R; h++)
+                    acc[t][h] = j0 == 0 ? _mm256_setzero_ps() : _mm256_load_ps(sl + (t * FP_RV + h) * 8);
+            const float *w = wp + (int64_t)l * nj * FP_R, *x = m->x + (int64_t)tok * ldx + l;
+            const int64_t ne = (m->k - l + 7) / 8; /* elements 8 j + l < k */
+            const int64_t je = IG_MIN(j1, ne);
 #pragma GCC unroll 2
-        for (int64_t j = 0; j < ne; j++) {
-            const __m256 w0 = _mm256_load_ps(w + j * FP_R);
-            const __m256 w1 = R > 1 ? _mm256_load_ps(w + j * FP_R + 8) : w0;
-#pragma GCC unroll 6
-            for (int t = 0; t < T; t++) {
-                const __m256 xb = _mm256_broadcast_ss(x + t * ldx + j * 8);
-                acc[t][0] = _mm256_fmadd_ps(w0, xb, acc[t][0]);
-                if (R > 1) acc[t][1] = _mm256_fmadd_ps(w1, xb, acc[t][1]);
+            for (int64_t j = j0; j < je; j++) {
+                __m256 wv[FP_RV];
+#pragma GCC unroll 4
+                for (int h = 0; h < R; h++) wv[h] = _mm256_load_ps(w + j * FP_R + 8 * h);
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) {
+                    const __m256 xb = _mm256_broadcast_ss(x + t * ldx + j * 8);
+#pragma GCC unroll 4
+                    for (int h = 0; h < R; h++) acc[t][h] = _mm256_fmadd_ps(wv[h], xb, acc[t][h]);
+                }
             }
-        }
-        if (ne < nj) /* the mat-vec's zero-padded tail: an FMA of zeros, + 0 */
-#pragma GCC unroll 6
-            for (int t = 0; t < T; t++) {
-                acc[t][0] = _mm256_add_ps(acc[t][0], _mm256_setzero_ps());
-                if (R > 1) acc[t][1] = _mm256_add_ps(acc[t][1], _mm256_setzero_ps());
-            }
-#pragma GCC unroll 6
-        for (int t = 0; t < T; t++) {
-            _mm256_store_ps(sb + ((l * FP_T + t) * 2) * 8, acc[t][0]);
-            if (R > 1) _mm256_store_ps(sb + ((l * FP_T + t) * 2 + 1) * 8, acc[t][1]);
+            if (j1 == nj && ne < nj) /* the mat-vec's zero-padded tail: an FMA of zeros, + 0 */
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++)
+#pragma GCC unroll 4
+                    for (int h = 0; h < R; h++) acc[t][h] = _mm256_add_ps(acc[t][h], _mm256_setzero_ps());
+#pragma GCC unroll 8
+            for (int t = 0; t < T; t++)
+#pragma GCC unroll 4
+                for (int h = 0; h < R; h++) _mm256_store_ps(sl + (t * FP_RV + h) * 8, acc[t][h]);
         }
     }
-    for (int t = 0; t < T; t++) {
-        for (int h = 0; h < R; h++) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int h = 0; h < R; h++) {
+        const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(vr - 8 * h), lane);
+        for (int t = 0; t < T; t++) {
             __m256 s[8];
 #pragma GCC unroll 8
-            for (int l = 0; l < 8; l++) s[l] = _mm256_load_ps(sb + ((l * FP_T + t) * 2 + h) * 8);
+            for (int l = 0; l < 8; l++) s[l] = _mm256_load_ps(sb + ((l * FP_T + t) * FP_RV + h) * 8);
             /* hsum256: lanes l and l + 4, then 0 and 2, 1 and 3, then 0 and 1 */
 #pragma GCC unroll 4
             for (int l = 0; l < 4; l++) s[l] = _mm256_add_ps(s[l], s[l + 4]);
             s[0] = _mm256_add_ps(s[0], s[2]);
             s[1] = _mm256_add_ps(s[1], s[3]);
             s[0] = _mm256_add_ps(s[0], s[1]);
-            float out[8];
-            _mm256_storeu_ps(out, s[0]);
             float *y = m->y + (int64_t)(tok + t) * m->ldy + r + 8 * h;
-            const int nv = IG_MIN(8, vr - 8 * h);
-            for (int i = 0; i < nv; i++) y[i] = out[i];
+            if (vr - 8 * h >= 8) _mm256_storeu_ps(y, s[0]);
+            else _mm256_maskstore_ps(y, mask, s[0]);
         }
     }
 }
 
 static ALWAYS_INLINE void float_micro_r(const ig_mm *m, const float *wp, int64_t nj, int64_t r,
                                         int vr, int tok, float *sb, const int T) {
-    if (vr > 8) float_micro(m, wp, nj, r, vr, tok, sb, 2, T);
+    if (vr > 16) float_micro(m, wp, nj, r, vr, tok, sb, 3, T);
+    else if (vr > 8) float_micro(m, wp, nj, r, vr, tok, sb, 2, T);
     else float_micro(m, wp, nj, r, vr, tok, sb, 1, T);
 }
 
@@ -311,8 +326,6 @@ static void float_micro_n(const ig_mm *m, const float *wp, int64_t nj, int64_t r
     case 1: float_micro_r(m, wp, nj, r, vr, tok, sb, 1); break;
     case 2: float_micro_r(m, wp, nj, r, vr, tok, sb, 2); break;
     case 3: float_micro_r(m, wp, nj, r, vr, tok, sb, 3); break;
-    case 4: float_micro_r(m, wp, nj, r, vr, tok, sb, 4); break;
-    case 5: float_micro_r(m, wp, nj, r, vr, tok, sb, 5); break;
     default: float_micro_r(m, wp, nj, r, vr, tok, sb, FP_T); break;
     }
 }
@@ -320,7 +333,7 @@ static void float_micro_n(const ig_mm *m, const float *wp, int64_t nj, int64_t r
 /* Scratch of float_panels: the panel, staging, the stripes' sums. */
 static size_t float_scratch(int64_t k) {
     const int64_t kp = (k + 7) & ~(int64_t)7;
-    return sizeof(float) * (size_t)((FP_R + 8) * kp + 8 * FP_T * 2 * 8) + 64;
+    return sizeof(float) * (size_t)((FP_R + 8) * kp + 8 * FP_T * FP_RV * 8) + 64;
 }
 
 static ALWAYS_INLINE void float_panels(const ig_mm *m, ig_dtype t, int64_t r0, int64_t r1, float *wp) {
