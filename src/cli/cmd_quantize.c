@@ -53,7 +53,7 @@ static void usage(FILE *f) {
             "  T: f32, f16, bf16, q8_0, q4_0, q5_0, q5_1, q4_k_m (or q4_k), q5_k_m (or q5_k), q6_k\n"
             "Converts an F32, F16 or BF16 GGUF, or a Hugging Face checkpoint directory\n"
             "(config.json + safetensors; llama.cpp's gemma3 metadata, norms +1, the tokenizer\n"
-            "from tokenizer.model): every weight matrix becomes the type, the norms stay F32,\n"
+            "from tokenizer.model or tokenizer.json): every weight matrix becomes the type, the norms stay F32,\n"
             "a GGUF's metadata (tokenizer, chat template) is kept. The K types\n"
             "follow llama-quantize's mixes (output/embedding Q6_K, more bits for some\n"
             "attn_v and ffn_down, fallbacks where rows are not whole 256-blocks); --pure\n"
