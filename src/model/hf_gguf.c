@@ -260,7 +260,7 @@ static ig_status add_vocab_json(const hf_model *m, gguf_writer *w) {
     for (int32_t i = 0; i < t->n_vocab; i++)
         if (t->score[i] < lowest) lowest = t->score[i];
     for (int32_t i = 0; i < V; i++) {
-        if (i < t->n_vocab) {
+        if (i < t->n_vocab && t->piece[i] && t->piece_len[i] > 0) {
             v.tokens[i] = (gguf_str){t->piece[i], t->piece_len[i]};
             v.types[i] = t->type[i];
             v.scores[i] = t->score[i];
@@ -268,7 +268,7 @@ static ig_status add_vocab_json(const hf_model *m, gguf_writer *w) {
              * last in SentencePiece's order */
             if (t->type[i] == IG_TOKEN_NORMAL && !(t->attr[i] & IG_TOKA_MERGEABLE) && t->piece_len[i] > 1)
                 v.scores[i] = lowest - 1.0f;
-        } else {
+        } else { /* past the file's pieces, or an id it leaves out: as the converter pads */
             char *p = v.pad_text + 16 * (size_t)i;
             const int n = snprintf(p, 16, "[PAD%d]", (int)i);
             v.tokens[i] = (gguf_str){p, (size_t)n};

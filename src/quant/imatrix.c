@@ -38,16 +38,15 @@ const ig_imatrix_entry *ig_imatrix_find(const ig_imatrix *im, const char *name) 
     return NULL;
 }
 
-/* A new zeroed entry of n channels (name: len bytes). */
-static ig_imatrix_entry *new_entry(ig_imatrix *im, const char *name, size_t len, int64_t n) {
-    if (n < 1 || n > ((int64_t)1 << 30)) {
-        ig_fail(IG_ERR_FORMAT, "imatrix entry %.*s: %lld channels", (int)len, name, (long long)n);
-        return NULL;
-    }
+/* A new zeroed entry of n channels (name: len bytes) into *out. */
+static ig_status new_entry(ig_imatrix *im, const char *name, size_t len, int64_t n, ig_imatrix_entry **out) {
+    *out = NULL;
+    if (n < 1 || n > ((int64_t)1 << 30))
+        return ig_fail(IG_ERR_FORMAT, "imatrix entry %.*s: %lld channels", (int)len, name, (long long)n);
     if (im->n_entries == im->cap) {
         const size_t cap = im->cap ? im->cap * 2 : 64;
         ig_imatrix_entry *e = ig_calloc_array(cap, sizeof *e);
-        if (!e) return NULL;
+        if (!e) return IG_ERR_NO_MEMORY;
         if (im->n_entries) memcpy(e, im->entries, im->n_entries * sizeof *e);
         free(im->entries);
         im->entries = e;
@@ -60,17 +59,18 @@ static ig_imatrix_entry *new_entry(ig_imatrix *im, const char *name, size_t len,
         free(e->name);
         free(e->sum2);
         memset(e, 0, sizeof *e);
-        return NULL;
+        return IG_ERR_NO_MEMORY;
     }
     e->n = n;
     e->count = 0;
     im->n_entries++;
-    return e;
+    *out = e;
+    return IG_OK;
 }
 
 ig_status ig_imatrix_add(ig_imatrix *im, const char *name, const float *x, int rows, int width) {
     ig_imatrix_entry *e = (ig_imatrix_entry *)ig_imatrix_find(im, name);
-    if (!e && !(e = new_entry(im, name, strlen(name), width))) return IG_ERR_NO_MEMORY;
+    if (!e) IG_TRY(new_entry(im, name, strlen(name), width, &e));
     if (e->n != width)
         return ig_fail(IG_ERR_INVALID_ARG, "imatrix %s: %d channels, had %lld", name, width, (long long)e->n);
     /* double sums: the order of the tokens does not matter to 1e-12 */
@@ -174,6 +174,7 @@ static ig_status load_gguf(const char *path, ig_imatrix *im) {
             free(s);
         }
     const ig_tensor_table *tt = &g->tensors;
+    if (tt->count > ((size_t)1 << 16)) st = ig_fail(IG_ERR_FORMAT, "%s: %zu tensors", path, tt->count);
     /* every W.in_sum2 with its W.counts */
     for (size_t i = 0; i < tt->count && st == IG_OK; i++) {
         const ig_tensor *t = &tt->items[i];
@@ -204,11 +205,8 @@ static ig_status load_gguf(const char *path, ig_imatrix *im) {
             st = ig_fail(IG_ERR_FORMAT, "%s: %s: truncated", path, t->name);
             break;
         }
-        ig_imatrix_entry *e = new_entry(im, t->name, stem, nval);
-        if (!e) {
-            st = *ig_last_error() ? IG_ERR_FORMAT : IG_ERR_NO_MEMORY;
-            break;
-        }
+        ig_imatrix_entry *e;
+        if ((st = new_entry(im, t->name, stem, nval, &e)) != IG_OK) break;
         for (int64_t j = 0; j < nval; j++) {
             float f;
             memcpy(&f, (const char *)t->data + 4 * j, 4);
@@ -253,10 +251,12 @@ static ig_status load_legacy(const char *path, ig_imatrix *im) {
             st = ig_fail(IG_ERR_FORMAT, "%s: entry %d: bad or repeated name", path, (int)i);
             goto done;
         }
-        ig_imatrix_entry *e = new_entry(im, name, (size_t)len, nval);
+        ig_imatrix_entry *e;
+        st = new_entry(im, name, (size_t)len, nval, &e);
         free(name);
         name = NULL;
-        if (!e || !(tmp = ig_calloc_array((size_t)nval, sizeof *tmp))) {
+        if (st != IG_OK) goto done;
+        if (!(tmp = ig_calloc_array((size_t)nval, sizeof *tmp))) {
             st = IG_ERR_NO_MEMORY;
             goto done;
         }
