@@ -200,7 +200,7 @@ def kjv_head(tmp_path_factory) -> Path:
     return p
 
 
-@pytest.mark.slow  # ~40 s: llama-imatrix on the 270M
+@pytest.mark.slow  # ~40 s (quiet machine): llama-imatrix on the 270M
 def test_imatrix_matches_llama_imatrix(kjv_head: Path, tmp_path: Path):
     need_real(LLAMA_IMATRIX)
     ours, theirs = tmp_path / "ignis.gguf", tmp_path / "llama.gguf"
@@ -230,7 +230,7 @@ def test_imatrix_matches_llama_imatrix(kjv_head: Path, tmp_path: Path):
         assert rel < 2e-3, (name, rel)
 
 
-@pytest.mark.slow  # ~2 minutes: the 270M quantized four times
+@pytest.mark.slow  # minutes: the 270M through ignis imatrix, ignis quantize and llama-quantize
 @pytest.mark.parametrize("typ,ltyp,pure", [("q4_k_m", "Q4_K_M", False), ("q4_0", "Q4_0", True)])
 def test_imatrix_quantize_270m_matches_llama_quantize(kjv_head: Path, typ: str, ltyp: str, pure: bool,
                                                       tmp_path: Path):
