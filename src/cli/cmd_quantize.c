@@ -95,8 +95,8 @@ static void row_to_f32(ig_dtype t, const unsigned char *src, float *dst, int64_t
 static ig_status load_imatrix(const char *path, ig_imatrix **out) {
     ig_status st = ig_imatrix_load(path, out);
     if (st != IG_OK) {
-        fprintf(stderr, "ignis quantize: cannot read the imatrix %s: %s\n", path,
-                *ig_last_error() ? ig_last_error() : ig_status_str(st));
+        if (*ig_last_error()) fprintf(stderr, "ignis quantize: cannot read the imatrix: %s\n", ig_last_error());
+        else fprintf(stderr, "ignis quantize: cannot read the imatrix %s: %s\n", path, ig_status_str(st));
         return st;
     }
     for (size_t i = 0; i < (*out)->n_entries; i++) {
