@@ -182,6 +182,40 @@ def test_bad_imatrix_is_refused(src: Path, tmp_path: Path):
     assert not out.exists()
 
 
+# ---- `ignis imatrix` on the real 270M --------------------------------------
+
+def test_imatrix_command(tmp_path: Path):
+    if not R.REAL_MODEL.exists():
+        pytest.skip(f"no {R.REAL_MODEL}")
+    text = tmp_path / "t.txt"
+    text.write_text("In the beginning God created the heaven and the earth. " * 12)
+    out = tmp_path / "im.gguf"
+    r = R.run_ignis(["imatrix", R.REAL_MODEL, "-f", text, "-o", out, "-c", "16", "--chunks", "3"])
+    assert r.returncode == 0, r.stderr
+    rd = gguf.GGUFReader(out)
+    assert rd.fields["general.type"].contents() == "imatrix"
+    assert rd.fields["imatrix.chunk_count"].contents() == 3 and rd.fields["imatrix.chunk_size"].contents() == 16
+    assert rd.fields["imatrix.datasets"].contents() == [str(text)]
+    t = {x.name: np.asarray(x.data, np.float64) for x in rd.tensors}
+    assert len(t) == 2 * 7 * 18 and all(n.startswith("blk.") for n in t)
+    assert t["blk.0.ffn_down.weight.in_sum2"].shape == (2048,)
+    assert all(v.tolist() == [48.0] for n, v in t.items() if n.endswith(".counts"))
+    for n, v in t.items():  # sums of squares; q, k and v share theirs
+        # (a few ffn_norm weights of the 270M are zero: so are their channels)
+        assert (v >= 0).all() and np.isfinite(v).all() and (v > 0).mean() > 0.99, n
+    assert np.array_equal(t["blk.3.attn_q.weight.in_sum2"], t["blk.3.attn_v.weight.in_sum2"])
+    # refusals: an existing output without --force, a text shorter than a chunk
+    r = R.run_ignis(["imatrix", R.REAL_MODEL, "-f", text, "-o", out, "-c", "16"])
+    assert r.returncode == 1 and "--force" in r.stderr
+    short = tmp_path / "short.txt"
+    short.write_text("Hi.")
+    r = R.run_ignis(["imatrix", R.REAL_MODEL, "-f", short, "-o", tmp_path / "x.gguf", "-c", "16"])
+    assert r.returncode == 1 and "no whole chunk" in r.stderr
+    assert not list(tmp_path.glob("x.gguf*"))
+    r = R.run_ignis(["imatrix", R.REAL_MODEL, "-f", text])
+    assert r.returncode == 2
+
+
 # ---- the real 270M (slow tier) --------------------------------------------
 
 def need_real(*tools: Path):
