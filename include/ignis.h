@@ -170,6 +170,14 @@ typedef struct ig_context_params {
     int n_batch;        /* max tokens in one ig_decode call; default 512 */
     ig_kv_type kv_type; /* default IG_KV_F16 */
     int n_threads;      /* 0 = the model's setting */
+    /* Observer of the weight matmuls' inputs (NULL: none, the default; the
+     * CPU backend only, another backend refuses the context). After each
+     * step of the forward pass that ran matmuls, called once per matmul, on
+     * one thread while the others wait, with the weight's name and the
+     * input rows exactly as the matmul read them (rows x width f32,
+     * row-major). `ignis imatrix` collects its statistics through it. */
+    void (*matmul_observer)(void *user, const char *weight, const float *x, int rows, int width);
+    void *matmul_observer_user;
 } ig_context_params;
 
 ig_context_params ig_context_default_params(void);

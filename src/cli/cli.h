@@ -18,6 +18,7 @@ int cmd_serve(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_imatrix(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 
 /* `--debug-vk-tuning NAME=VALUE,...` (main.c): overrides of the Vulkan
@@ -34,6 +35,9 @@ ig_model *cli_load_model(const char *path, const ig_model_params *params);
 /* Parses an integer / float option value strictly; prints an error. */
 int cli_parse_int(const char *opt, const char *s, long min, long max, long *out);
 int cli_parse_float(const char *opt, const char *s, double min, double max, double *out);
+/* Reads a whole file (at most 1 GiB) into a NUL-terminated malloc'ed
+ * buffer; NULL on failure. */
+char *cli_read_text(const char *path, size_t *len);
 /* Parses --backend cpu|vulkan. */
 int cli_parse_backend(const char *s, ig_backend_kind *out);
 /* Parses --quant q8_0|q4_0|q4_k (weights quantized at load). */

@@ -259,3 +259,38 @@ void cli_output_abort(cli_output *o) {
     if (o->tmp) unlink(o->tmp);
     output_free(o);
 }
+
+/* Reads a whole file (at most 1 GiB) into a NUL-terminated buffer. */
+char *cli_read_text(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 20, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (n < cap) break;
+        if (cap >= ((size_t)1 << 30)) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        char *nb = realloc(buf, cap * 2 + 1);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    if (buf && ferror(f)) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (!buf) return NULL;
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}

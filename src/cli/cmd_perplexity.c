@@ -63,41 +63,6 @@ static double now_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* Reads a whole file (at most 1 GiB) into a NUL-terminated buffer. */
-static char *read_text(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 20, n = 0;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (n < cap) break;
-        if (cap >= ((size_t)1 << 30)) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        char *nb = realloc(buf, cap * 2 + 1);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    if (buf && ferror(f)) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (!buf) return NULL;
-    buf[n] = '\0';
-    *len = n;
-    return buf;
-}
-
 typedef struct run_state {
     int V;
     kl_row_scratch sc;
@@ -390,7 +355,7 @@ int cmd_perplexity(int argc, char **argv) {
             goto done;
         }
         size_t len = 0;
-        text = read_text(text_path, &len);
+        text = cli_read_text(text_path, &len);
         if (!text) {
             fprintf(stderr, "ignis perplexity: cannot read %s\n", text_path);
             goto done;

@@ -17,6 +17,13 @@
  * blocks with --pure (without it, it makes the output matrix Q6_K for Q4_0
  * and Q5_0/Q5_1).
  *
+ * With --imatrix FILE (an importance matrix from `ignis imatrix` or
+ * llama-imatrix, GGUF or legacy form), the matrices it has an entry for are
+ * quantized with llama-quantize's importance-weighted searches
+ * (ig_quantize_row_imatrix: Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K), giving
+ * llama-quantize --imatrix's blocks; the others as without. The file's
+ * provenance goes into quantize.imatrix.* keys as llama-quantize writes them.
+ *
  * Streaming: the input (GGUF or safetensors) is memory-mapped and converted
  * one row at a time.
  * The output goes to a temporary file next to OUT, is fsync'ed, then renamed
@@ -28,10 +35,12 @@
 #include "model/gguf_write.h"
 #include "model/hf.h"
 #include "model/hf_gguf.h"
+#include "quant/imatrix.h"
 #include "quant/quant.h"
 #include "quant/quant_mix.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,18 +49,20 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: ignis quantize IN OUT.gguf --type T [--pure] [--force]\n"
+            "usage: ignis quantize IN OUT.gguf --type T [--pure] [--imatrix FILE] [--force]\n"
             "  T: f32, f16, bf16, q8_0, q4_0, q5_0, q5_1, q4_k_m (or q4_k), q5_k_m (or q5_k), q6_k\n"
             "Converts an F32, F16 or BF16 GGUF, or a Hugging Face checkpoint directory\n"
             "(config.json + safetensors; llama.cpp's gemma3 metadata, norms +1, the tokenizer\n"
-            "from tokenizer.model): every weight matrix becomes the type, the norms stay F32,\n"
+            "from tokenizer.model or tokenizer.json): every weight matrix becomes the type, the norms stay F32,\n"
             "a GGUF's metadata (tokenizer, chat template) is kept. The K types\n"
             "follow llama-quantize's mixes (output/embedding Q6_K, more bits for some\n"
             "attn_v and ffn_down, fallbacks where rows are not whole 256-blocks); --pure\n"
             "gives every weight matrix the K type itself (fallbacks kept). The blocks are\n"
-            "llama-quantize's (no importance matrix). The output is written to a temporary\n"
-            "file next to OUT and renamed onto OUT once complete; an existing OUT needs\n"
-            "--force.\n");
+            "llama-quantize's. --imatrix FILE (from `ignis imatrix` or llama-imatrix)\n"
+            "weights the quantization error of each column by its importance, as\n"
+            "llama-quantize --imatrix does (Q4_0, Q5_0, Q5_1 and the K types). The output is\n"
+            "written to a temporary file next to OUT and renamed onto OUT once complete; an\n"
+            "existing OUT needs --force.\n");
 }
 
 static const struct {
@@ -79,8 +90,63 @@ static void row_to_f32(ig_dtype t, const unsigned char *src, float *dst, int64_t
     else ig_dequantize_row(t, src, dst, n);
 }
 
+/* Loads the importance matrix; its values must be finite, as
+ * llama-quantize requires. */
+static ig_status load_imatrix(const char *path, ig_imatrix **out) {
+    ig_status st = ig_imatrix_load(path, out);
+    if (st != IG_OK) {
+        if (*ig_last_error()) fprintf(stderr, "ignis quantize: cannot read the imatrix: %s\n", ig_last_error());
+        else fprintf(stderr, "ignis quantize: cannot read the imatrix %s: %s\n", path, ig_status_str(st));
+        return st;
+    }
+    for (size_t i = 0; i < (*out)->n_entries; i++) {
+        const ig_imatrix_entry *e = &(*out)->entries[i];
+        for (int64_t j = 0; j < e->n; j++)
+            if (!isfinite((float)e->sum2[j])) {
+                fprintf(stderr, "ignis quantize: the imatrix %s has a non-finite value for %s\n", path, e->name);
+                ig_imatrix_free(*out);
+                *out = NULL;
+                return IG_ERR_FORMAT;
+            }
+    }
+    fprintf(stderr, "ignis quantize: %zu importance matrix entries from %s (%u chunks)\n", (*out)->n_entries, path,
+            (*out)->chunk_count);
+    return IG_OK;
+}
+
+/* llama-quantize's record of the imatrix: its path, first dataset, entry
+ * and chunk counts (strings cut to 127 bytes as there). */
+static ig_status add_imatrix_keys(gguf_writer *w, const ig_imatrix *im, const char *path) {
+    ig_status st = gguf_writer_add_strn(w, "quantize.imatrix.file", path, strnlen(path, 127));
+    if (st == IG_OK && im->n_datasets)
+        st = gguf_writer_add_strn(w, "quantize.imatrix.dataset", im->datasets[0], strnlen(im->datasets[0], 127));
+    if (st == IG_OK)
+        st = gguf_writer_add_u32(w, "quantize.imatrix.entries_count",
+                                 im->n_entries > UINT32_MAX ? UINT32_MAX : (uint32_t)im->n_entries);
+    if (st == IG_OK && im->chunk_count > 0)
+        st = gguf_writer_add_u32(w, "quantize.imatrix.chunks_count", im->chunk_count);
+    return st;
+}
+
+/* The importance of t's columns into qw (t->ne[0] floats): 1 when the
+ * imatrix has them, 0 when it has no entry for t, -1 (message printed) when
+ * its entry has another width -- except for the token embedding, which
+ * llama-quantize then quantizes without. */
+static int tensor_importance(const ig_imatrix *im, const ig_tensor *t, float *qw) {
+    const ig_imatrix_entry *e = ig_imatrix_find(im, t->name);
+    if (!e) return 0;
+    if (e->n != t->ne[0] || t->ne[2] != 1 || t->ne[3] != 1) {
+        if (!strcmp(t->name, "token_embd.weight")) return 0;
+        fprintf(stderr, "ignis quantize: the imatrix has %lld values for %s, which has %lld columns\n",
+                (long long)e->n, t->name, (long long)t->ne[0]);
+        return -1;
+    }
+    ig_imatrix_weights(im, e, qw);
+    return 1;
+}
+
 int cmd_quantize(int argc, char **argv) {
-    const char *in = NULL, *out = NULL, *type_arg = NULL;
+    const char *in = NULL, *out = NULL, *type_arg = NULL, *imatrix_path = NULL;
     int force = 0, pure = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -89,6 +155,8 @@ int cmd_quantize(int argc, char **argv) {
             return 0;
         } else if (!strcmp(a, "--type") && i + 1 < argc) {
             type_arg = argv[++i];
+        } else if (!strcmp(a, "--imatrix") && i + 1 < argc) {
+            imatrix_path = argv[++i];
         } else if (!strcmp(a, "--force")) {
             force = 1;
         } else if (!strcmp(a, "--pure")) {
@@ -133,7 +201,11 @@ int cmd_quantize(int argc, char **argv) {
     float *row = NULL;
     unsigned char *qrow = NULL;
     ig_dtype *out_type = NULL;
-    ig_status st = ig_path_is_dir(in) ? hf_open(in, &hf) : gguf_open(in, &g);
+    ig_imatrix *im = NULL;
+    float *qw = NULL;
+    ig_status st;
+    if (imatrix_path && (st = load_imatrix(imatrix_path, &im)) != IG_OK) goto done;
+    st = ig_path_is_dir(in) ? hf_open(in, &hf) : gguf_open(in, &g);
     if (st != IG_OK) {
         fprintf(stderr, "ignis quantize: cannot read %s: %s\n", in,
                 *ig_last_error() ? ig_last_error() : ig_status_str(st));
@@ -175,6 +247,7 @@ int cmd_quantize(int argc, char **argv) {
     if (st == IG_OK) st = gguf_writer_add_u32(w, "general.file_type", types[ti].file_type);
     if (st == IG_OK && (ig_dtype_block_elems(want) > 1 || hf)) /* llama.cpp's converter: always */
         st = gguf_writer_add_u32(w, "general.quantization_version", 2);
+    if (st == IG_OK && im) st = add_imatrix_keys(w, im, imatrix_path);
     for (size_t i = 0; i < tt->count && st == IG_OK; i++) {
         const ig_tensor *t = &tt->items[i];
         st = gguf_writer_add_tensor(w, t->name, t->n_dims, t->ne, out_type[i]);
@@ -183,7 +256,8 @@ int cmd_quantize(int argc, char **argv) {
 
     row = malloc(sizeof *row * (size_t)max_row);
     qrow = malloc(sizeof(float) * (size_t)max_row);
-    if (!row || !qrow) goto oom;
+    qw = malloc(sizeof *qw * (size_t)max_row);
+    if (!row || !qrow || !qw) goto oom;
     if (cli_output_open(&o, out) != 0) {
         fprintf(stderr, "ignis quantize: cannot create %s: %s\n", out, strerror(errno));
         goto done;
@@ -200,12 +274,18 @@ int cmd_quantize(int argc, char **argv) {
             goto done;
         }
         const unsigned char *src = t->data;
+        const float *w_imp = NULL;
+        if (im && ig_dtype_block_elems(out_type[i]) > 1) {
+            const int r2 = tensor_importance(im, t, qw);
+            if (r2 < 0) goto done;
+            if (r2 > 0) w_imp = qw;
+        }
         const bool plus_one = hf && hf_gguf_is_norm(t->name); /* Gemma's norms: 1 + w in GGUF */
         for (int64_t r = 0; r < rows; r++) {
             row_to_f32(t->type, src + (size_t)r * in_rb, row, n);
             if (plus_one)
                 for (int64_t e = 0; e < n; e++) row[e] += 1.0f;
-            ig_quantize_row_ggml(out_type[i], row, qrow, n);
+            ig_quantize_row_imatrix(out_type[i], row, qrow, n, w_imp);
             if ((st = gguf_writer_write(w, qrow, out_rb)) != IG_OK) goto fail;
         }
         if (tty)
@@ -234,6 +314,8 @@ done:
     hf_close(hf);
     free(row);
     free(qrow);
+    free(qw);
     free(out_type);
+    ig_imatrix_free(im);
     return rc;
 }

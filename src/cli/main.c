@@ -23,6 +23,7 @@ static const struct {
     {"detokenize", cmd_detokenize, "print the text of token ids"},
     {"synth", cmd_synth, "write a random-weight GGUF of a Gemma 3 size"},
     {"quantize", cmd_quantize, "convert an F32/F16/BF16 GGUF to F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1 or a K-quant mix"},
+    {"imatrix", cmd_imatrix, "importance matrix of a model on a text (for quantize --imatrix)"},
     {"devices", cmd_devices, "list Vulkan devices"},
 };
 

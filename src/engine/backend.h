@@ -20,6 +20,10 @@ typedef struct ig_backend_desc {
                               cache on the host. The engine updates the per-sequence lengths after each step. */
     int n_batch;           /* most tokens of a step */
     ig_threadpool *pool;   /* the context's CPU threads */
+    /* ig_context_params' matmul observer (NULL: none); only the CPU device
+     * takes one (the engine refuses it for the others) */
+    void (*matmul_observer)(void *user, const char *weight, const float *x, int rows, int width);
+    void *matmul_observer_user;
 } ig_backend_desc;
 
 typedef struct ig_backend ig_backend;

@@ -87,7 +87,16 @@ ig_status ig_context_create(ig_model *model, const ig_context_params *params, ig
     }
     st = ig_threadpool_create(p.n_threads, &ctx->pool);
     if (st != IG_OK) goto fail;
-    const ig_backend_desc desc = {.graph = &ctx->graph, .kv = &ctx->kv, .n_batch = p.n_batch, .pool = ctx->pool};
+    if (p.matmul_observer && model->params.backend != IG_BACKEND_CPU) {
+        st = ig_fail(IG_ERR_UNSUPPORTED, "a matmul observer needs the CPU backend");
+        goto fail;
+    }
+    const ig_backend_desc desc = {.graph = &ctx->graph,
+                                  .kv = &ctx->kv,
+                                  .n_batch = p.n_batch,
+                                  .pool = ctx->pool,
+                                  .matmul_observer = p.matmul_observer,
+                                  .matmul_observer_user = p.matmul_observer_user};
     st = model->device->ops->backend_create(model->device, &desc, &ctx->backend);
     if (st != IG_OK) goto fail;
     st = ig_context_reserve_logits(ctx, 1);

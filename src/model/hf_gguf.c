@@ -3,6 +3,7 @@
 
 #include "core/json.h"
 #include "tokenizer/sp_model.h"
+#include "tokenizer/tok_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -220,6 +221,84 @@ out:
     return st;
 }
 
+/* ---- the vocabulary from tokenizer.json alone ------------------------------
+ * llama.cpp's converter would write a GPT-2 style BPE vocabulary here; the
+ * GGUF gets a SentencePiece ("llama") one instead, which is what Gemma's
+ * tokenizer.json was converted from: the pieces and types of the file (as
+ * ignis reads it for inference: src/tokenizer/vocab_hf.c), each piece's
+ * score minus the rank of the first merge that produces it (SentencePiece's
+ * best-score-first merging then applies the merges in their order),
+ * pieces no merge produces scored below every merge, the special ids and
+ * add_bos of the file. A tokenizer.json without the U+2581 space escape is
+ * not a SentencePiece conversion and is refused. */
+static ig_status add_vocab_json(const hf_model *m, gguf_writer *w) {
+    const int32_t V = m->hparams.n_vocab;
+    if (V <= 0) return ig_fail(IG_ERR_FORMAT, "no vocab_size");
+    ig_tokenizer *t = NULL;
+    IG_TRY(ig_tokenizer_from_hf_json(m->tokenizer_json_path, &t));
+    vocab v = {.n = V};
+    ig_status st = IG_OK;
+    if (!t->escape_spaces || t->add_space_prefix) {
+        st = ig_fail(IG_ERR_UNSUPPORTED, "%s: not a SentencePiece-style tokenizer (no U+2581 space escape, "
+                                         "or a space prefix)", m->tokenizer_json_path);
+        goto out;
+    }
+    if (t->n_vocab > V) {
+        st = ig_fail(IG_ERR_FORMAT, "%s has %d pieces, more than vocab_size %d", m->tokenizer_json_path,
+                     (int)t->n_vocab, (int)V);
+        goto out;
+    }
+    v.tokens = ig_calloc_array((size_t)V, sizeof *v.tokens);
+    v.scores = ig_calloc_array((size_t)V, sizeof *v.scores);
+    v.types = ig_calloc_array((size_t)V, sizeof *v.types);
+    v.pad_text = ig_calloc_array((size_t)V, 16);
+    if (!v.tokens || !v.scores || !v.types || !v.pad_text) {
+        st = IG_ERR_NO_MEMORY;
+        goto out;
+    }
+    float lowest = 0.0f;
+    for (int32_t i = 0; i < t->n_vocab; i++)
+        if (t->score[i] < lowest) lowest = t->score[i];
+    for (int32_t i = 0; i < V; i++) {
+        if (i < t->n_vocab && t->piece[i] && t->piece_len[i] > 0) {
+            v.tokens[i] = (gguf_str){t->piece[i], t->piece_len[i]};
+            v.types[i] = t->type[i];
+            v.scores[i] = t->score[i];
+            /* a normal piece of several characters that no merge produces:
+             * last in SentencePiece's order */
+            if (t->type[i] == IG_TOKEN_NORMAL && !(t->attr[i] & IG_TOKA_MERGEABLE) && t->piece_len[i] > 1)
+                v.scores[i] = lowest - 1.0f;
+        } else { /* past the file's pieces, or an id it leaves out: as the converter pads */
+            char *p = v.pad_text + 16 * (size_t)i;
+            const int n = snprintf(p, 16, "[PAD%d]", (int)i);
+            v.tokens[i] = (gguf_str){p, (size_t)n};
+            v.scores[i] = -10000.0f;
+            v.types[i] = IG_SP_UNUSED;
+        }
+    }
+    if ((st = gguf_writer_add_str(w, "tokenizer.ggml.model", "llama")) != IG_OK ||
+        (st = gguf_writer_add_str(w, "tokenizer.ggml.pre", "default")) != IG_OK ||
+        (st = gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", v.tokens, (uint64_t)V)) != IG_OK ||
+        (st = gguf_writer_add_arr(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, v.scores, (uint64_t)V)) != IG_OK ||
+        (st = gguf_writer_add_arr(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, v.types, (uint64_t)V)) != IG_OK)
+        goto out;
+    const struct {
+        int32_t id;
+        const char *key;
+    } ids[] = {{t->bos, "tokenizer.ggml.bos_token_id"},
+               {t->eos, "tokenizer.ggml.eos_token_id"},
+               {t->unk, "tokenizer.ggml.unknown_token_id"},
+               {t->pad, "tokenizer.ggml.padding_token_id"}};
+    for (size_t i = 0; i < IG_ARRAY_LEN(ids) && st == IG_OK; i++)
+        if (ids[i].id >= 0) st = gguf_writer_add_u32(w, ids[i].key, (uint32_t)ids[i].id);
+    if (st == IG_OK) st = gguf_writer_add_bool(w, "tokenizer.ggml.add_bos_token", t->add_bos);
+    if (st == IG_OK) st = gguf_writer_add_bool(w, "tokenizer.ggml.add_space_prefix", false);
+out:
+    vocab_free(&v);
+    ig_tokenizer_free(t);
+    return st;
+}
+
 /* The last component of a directory path. */
 static void dir_name(const char *path, char *out, size_t cap) {
     size_t n = strlen(path);
@@ -289,6 +368,8 @@ ig_status hf_gguf_add_metadata(const hf_model *m, const char *dir, gguf_writer *
     ig_status st = IG_OK;
     if (ig_path_is_file(sp_path)) {
         st = add_vocab(m, dir, sp_path, w);
+    } else if (m->tokenizer_json_path) {
+        st = add_vocab_json(m, w);
     } else {
         st = gguf_writer_add_str(w, "tokenizer.ggml.model", "none");
         if (st == IG_OK) st = add_u32(w, "gemma3.vocab_size", hp->n_vocab);

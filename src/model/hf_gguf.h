@@ -18,8 +18,10 @@
  * [PAD<i>] (UNUSED, -10000), tokenizer_config.json's added_tokens_decoder
  * applied (special -> CONTROL, score -1000), the ids of its bos/eos/unk/
  * sep/pad/cls/mask tokens and its add_bos_token / add_eos_token, and
- * add_space_prefix false. Without tokenizer.model (tokenizer.json alone,
- * for which the converter has no gemma3 path) the vocabulary is not
+ * add_space_prefix false. Without tokenizer.model, from tokenizer.json
+ * (a SentencePiece-converted BPE; the converter would write a GPT-2 style
+ * vocabulary): the same keys from ignis's reading of it, each piece scored
+ * minus the rank of its first merge. Without either, the vocabulary is not
  * converted: tokenizer.ggml.model = "none" with gemma3.vocab_size, which
  * llama.cpp needs to open the file (token ids in, logits out).
  *

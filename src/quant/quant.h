@@ -56,6 +56,13 @@ void ig_quantize_row(ig_dtype type, const float *src, void *dst, int64_t n);
  * for the scales and mins, src/quant/quantize_k.c); for the other types
  * ig_quantize_row's, which are already ggml's. Used by `ignis quantize`. */
 void ig_quantize_row_ggml(ig_dtype type, const float *src, void *dst, int64_t n);
+/* The blocks llama-quantize writes with an importance matrix: qw holds one
+ * weight per element of the row (n floats: the imatrix's mean square of
+ * the matmul input in each column). Q4_0, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K
+ * take ggml's importance-weighted searches (quantize_row_*_impl), bit for
+ * bit; Q8_0 and the float types ignore qw, as llama-quantize does. qw NULL
+ * is ig_quantize_row_ggml. */
+void ig_quantize_row_imatrix(ig_dtype type, const float *src, void *dst, int64_t n, const float *qw);
 
 /* Half-precision conversions (IEEE binary16 and bfloat16), round to nearest
  * even. Widening is exact (subnormals, infinities, NaN payloads kept). A NaN

@@ -415,3 +415,66 @@ def test_hf_multimodal_checkpoint_text_tower(tmp_path: Path):
     want = R.ignis_logits(vlm, toks, tmp_path / "a.f32")
     got = R.ignis_logits(out, toks, tmp_path / "b.f32")
     assert np.array_equal(got, want)
+
+
+# ---- a checkpoint with tokenizer.json alone ---------------------------------
+# A subset of the real Gemma 3 tokenizer.json (the special pieces, the 256
+# byte pieces, some single characters and the pieces their first merges
+# make, with every merge among the kept pieces, renumbered) next to a
+# fixture's weights, without tokenizer.model: the GGUF gets a SentencePiece
+# vocabulary (tokenizer.ggml.model "llama") built from it, and ignis
+# tokenizes every golden string the same way from the GGUF as from the
+# checkpoint's tokenizer.json.
+
+def _tokenizer_json_subset(n_vocab: int) -> dict:
+    bdir = R.ignis_bin().parent
+    src = bdir / "fixtures" / "tokenizer" / "gemma3" / "tokenizer.json"
+    if not src.exists():
+        pytest.skip(f"no {src} (the build unpacks it)")
+    tj = json.loads(src.read_text())
+    vocab, merges = tj["model"]["vocab"], tj["model"]["merges"]
+    by_id = {i: p for p, i in vocab.items()}
+    keep = [by_id[i] for i in range(4)] + [f"<0x{b:02X}>" for b in range(256)]
+    keep += list("\u2581etaoinshrdlucmfwypvbgkqjxz,.'!?:()[]{}0123456789\n")
+    kept = set(keep)
+    for a, b in merges:  # pieces made by the merges of kept pieces, in rank order
+        if len(keep) >= n_vocab:
+            break
+        if a in kept and b in kept and a + b not in kept and vocab.get(a + b) is not None:
+            keep.append(a + b)
+            kept.add(a + b)
+    ids = {p: i for i, p in enumerate(keep)}
+    tj["model"]["vocab"] = ids
+    tj["model"]["merges"] = [[a, b] for a, b in merges if a in kept and b in kept and a + b in kept]
+    tj["added_tokens"] = [dict(t, id=ids[t["content"]]) for t in tj["added_tokens"] if t["content"] in kept]
+    return tj
+
+
+def test_hf_tokenizer_json_only(tmp_path: Path):
+    model = MODELS[0]
+    n_vocab = json.loads((model / "f32" / "config.json").read_text())["vocab_size"]
+    tj = _tokenizer_json_subset(n_vocab)
+    d = tmp_path / "tok-json"
+    d.mkdir()
+    for f in (model / "f32").iterdir():
+        (d / f.name).symlink_to(f)
+    (d / "tokenizer.json").write_text(json.dumps(tj))
+    out = tmp_path / "tok.gguf"
+    r = R.run_ignis(["quantize", d, out, "--type", "f32"])
+    assert r.returncode == 0, r.stderr
+    f = fields(gguf.GGUFReader(out))
+    assert f["tokenizer.ggml.model"] == "llama" and "gemma3.vocab_size" not in f
+    pieces = sorted(tj["model"]["vocab"], key=tj["model"]["vocab"].get)
+    assert f["tokenizer.ggml.tokens"][:len(pieces)] == pieces
+    assert f["tokenizer.ggml.token_type"][4] == 6 and f["tokenizer.ggml.token_type"][2] == 3  # byte, control
+    assert f["tokenizer.ggml.bos_token_id"] == 2 and f["tokenizer.ggml.add_bos_token"] is True
+    golden = json.loads((R.FIXTURES / "tokenizer" / "gemma3" / "golden.json").read_text())
+    n_merged = 0
+    for g in golden:
+        a = R.run_ignis(["tokenize", d, g["text"], "--bos"])
+        b = R.run_ignis(["tokenize", out, g["text"], "--bos"])
+        assert a.returncode == 0 and b.returncode == 0, (a.stderr, b.stderr)
+        ids = json.loads(a.stdout)
+        assert json.loads(b.stdout) == ids, g["text"]
+        n_merged += sum(i >= 4 + 256 + 47 for i in ids)
+    assert n_merged > 50  # the merges were exercised, not only bytes and single characters

@@ -31,12 +31,26 @@ typedef struct cpu_backend {
     cpu_step *steps;
     int n_steps;
     atomic_int *next; /* [n_steps] chunk counters of the dot phases */
+    void (*observer)(void *user, const char *weight, const float *x, int rows, int width);
+    void *observer_user;
 } cpu_backend;
 
 typedef struct run_arg {
     ig_cpu_exec ex;
     const cpu_backend *cb;
 } run_arg;
+
+/* After a matmul step: hands the matmuls' inputs (intact until the next
+ * step writes them) to the observer on thread 0, then holds every thread
+ * until it is done. */
+static void observe(const cpu_backend *cb, const ig_cpu_exec *ex, const ig_op *ops, int n, int ith) {
+    if (ith == 0)
+        for (int i = 0; i < n; i++) {
+            const int rows = ops[i].on_outputs ? ex->step->n_out : ex->step->n_tokens;
+            cb->observer(cb->observer_user, ops[i].w->name, ex->buf[ops[i].src], rows, (int)ops[i].w->ne[0]);
+        }
+    ig_threadpool_barrier(ex->pool);
+}
 
 static void run_graph(void *arg, int ith, int nth) {
     const run_arg *ra = arg;
@@ -48,6 +62,7 @@ static void run_graph(void *arg, int ith, int nth) {
             ig_cpu_matmuls(ex, &g->ops[st->pre], st->n_pre, &g->ops[st->op], st->n, &ra->cb->next[s], ith, nth);
         else ig_cpu_ops(ex, &g->ops[st->op], st->n, &ra->cb->next[s], ith, nth);
         ig_threadpool_barrier(ex->pool);
+        if (st->matmul && ra->cb->observer) observe(ra->cb, ex, &g->ops[st->op], st->n, ith);
     }
 }
 
@@ -165,6 +180,8 @@ static ig_status cpu_backend_create(ig_device *dev, const ig_backend_desc *desc,
     cb->graph = desc->graph;
     cb->kv = desc->kv;
     cb->pool = desc->pool;
+    cb->observer = desc->matmul_observer;
+    cb->observer_user = desc->matmul_observer_user;
     const ig_graph *g = desc->graph;
     const ig_kv_cache *kv = desc->kv;
     for (int i = 0; i < IG_BUF_COUNT; i++) {
