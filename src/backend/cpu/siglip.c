@@ -43,6 +43,7 @@ typedef struct enc_run {
     const ig_vision *v;
     ig_threadpool *pool;
     int N, n_chunks;
+    int n_split; /* row blocks per chunk: > 1 when there are too few chunks to share */
     uint8_t *act;           /* quantized activations of the current matmul */
     uint8_t **scratch;      /* per thread: matmul scratch, then attention scratch */
     uint8_t **tmp;          /* per thread: one quantized row (grouped layout) */
@@ -97,18 +98,17 @@ static void quant_phase(enc_run *r, const lin_op *op, int ith, int nth) {
     ig_threadpool_barrier(r->pool);
 }
 
-static void gelu_rows(const enc_run *r, float *y, int n, int out) {
-    for (int t = 0; t < n; t++) r->isa->geglu(y + (size_t)t * out, r->ones, out);
-}
-
 /* The chunks of op, taken in turn; no barrier. */
 static void lin_phase(enc_run *r, lin_op *op, int ith) {
     const ig_act_kind kind = ig_mm_act_kind(op->type);
     const bool grouped = kind != IG_ACT_F32 && op_grouped(r, op);
     const size_t stride = kind != IG_ACT_F32 ? op_stride(r, op) : 0;
+    const int rows = (op->out + r->n_split - 1) / r->n_split, rb = (rows + 15) & ~15;
     for (;;) {
-        const int c = atomic_fetch_add_explicit(&op->next, 1, memory_order_relaxed);
-        if (c >= r->n_chunks) break;
+        const int it = atomic_fetch_add_explicit(&op->next, 1, memory_order_relaxed);
+        if (it >= r->n_chunks * r->n_split) break;
+        const int c = it / r->n_split, r0 = (it % r->n_split) * rb, r1 = IG_MIN(op->out, r0 + rb);
+        if (r0 >= r1) continue;
         const int t0 = c * CHUNK, n = IG_MIN(CHUNK, r->N - t0);
         ig_mm m = {.type = op->type,
                    .w = op->w,
@@ -123,17 +123,17 @@ static void lin_phase(enc_run *r, lin_op *op, int ith) {
                    .grouped = grouped,
                    .y = op->y + (size_t)t0 * op->out,
                    .ldy = op->out};
-        ig_mm_matmul(r->isa, &m, 0, op->out, r->scratch[ith]);
+        ig_mm_matmul(r->isa, &m, r0, r1, r->scratch[ith]);
         for (int t = 0; t < n; t++) {
             float *y = op->y + (size_t)(t0 + t) * op->out;
             if (op->epi == EPI_RESIDUAL) {
                 float *x = op->res + (size_t)(t0 + t) * op->out;
-                for (int o = 0; o < op->out; o++) x[o] += y[o] + (op->b ? op->b[o] : 0.0f);
+                for (int o = r0; o < r1; o++) x[o] += y[o] + (op->b ? op->b[o] : 0.0f);
             } else if (op->b) {
-                for (int o = 0; o < op->out; o++) y[o] += op->b[o];
+                for (int o = r0; o < r1; o++) y[o] += op->b[o];
             }
+            if (op->epi == EPI_GELU) r->isa->geglu(y + r0, r->ones, r1 - r0);
         }
-        if (op->epi == EPI_GELU) gelu_rows(r, op->y + (size_t)t0 * op->out, n, op->out);
     }
 }
 
@@ -357,6 +357,8 @@ ig_status ig_vision_encode(const ig_vision *v, const float *pixels, int n_thread
     }
     if (st != IG_OK) goto done;
     for (int i = 0; i < IG_MAX(D, F); i++) r.ones[i] = 1.0f;
+    /* at least 4 items per thread */
+    r.n_split = IG_MAX(1, (4 * n_threads + r.n_chunks - 1) / r.n_chunks);
 
     /* Patch embedding: each patch's pixels in the kernel's [c][ky][kx] order. */
     float *patches = r.ff;
