@@ -41,4 +41,31 @@ void ig_attn_block_avx2(const ig_attn_block *a);
 void ig_attn_block_avx512(const ig_attn_block *a);
 #endif
 
+/* Attention with every key visible (encoders: the vision tower), f32:
+ * rows [t0, t0 + nq) of one head against keys [0, n). Row t of the head
+ * at q/k/v/o + t * stride; hd a multiple of 8. A block of IG_VATTN_BQ
+ * query rows goes over the keys in tiles of IG_VATTN_BK: scores as a
+ * register-blocked product with the tile's keys transposed, an online
+ * softmax, then P·V, the rows' outputs in the scratch until the end. */
+#define IG_VATTN_BQ 48
+#define IG_VATTN_BK 64
+
+typedef struct ig_vattn {
+    const float *q, *k, *v;
+    float *o;
+    size_t stride;
+    int n, hd;
+    float scale;
+} ig_vattn;
+
+static inline size_t ig_vattn_scratch_floats(int hd) {
+    return 2 * (size_t)IG_VATTN_BQ * hd + (size_t)IG_VATTN_BQ * IG_VATTN_BK + 2 * (size_t)hd * IG_VATTN_BK +
+           2 * IG_VATTN_BQ + 64;
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+/* nq <= IG_VATTN_BQ; scratch: ig_vattn_scratch_floats(hd), 64-byte aligned. */
+void ig_vattn_rows_avx2(const ig_vattn *a, int t0, int nq, float *scratch);
+#endif
+
 #endif

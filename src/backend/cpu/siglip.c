@@ -9,8 +9,8 @@
  * into chunks of CHUNK that the threads take in turn, so that a chunk's
  * activations stay in the core's cache while the weights stream past; the
  * bias, GELU and residual are applied to a chunk as soon as it is done.
- * The attention is the backend's tiled kernel (attention.h: online softmax
- * in f32) over blocks of 16 query rows of one head, every key visible.
+ * The attention is tiled with an online softmax in f32, every key visible
+ * (attention.h: the AVX2 encoder kernel, else the backend's block kernel).
  * LayerNorm and RMSNorm statistics are in double. One thread-pool run per
  * layer, its phases separated by barriers. */
 #include "backend/cpu/matmul.h"
@@ -137,14 +137,44 @@ static void lin_phase(enc_run *r, lin_op *op, int ith) {
     }
 }
 
-/* Attention over every patch: items of 16 query rows of one head, head by
- * head (so that a head's keys and values stay in the shared cache). */
+/* Attention over every patch, in items of query rows of one head, head by
+ * head (so that a head's keys and values stay in the shared cache): the
+ * AVX2 encoder kernel (blocks of IG_VATTN_BQ rows) where it applies, else
+ * the backend's attention block (16 rows). */
+static bool use_vattn(const ig_mm_isa *isa, int hd) {
+#if defined(__x86_64__) || defined(__i386__)
+    return hd % 8 == 0 && (isa == &ig_mm_isa_avx2 || isa == &ig_mm_isa_avx512);
+#else
+    (void)isa;
+    (void)hd;
+    return false;
+#endif
+}
+
+static int attn_rows_per_item(const ig_mm_isa *isa, int hd) {
+    return use_vattn(isa, hd) ? IG_VATTN_BQ : IG_ATTN_MAX_ROWS;
+}
+
 static void attn_rows(const ig_mm_isa *isa, const float *q, const float *k, const float *v, float *o, int n, int D,
                       int nh, int item, float *scratch) {
-    const int hd = D / nh, per_head = (n + IG_ATTN_MAX_ROWS - 1) / IG_ATTN_MAX_ROWS;
-    const int h = item / per_head, t0 = (item % per_head) * IG_ATTN_MAX_ROWS;
+    const int hd = D / nh, per = attn_rows_per_item(isa, hd), per_head = (n + per - 1) / per;
+    const int h = item / per_head, t0 = (item % per_head) * per;
+#if defined(__x86_64__) || defined(__i386__)
+    if (use_vattn(isa, hd)) {
+        const ig_vattn va = {.q = q + (size_t)h * hd,
+                             .k = k + (size_t)h * hd,
+                             .v = v + (size_t)h * hd,
+                             .o = o + (size_t)h * hd,
+                             .stride = (size_t)D,
+                             .n = n,
+                             .hd = hd,
+                             .scale = 1.0f / sqrtf((float)hd)};
+        ig_vattn_rows_avx2(&va, t0, IG_MIN(per, n - t0), scratch);
+        return;
+    }
+#endif
     ig_attn_block a = {0};
-    a.n_rows = IG_MIN(IG_ATTN_MAX_ROWS, n - t0);
+    a.n_rows = IG_MIN(per, n - t0);
     for (int i = 0; i < a.n_rows; i++) {
         a.q[i] = q + (size_t)(t0 + i) * D + (size_t)h * hd;
         a.o[i] = o + (size_t)(t0 + i) * D + (size_t)h * hd;
@@ -165,7 +195,14 @@ static void attn_rows(const ig_mm_isa *isa, const float *q, const float *k, cons
     isa->attn(&a);
 }
 
-static int attn_items(int n, int nh) { return nh * ((n + IG_ATTN_MAX_ROWS - 1) / IG_ATTN_MAX_ROWS); }
+static int attn_items(const ig_mm_isa *isa, int n, int D, int nh) {
+    const int per = attn_rows_per_item(isa, D / nh);
+    return nh * ((n + per - 1) / per);
+}
+
+static size_t attn_scratch_bytes(int hd) {
+    return sizeof(float) * IG_MAX(ig_attn_scratch_floats(hd, hd), ig_vattn_scratch_floats(hd));
+}
 
 static void layer_task(void *arg, int ith, int nth) {
     enc_run *r = arg;
@@ -181,7 +218,7 @@ static void layer_task(void *arg, int ith, int nth) {
         if (!same) ig_threadpool_barrier(r->pool);
     }
     if (same) ig_threadpool_barrier(r->pool);
-    const int items = attn_items(r->N, v->n_head);
+    const int items = attn_items(r->isa, r->N, v->width, v->n_head);
     for (;;) { /* into h (free since q, k, v) */
         const int it = atomic_fetch_add_explicit(&r->attn_next, 1, memory_order_relaxed);
         if (it >= items) break;
@@ -265,7 +302,7 @@ static void post_ln_task(void *arg, int ith, int nth) {
 /* Largest per-thread scratch any op of the tower needs. */
 static size_t scratch_need(const ig_mm_isa *isa, const ig_vision *v) {
     const int K = 3 * v->patch * v->patch;
-    size_t s = ig_attn_scratch_floats(v->width / v->n_head, v->width / v->n_head) * sizeof(float);
+    size_t s = attn_scratch_bytes(v->width / v->n_head);
     const int64_t ks[] = {K, v->width, v->n_ff};
     for (int i = 0; i < 3; i++) s = IG_MAX(s, ig_mm_scratch_bytes(isa, IG_TYPE_F32, ks[i]));
     for (int l = 0; l < v->n_layer; l++) {
@@ -437,9 +474,9 @@ ig_status ig_vision_attention(const struct ig_mm_isa *isa, const float *q, const
         return ig_fail(IG_ERR_INVALID_ARG, "ig_vision_attention: bad argument");
     if (!isa) isa = ig_mm_isa_select();
     const int hd = width / n_head;
-    float *scratch = ig_aligned_alloc(64, ig_attn_scratch_floats(hd, hd) * sizeof(float));
+    float *scratch = ig_aligned_alloc(64, attn_scratch_bytes(hd));
     if (!scratch) return IG_ERR_NO_MEMORY;
-    const int items = attn_items(n, n_head);
+    const int items = attn_items(isa, n, width, n_head);
     for (int it = 0; it < items; it++) attn_rows(isa, q, k, v, o, n, width, n_head, it, scratch);
     ig_aligned_free(scratch);
     return IG_OK;
