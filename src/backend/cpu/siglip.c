@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHUNK 64 /* tokens per matmul work item (a multiple of IG_MM_GROUP) */
+#define CHUNK 256 /* tokens per matmul work item (a multiple of IG_MM_GROUP) */
 
 enum { EPI_BIAS, EPI_GELU, EPI_RESIDUAL };
 
@@ -51,7 +51,7 @@ typedef struct enc_run {
     float *x, *h, *q, *k, *val, *ff;
     const ig_vision_layer *L;
     lin_op ops[6];
-    atomic_int attn_next;
+    atomic_int attn_next, pack_next;
 } enc_run;
 
 static void layernorm_rows(const float *x, float *y, int D, const float *w, const float *b, float eps, int t0,
@@ -155,17 +155,42 @@ static int attn_rows_per_item(const ig_mm_isa *isa, int hd) {
     return use_vattn(isa, hd) ? IG_VATTN_BQ : IG_ATTN_MAX_ROWS;
 }
 
-static void attn_rows(const ig_mm_isa *isa, const float *q, const float *k, const float *v, float *o, int n, int D,
-                      int nh, int item, float *scratch) {
+/* Floats of the packed keys and values of every head (0: no packing). */
+static size_t attn_pack_floats(const ig_mm_isa *isa, int n, int D, int nh) {
+    const int hd = D / nh;
+#if defined(__x86_64__) || defined(__i386__)
+    if (use_vattn(isa, hd)) return 2 * (size_t)nh * ig_vattn_head_floats(n, hd);
+#endif
+    (void)isa;
+    (void)n;
+    return 0;
+}
+
+/* Packs key/value tile `item` (head-major) into pack (the keys of every
+ * head, then the values). */
+static void attn_pack(const float *k, const float *v, int n, int D, int nh, int item, float *pack) {
+#if defined(__x86_64__) || defined(__i386__)
+    const int hd = D / nh, nt = ig_vattn_tiles(n), h = item / nt, t = item % nt;
+    const size_t hf = ig_vattn_head_floats(n, hd);
+    ig_vattn_pack_avx2(k + (size_t)h * hd, v + (size_t)h * hd, (size_t)D, n, hd, t, t + 1, pack + (size_t)h * hf,
+                       pack + (size_t)(nh + h) * hf);
+#else
+    (void)k, (void)v, (void)n, (void)D, (void)nh, (void)item, (void)pack;
+#endif
+}
+
+static void attn_rows(const ig_mm_isa *isa, const float *q, const float *k, const float *v, const float *pack,
+                      float *o, int n, int D, int nh, int item, float *scratch) {
     const int hd = D / nh, per = attn_rows_per_item(isa, hd), per_head = (n + per - 1) / per;
     const int h = item / per_head, t0 = (item % per_head) * per;
 #if defined(__x86_64__) || defined(__i386__)
     if (use_vattn(isa, hd)) {
+        const size_t hf = ig_vattn_head_floats(n, hd);
         const ig_vattn va = {.q = q + (size_t)h * hd,
-                             .k = k + (size_t)h * hd,
-                             .v = v + (size_t)h * hd,
                              .o = o + (size_t)h * hd,
                              .stride = (size_t)D,
+                             .kt = pack + (size_t)h * hf,
+                             .vp = pack + (size_t)(nh + h) * hf,
                              .n = n,
                              .hd = hd,
                              .scale = 1.0f / sqrtf((float)hd)};
@@ -218,11 +243,21 @@ static void layer_task(void *arg, int ith, int nth) {
         if (!same) ig_threadpool_barrier(r->pool);
     }
     if (same) ig_threadpool_barrier(r->pool);
+    if (attn_pack_floats(r->isa, r->N, v->width, v->n_head)) { /* keys and values packed into ff */
+        const int tiles = v->n_head * ig_vattn_tiles(r->N);
+        for (;;) {
+            const int it = atomic_fetch_add_explicit(&r->pack_next, 1, memory_order_relaxed);
+            if (it >= tiles) break;
+            attn_pack(r->k, r->val, r->N, v->width, v->n_head, it, r->ff);
+        }
+        ig_threadpool_barrier(r->pool);
+    }
     const int items = attn_items(r->isa, r->N, v->width, v->n_head);
     for (;;) { /* into h (free since q, k, v) */
         const int it = atomic_fetch_add_explicit(&r->attn_next, 1, memory_order_relaxed);
         if (it >= items) break;
-        attn_rows(r->isa, r->q, r->k, r->val, r->h, r->N, v->width, v->n_head, it, (float *)(void *)r->scratch[ith]);
+        attn_rows(r->isa, r->q, r->k, r->val, r->ff, r->h, r->N, v->width, v->n_head, it,
+                  (float *)(void *)r->scratch[ith]);
     }
     ig_threadpool_barrier(r->pool);
     quant_phase(r, &r->ops[3], ith, nth); /* out projection: h -> q, x += q + b */
@@ -344,7 +379,8 @@ size_t ig_vision_act_bytes(const ig_vision *v, int n_threads) {
     const ig_mm_isa *isa = ig_mm_isa_select();
     const size_t N = (size_t)v->side * v->side, D = (size_t)v->width, F = (size_t)v->n_ff;
     const size_t K = 3 * (size_t)v->patch * v->patch;
-    size_t s = 4 * (5 * N * D + N * IG_MAX(F, K) + IG_MAX(D, F)); /* x h q k v, ff, ones */
+    size_t s = 4 * (5 * N * D + IG_MAX(N * IG_MAX(F, K), attn_pack_floats(isa, (int)N, (int)D, v->n_head)) +
+                    IG_MAX(D, F)); /* x h q k v, ff, ones */
     s += act_need(isa, v, (int)N) + 64;
     s += (size_t)n_threads * (scratch_need(isa, v) + tmp_need(v) + 128);
     return s;
@@ -371,15 +407,18 @@ ig_status ig_vision_encode(const ig_vision *v, const float *pixels, int n_thread
     if (!v || !pixels || !embd) return ig_fail(IG_ERR_INVALID_ARG, "ig_vision_encode: NULL argument");
     const int D = v->width, F = v->n_ff, P = v->patch, S = v->image_size, side = v->side, N = side * side;
     const int K = 3 * P * P;
-    const size_t nd = (size_t)N * D, nf = (size_t)N * (size_t)IG_MAX(F, K);
     if (n_threads < 1) n_threads = 1;
     enc_run r = {.isa = ig_mm_isa_select(), .v = v, .N = N, .n_chunks = (N + CHUNK - 1) / CHUNK};
+    /* ff: the MLP's activations, the patches, the packed keys and values */
+    const size_t nd = (size_t)N * D,
+                 nf = IG_MAX((size_t)N * (size_t)IG_MAX(F, K), attn_pack_floats(r.isa, N, D, v->n_head));
     r.x = ig_calloc_array(nd, sizeof(float));
     r.h = ig_calloc_array(nd, sizeof(float));
     r.q = ig_calloc_array(nd, sizeof(float));
     r.k = ig_calloc_array(nd, sizeof(float));
     r.val = ig_calloc_array(nd, sizeof(float));
-    r.ff = ig_calloc_array(nf, sizeof(float));
+    size_t ff_bytes = 0;
+    r.ff = ig_size_mul(nf, sizeof(float), &ff_bytes) ? ig_aligned_alloc(64, ff_bytes) : NULL; /* vector stores */
     r.ones = ig_calloc_array((size_t)IG_MAX(D, F), sizeof(float));
     const size_t act_bytes = act_need(r.isa, v, N);
     r.act = act_bytes ? ig_aligned_alloc(64, act_bytes) : NULL;
@@ -424,6 +463,7 @@ ig_status ig_vision_encode(const ig_vision *v, const float *pixels, int n_thread
         r.ops[4] = tensor_op(L->fc1, L->b1, r.h, r.ff, NULL, EPI_GELU);
         r.ops[5] = tensor_op(L->fc2, L->b2, r.ff, r.h, r.x, EPI_RESIDUAL);
         atomic_init(&r.attn_next, 0);
+        atomic_init(&r.pack_next, 0);
         ig_threadpool_run(r.pool, layer_task, &r);
     }
     ln_arg la = {.r = &r, .w = v->post_w, .b = v->post_b};
@@ -463,7 +503,7 @@ done:
     free(r.q);
     free(r.k);
     free(r.val);
-    free(r.ff);
+    ig_aligned_free(r.ff);
     free(r.ones);
     return st;
 }
@@ -474,10 +514,19 @@ ig_status ig_vision_attention(const struct ig_mm_isa *isa, const float *q, const
         return ig_fail(IG_ERR_INVALID_ARG, "ig_vision_attention: bad argument");
     if (!isa) isa = ig_mm_isa_select();
     const int hd = width / n_head;
+    const size_t pf = attn_pack_floats(isa, n, width, n_head);
     float *scratch = ig_aligned_alloc(64, attn_scratch_bytes(hd));
-    if (!scratch) return IG_ERR_NO_MEMORY;
+    float *pack = pf ? ig_aligned_alloc(64, pf * sizeof(float)) : NULL;
+    if (!scratch || (pf && !pack)) {
+        ig_aligned_free(scratch);
+        ig_aligned_free(pack);
+        return IG_ERR_NO_MEMORY;
+    }
+    if (pf)
+        for (int it = 0; it < n_head * ig_vattn_tiles(n); it++) attn_pack(k, v, n, width, n_head, it, pack);
     const int items = attn_items(isa, n, width, n_head);
-    for (int it = 0; it < items; it++) attn_rows(isa, q, k, v, o, n, width, n_head, it, scratch);
+    for (int it = 0; it < items; it++) attn_rows(isa, q, k, v, pack, o, n, width, n_head, it, scratch);
     ig_aligned_free(scratch);
+    ig_aligned_free(pack);
     return IG_OK;
 }

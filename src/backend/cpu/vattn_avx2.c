@@ -1,7 +1,9 @@
 /* AVX2 attention with every key visible (attention.h, ig_vattn): scores of
  * 6 query rows x 16 keys in 12 registers over the head dimension, online
  * softmax with a vectorized exp, P·V as 4 rows x 24 values in 12 registers
- * over the tile's keys. */
+ * over the tile's keys. The keys and values are packed once per head
+ * (ig_vattn_pack_avx2): read in place, rows a head's width apart (4.5 KiB
+ * in the released tower) fall into a few L1 sets and stream badly. */
 #include "backend/cpu/attention.h"
 #include "backend/cpu/simd_avx2.h"
 
@@ -32,16 +34,23 @@ static ALWAYS_INLINE void transpose8(__m256 r[8]) {
     r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
 
-/* kt[d][jj] = k row j0 + jj, element d (0 past the last key). */
-static void load_kt(const ig_vattn *a, int j0, int nk, float *kt) {
-    const int hd = a->hd;
-    for (int jb = 0; jb < BK; jb += 8) {
-        for (int d = 0; d < hd; d += 8) {
-            __m256 r[8];
-            for (int i = 0; i < 8; i++)
-                r[i] = jb + i < nk ? _mm256_loadu_ps(a->k + (size_t)(j0 + jb + i) * a->stride + d) : _mm256_setzero_ps();
-            transpose8(r);
-            for (int i = 0; i < 8; i++) _mm256_store_ps(kt + (size_t)(d + i) * BK + jb, r[i]);
+void ig_vattn_pack_avx2(const float *k, const float *v, size_t stride, int n, int hd, int tile0, int tile1,
+                        float *kt, float *vp) {
+    for (int t = tile0; t < tile1; t++) {
+        const int j0 = t * BK, nk = n - j0 < BK ? n - j0 : BK;
+        float *kd = kt + (size_t)t * BK * hd;
+        for (int jb = 0; jb < BK; jb += 8)
+            for (int d = 0; d < hd; d += 8) {
+                __m256 r[8];
+                for (int i = 0; i < 8; i++)
+                    r[i] = jb + i < nk ? _mm256_loadu_ps(k + (size_t)(j0 + jb + i) * stride + d) : _mm256_setzero_ps();
+                transpose8(r);
+                for (int i = 0; i < 8; i++) _mm256_store_ps(kd + (size_t)(d + i) * BK + jb, r[i]);
+            }
+        for (int jj = 0; jj < BK; jj++) {
+            float *dst = vp + (size_t)(j0 + jj) * hd;
+            if (jj < nk) memcpy(dst, v + (size_t)(j0 + jj) * stride, (size_t)hd * sizeof *dst);
+            else memset(dst, 0, (size_t)hd * sizeof *dst);
         }
     }
 }
@@ -67,20 +76,19 @@ static ALWAYS_INLINE void scores6x16(const float *qb, const float *kt, float *s,
     }
 }
 
-/* ob[r][c .. c + 8 NV) += sum over keys of p[r][jj] v[jj], rows r0 .. r0 + 3. */
-static ALWAYS_INLINE void pv4(const ig_vattn *a, const float *p, float *ob, int j0, int nk, int r0, int c,
+/* ob[r][c .. c + 8 NV) += sum over keys of p[r][jj] vt[jj], rows r0 .. r0 + 3. */
+static ALWAYS_INLINE void pv4(const float *vt, int hd, const float *p, float *ob, int nk, int r0, int c,
                               const int NV) {
-    const int hd = a->hd;
     __m256 acc[4][3];
 #pragma GCC unroll 4
     for (int i = 0; i < 4; i++)
 #pragma GCC unroll 3
         for (int h = 0; h < NV; h++) acc[i][h] = _mm256_load_ps(ob + (size_t)(r0 + i) * hd + c + 8 * h);
-    const float *vr = a->v + (size_t)j0 * a->stride + c;
-    for (int jj = 0; jj < nk; jj++, vr += a->stride) {
+    const float *vr = vt + c;
+    for (int jj = 0; jj < nk; jj++, vr += hd) {
         __m256 vv[3];
 #pragma GCC unroll 3
-        for (int h = 0; h < NV; h++) vv[h] = _mm256_loadu_ps(vr + 8 * h);
+        for (int h = 0; h < NV; h++) vv[h] = _mm256_load_ps(vr + 8 * h);
 #pragma GCC unroll 4
         for (int i = 0; i < 4; i++) {
             const __m256 pb = _mm256_broadcast_ss(p + (size_t)(r0 + i) * BK + jj);
@@ -109,9 +117,9 @@ static ALWAYS_INLINE float hsum8(__m256 v) {
 }
 
 void ig_vattn_rows_avx2(const ig_vattn *a, int t0, int nq, float *scratch) {
-    const int hd = a->hd, nv = hd / 8;
-    float *qb = scratch, *ob = qb + (size_t)BQ * hd, *s = ob + (size_t)BQ * hd, *kt = s + (size_t)BQ * BK;
-    float *m = kt + 2 * (size_t)hd * BK, *l = m + BQ;
+    const int hd = a->hd;
+    float *qb = scratch, *ob = qb + (size_t)BQ * hd, *s = ob + (size_t)BQ * hd, *m = s + (size_t)BQ * BK;
+    float *l = m + BQ;
     /* the block's queries, scaled; rows past nq are zeros (computed, not stored) */
     for (int r = 0; r < BQ; r++) {
         float *qr = qb + (size_t)r * hd;
@@ -127,7 +135,7 @@ void ig_vattn_rows_avx2(const ig_vattn *a, int t0, int nq, float *scratch) {
     memset(ob, 0, (size_t)BQ * hd * sizeof *ob);
     for (int j0 = 0; j0 < a->n; j0 += BK) {
         const int nk = a->n - j0 < BK ? a->n - j0 : BK;
-        load_kt(a, j0, nk, kt);
+        const float *kt = a->kt + (size_t)j0 * hd, *vt = a->vp + (size_t)j0 * hd;
         for (int r = 0; r < BQ; r += 6)
             for (int jj = 0; jj < BK; jj += 16) scores6x16(qb, kt, s, hd, r, jj);
         for (int r = 0; r < BQ; r++) {
@@ -156,12 +164,11 @@ void ig_vattn_rows_avx2(const ig_vattn *a, int t0, int nq, float *scratch) {
         }
         for (int r = 0; r < BQ; r += 4) {
             int c = 0;
-            for (; c + 24 <= hd; c += 24) pv4(a, s, ob, j0, nk, r, c, 3);
-            if (hd - c == 16) pv4(a, s, ob, j0, nk, r, c, 2);
-            else if (hd - c == 8) pv4(a, s, ob, j0, nk, r, c, 1);
+            for (; c + 24 <= hd; c += 24) pv4(vt, hd, s, ob, nk, r, c, 3);
+            if (hd - c == 16) pv4(vt, hd, s, ob, nk, r, c, 2);
+            else if (hd - c == 8) pv4(vt, hd, s, ob, nk, r, c, 1);
         }
     }
-    (void)nv;
     for (int r = 0; r < nq; r++) {
         const __m256 inv = _mm256_set1_ps(1.0f / l[r]);
         float *dst = a->o + (size_t)(t0 + r) * a->stride;
