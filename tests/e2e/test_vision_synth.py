@@ -1,5 +1,5 @@
 """`ignis synth --mmproj`: a synthetic Gemma 3 vision tower in llama.cpp's
-mmproj layout, and the image rows of `ignis bench`.
+mmproj layout, and the image rows of `ignis bench` (slow tier: the bench and llama.cpp).
 
 A 1-layer 270M text model (the real model's vocabulary, plus
 <image_soft_token>) with a small tower (image 112, 2 layers, the released
@@ -86,6 +86,7 @@ def test_mmproj_layout(pair):
     assert any(x.name == "token_embd.weight" and x.shape.tolist() == [640, 262145] for x in tr.tensors)
 
 
+@pytest.mark.slow
 def test_info_and_bench(pair, ignis_build: Path, tmp_path: Path):
     text, mm, typ = pair
     r = ignis(ignis_build, "info", text, "--mmproj", mm)
@@ -125,6 +126,7 @@ def test_synth_mmproj_arguments(ignis_build: Path, tmp_path: Path):
     assert not (tmp_path / "t.gguf").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(R.llamacpp_bin_dir() is None or not (R.llamacpp_bin_dir() / "llama-mtmd-cli").exists(),
                     reason="llama-mtmd-cli not built (scripts/build-llamacpp.sh)")
 def test_llamacpp_mtmd_loads(pair):
