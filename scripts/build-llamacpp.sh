@@ -12,9 +12,9 @@
 # IGNIS_CACHE defaults to ~/.cache/ignis. Idempotent: a finished build is
 # skipped (--force rebuilds). The last line printed is the binary directory
 # (llama-bench, llama-server, llama-cli, llama-simple, llama-speculative-simple,
-# llama-lookup, llama-quantize, llama-imatrix, ... libllama.so, and
-# libllama-common.so, whose JSON Schema to grammar converter
-# bench/vs-llamacpp-grammar links).
+# llama-lookup, llama-quantize, llama-imatrix, llama-mtmd-cli (images:
+# encoder + projector), ... libllama.so, and libllama-common.so, whose JSON
+# Schema to grammar converter bench/vs-llamacpp-grammar links).
 # --lib builds libllama.so alone, all the tests need (a few minutes on two
 # cores; CI builds it so); a later call without it adds the tools.
 # Builds with nice and -j2 by default (JOBS env or --jobs overrides).
@@ -35,7 +35,7 @@ while [ $# -gt 0 ]; do
         --lib) lib=1 ;;
         --jobs) shift; jobs="$1" ;;
         --jobs=*) jobs="${1#--jobs=}" ;;
-        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
         *) echo "build-llamacpp.sh: unknown argument: $1" >&2; exit 2 ;;
     esac
     shift
@@ -52,7 +52,7 @@ esac
 bin="$build/bin"
 stamp="$build/.ignis-built"
 want="llama-cpp-python $LLAMA_CPP_PYTHON_VERSION $backend no-amx"
-targets="llama llama-common llama-bench llama-server llama-cli llama-simple llama-completion llama-tokenize llama-batched-bench llama-perplexity llama-quantize llama-imatrix llama-speculative-simple llama-lookup"
+targets="llama llama-common llama-bench llama-server llama-cli llama-simple llama-completion llama-tokenize llama-batched-bench llama-perplexity llama-quantize llama-imatrix llama-speculative-simple llama-lookup llama-mtmd-cli"
 if [ "$lib" = 1 ]; then
     want="$want lib"
     targets="llama"
@@ -65,8 +65,8 @@ fi
 
 if [ "$force" = 0 ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] \
         && [ -x "$bin/llama-bench" ] && [ -x "$bin/llama-speculative-simple" ] \
-        && [ -x "$bin/llama-lookup" ] && [ -x "$bin/llama-imatrix" ] && [ -f "$bin/libllama.so" ] \
-        && [ -f "$bin/libllama-common.so" ]; then
+        && [ -x "$bin/llama-lookup" ] && [ -x "$bin/llama-imatrix" ] && [ -x "$bin/llama-mtmd-cli" ] \
+        && [ -f "$bin/libllama.so" ] && [ -f "$bin/libllama-common.so" ]; then
     echo "$bin"
     exit 0
 fi

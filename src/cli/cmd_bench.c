@@ -28,6 +28,7 @@
 #include "core/util.h"
 #include "gen/seq.h"
 #include "grammar/grammar.h"
+#include "bench_image.h"
 #include "bench_spec.h"
 #ifdef IGNIS_HAVE_VULKAN
 #include "backend/vulkan/vk_backend.h"
@@ -50,6 +51,7 @@ static void usage(FILE *f) {
             "                   [-d N] [-b N] [--kv f16|f32] [--backend cpu|vulkan] [--device N]\n"
             "                   [--quant q8_0|q4_0|q4_k] [--json FILE] [--json-schema FILE]\n"
             "                   [--draft M | --lookup | --draft-replay] [--verify-curve]\n"
+            "                   [--image IMG [--mmproj FILE]]\n"
             "Measures prompt processing (ppN) and generation (tgN, and tgN@bB: B sequences\n"
             "decoding together, one ig_decode per step) in tokens/s, mean ± sd over the\n"
             "repetitions after one warm-up, and quotes each against the machine's limit\n"
@@ -75,7 +77,11 @@ static void usage(FILE *f) {
             "                tokens (recorded first): every draft is accepted, an upper bound\n"
             "                that measures what verification costs, whatever the drafter\n"
             "  --verify-curve  add the time of one step of 1, 2, 4, 8, 16 tokens (all with\n"
-            "                logits, as a verify step) after -d tokens, relative to 1 token\n");
+            "                logits, as a verify step) after -d tokens, relative to 1 token\n"
+            "  --image IMG   add the image rows: the vision tower's encode time (pixels\n"
+            "                preprocessed beforehand) and the prefill of the image's tokens,\n"
+            "                then the encoder's weight and activation bytes (-p 0 -n 0: only\n"
+            "                these); --mmproj FILE gives the tower of a GGUF model\n");
 }
 
 /* Parses "1,2,4" into out[]: integers in [min, max], at most MAX_LIST. */
@@ -118,6 +124,7 @@ typedef struct bench_cfg {
     ig_model_params mp;
     const char *json_path;
     const char *schema_path;
+    const char *image, *mmproj;
     bench_spec_cfg spec; /* --draft / --lookup rows */
 } bench_cfg;
 
@@ -641,6 +648,14 @@ static int parse_args(int argc, char **argv, bench_cfg *c) {
             }
             c->json_path = v;
             i++;
+        } else if (!strcmp(a, "--image") || !strcmp(a, "--mmproj")) {
+            if (!v || !*v) {
+                fprintf(stderr, "ignis bench: %s needs a file name\n", a);
+                return 2;
+            }
+            if (!strcmp(a, "--image")) c->image = v;
+            else c->mmproj = v;
+            i++;
         } else if (!strcmp(a, "--draft-replay")) {
             c->spec.replay = true;
         } else if (!strcmp(a, "--verify-curve")) {
@@ -670,7 +685,7 @@ static int parse_args(int argc, char **argv, bench_cfg *c) {
         fprintf(stderr, "ignis bench: --draft, --lookup and --draft-replay are exclusive\n");
         return 2;
     }
-    if (c->n_prompt == 0 && c->n_gen == 0 && !c->spec.verify_curve) {
+    if (c->n_prompt == 0 && c->n_gen == 0 && !c->spec.verify_curve && !c->image) {
         fprintf(stderr, "ignis bench: nothing to run (-p 0 and -n 0)\n");
         return 2;
     }
@@ -702,6 +717,10 @@ int cmd_bench(int argc, char **argv) {
     if (cfg.mp.backend == IG_BACKEND_VULKAN && probe_vulkan(&cfg, mcs)) return 1;
     ig_model *model = cli_load_model(cfg.path, &cfg.mp);
     if (!model) return 1;
+    if ((cfg.image || cfg.mmproj) && cli_attach_vision(model, cfg.path, cfg.mmproj, cfg.image != NULL)) {
+        ig_model_free(model);
+        return 1;
+    }
     const char *path = cfg.path ? cfg.path : cli_default_model();
     const ig_hparams *hp = ig_model_hparams(model);
     ig_bench_model_info info;
@@ -815,6 +834,8 @@ int cmd_bench(int argc, char **argv) {
     if (!rc && (cfg.spec.draft || cfg.spec.lookup || cfg.spec.replay) && cfg.n_gen > 0)
         rc = bench_spec_run(model, &spec_mp, &cfg.spec, results);
     if (!rc && cfg.spec.verify_curve) rc = bench_verify_curve(model, &spec_mp, &cfg.spec, results);
+    for (int ti = 0; ti < cfg.n_threads && !rc && cfg.image; ti++)
+        rc = bench_image_run(model, cfg.image, cfg.threads[ti], (int)cfg.reps, (int)cfg.n_batch, cfg.kv, results);
 
     if (!rc && cfg.json_path) {
         json_t *root = json_object();

@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include "model/synth.h"
+#include "model/synth_mmproj.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -16,7 +17,8 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: ignis synth --size 270m|1b|4b|12b|27b --type f16|q8_0|q4_k_m -o OUT.gguf\n"
             "                   [--vocab-from MODEL.gguf] [--seed S] [--layers N] [--exact]\n"
-            "                   [--quiet]\n"
+            "                   [--quiet] [--mmproj OUT.gguf [--mmproj-type f16|q8_0]\n"
+            "                   [--vision-layers N] [--image-size S]]\n"
             "Writes a GGUF with random weights at the real shapes of a Gemma 3 size, laid out\n"
             "as llama.cpp writes it (loads in ignis and llama.cpp). For benchmarks: the\n"
             "model's output is noise.\n"
@@ -26,7 +28,15 @@ static void usage(FILE *f) {
             "  --layers N      override the layer count (small files with real widths)\n"
             "  --exact         quantize drawn floats with the reference quantizer instead of\n"
             "                  drawing random quantized blocks (slower)\n"
-            "  --quiet         no progress output\n");
+            "  --quiet         no progress output\n"
+            "  --mmproj F      also write a vision tower (llama.cpp's mmproj layout) at the\n"
+            "                  released Gemma 3 shapes (image 896, patch 14, 27 layers, width\n"
+            "                  1152, MLP 4304, 16 heads, 256 tokens per image), projecting to\n"
+            "                  the text model's width; needs --vocab-from a Gemma 3 GGUF (the\n"
+            "                  image tokens; <image_soft_token> is added when it lacks it)\n"
+            "  --mmproj-type T the tower's matrices: f16 (default) or q8_0\n"
+            "  --vision-layers N, --image-size S\n"
+            "                  smaller towers (S a multiple of 56) for tests\n");
 }
 
 static void human(double bytes, char *out, size_t cap) {
@@ -88,10 +98,45 @@ static void dir_of(const char *path, char *buf, size_t cap) {
     else snprintf(buf, cap, "%.*s", (int)(slash - path), path);
 }
 
+/* The vision tower to path, after the text model. */
+static int write_mmproj(const char *path, const ig_synth_mmproj_params *vp, bool quiet) {
+    uint64_t size = 0;
+    if (ig_synth_mmproj_check(vp, &size) != IG_OK) {
+        fprintf(stderr, "ignis synth: %s\n", ig_last_error());
+        return 2;
+    }
+    cli_output o;
+    if (cli_output_open(&o, path) != 0) {
+        fprintf(stderr, "ignis synth: cannot create %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    char hs[32];
+    human((double)size, hs, sizeof hs);
+    if (!quiet)
+        fprintf(stderr, "ignis synth: vision tower, %d layers, width %d, image %d, %s -> %s (%s)\n", vp->n_layer,
+                vp->width, vp->image_size, vp->type == IG_TYPE_Q8_0 ? "q8_0" : "f16", path, hs);
+    const double t0 = ig_time_now();
+    ig_status st = ig_synth_mmproj_write(vp, o.fp);
+    if (st == IG_OK) {
+        errno = 0;
+        if (cli_output_commit(&o) != 0)
+            st = ig_fail(IG_ERR_IO, "writing %s: %s", path, errno ? strerror(errno) : "I/O error");
+    } else {
+        cli_output_abort(&o);
+    }
+    if (st != IG_OK) {
+        fprintf(stderr, "ignis synth: %s\n", ig_last_error());
+        return 1;
+    }
+    fprintf(stderr, "ignis synth: wrote %s: %llu bytes (%s) in %.1f s\n", path, (unsigned long long)size, hs,
+            ig_time_now() - t0);
+    return 0;
+}
+
 int cmd_synth(int argc, char **argv) {
-    const char *size = NULL, *type = NULL, *out = NULL, *vocab = NULL;
+    const char *size = NULL, *type = NULL, *out = NULL, *vocab = NULL, *mmproj = NULL, *mmproj_type = "f16";
     uint64_t seed = 0;
-    long layers = 0;
+    long layers = 0, vision_layers = 0, image_size = 0;
     bool exact = false, quiet = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -100,7 +145,8 @@ int cmd_synth(int argc, char **argv) {
             usage(stdout);
             return 0;
         } else if (!strcmp(a, "--size") || !strcmp(a, "--type") || !strcmp(a, "-o") ||
-                   !strcmp(a, "--output") || !strcmp(a, "--vocab-from")) {
+                   !strcmp(a, "--output") || !strcmp(a, "--vocab-from") || !strcmp(a, "--mmproj") ||
+                   !strcmp(a, "--mmproj-type")) {
             if (!v || !*v) {
                 fprintf(stderr, "ignis synth: %s needs a value\n", a);
                 return 2;
@@ -109,12 +155,20 @@ int cmd_synth(int argc, char **argv) {
             if (!strcmp(a, "--size")) size = v;
             else if (!strcmp(a, "--type")) type = v;
             else if (!strcmp(a, "--vocab-from")) vocab = v;
+            else if (!strcmp(a, "--mmproj")) mmproj = v;
+            else if (!strcmp(a, "--mmproj-type")) mmproj_type = v;
             else out = v;
         } else if (!strcmp(a, "--seed")) {
             if (parse_seed(v, &seed)) return 2;
             i++;
         } else if (!strcmp(a, "--layers")) {
             if (cli_parse_int(a, v, 1, IG_MAX_LAYERS, &layers)) return 2;
+            i++;
+        } else if (!strcmp(a, "--vision-layers")) {
+            if (cli_parse_int(a, v, 1, 256, &vision_layers)) return 2;
+            i++;
+        } else if (!strcmp(a, "--image-size")) {
+            if (cli_parse_int(a, v, 56, 8192, &image_size)) return 2;
             i++;
         } else if (!strcmp(a, "--exact")) {
             exact = true;
@@ -139,6 +193,28 @@ int cmd_synth(int argc, char **argv) {
     }
     if (!ig_synth_parse_ftype(type, &p.ftype)) {
         fprintf(stderr, "ignis synth: unknown --type '%s' (f16, q8_0 or q4_k_m)\n", type);
+        return 2;
+    }
+    ig_synth_mmproj_params vp = ig_synth_mmproj_released(ig_synth_find_config(size)->n_embd);
+    if (strcmp(mmproj_type, "f16") && strcmp(mmproj_type, "q8_0")) {
+        fprintf(stderr, "ignis synth: unknown --mmproj-type '%s' (f16 or q8_0)\n", mmproj_type);
+        return 2;
+    }
+    vp.type = strcmp(mmproj_type, "q8_0") ? IG_TYPE_F16 : IG_TYPE_Q8_0;
+    if (vision_layers) vp.n_layer = (int)vision_layers;
+    if (image_size) vp.image_size = (int)image_size;
+    vp.seed = seed;
+    if (mmproj && ig_synth_mmproj_check(&vp, NULL) != IG_OK) {
+        fprintf(stderr, "ignis synth: %s\n", ig_last_error());
+        return 2;
+    }
+    if (mmproj && !vocab) {
+        fprintf(stderr, "ignis synth: --mmproj needs --vocab-from a Gemma 3 GGUF (its image tokens)\n");
+        return 2;
+    }
+    p.image_tokens = mmproj != NULL;
+    if (!mmproj && (vision_layers || image_size)) {
+        fprintf(stderr, "ignis synth: --vision-layers and --image-size go with --mmproj\n");
         return 2;
     }
     p.n_layer = (int)layers;
@@ -219,5 +295,5 @@ int cmd_synth(int argc, char **argv) {
     double dt = ig_time_now() - pr.t0;
     fprintf(stderr, "ignis synth: wrote %s: %llu bytes (%s) in %.1f s\n", out,
             (unsigned long long)fsize, hs, dt);
-    return 0;
+    return mmproj ? write_mmproj(mmproj, &vp, quiet) : 0;
 }

@@ -350,22 +350,62 @@ static ig_status plan_tensors(ig_synth *s) {
 
 /* ---- vocabulary ---------------------------------------------------------- */
 
-/* Copies every tokenizer.* key of path; sets *n_vocab to its token count. */
-static ig_status copy_vocab(gguf_writer *w, const char *path, int *n_vocab) {
+/* The tokenizer.* keys of path; with `image`, "<image_soft_token>" is
+ * appended (id n, as in the multimodal Gemma 3 releases) unless the
+ * vocabulary has it, so that images have their placeholder. */
+static ig_status copy_vocab(gguf_writer *w, const char *path, bool image, int *n_vocab) {
     gguf_file *f = NULL;
     ig_status st = gguf_open(path, &f);
     if (st != IG_OK) return ig_fail_wrap(st, "--vocab-from %s", path);
-    const void *arr;
-    uint64_t n = 0;
+    static const char soft[] = "<image_soft_token>";
+    const void *arr, *sc = NULL, *ty = NULL;
+    uint64_t n = 0, nsc = 0, nty = 0;
     if (!gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &arr, &n) || n == 0 ||
         n > (1u << 24)) {
         st = ig_fail(IG_ERR_FORMAT, "--vocab-from %s: no usable tokenizer.ggml.tokens array", path);
-    } else {
-        *n_vocab = (int)n;
-        for (size_t i = 0; i < f->n_kv && st == IG_OK; i++)
-            if (!strncmp(f->kv[i].key, "tokenizer.", 10)) st = gguf_writer_add_kv(w, &f->kv[i]);
-        if (st != IG_OK) ig_fail_wrap(st, "--vocab-from %s", path);
+        gguf_close(f);
+        return st;
     }
+    const gguf_str *toks = arr;
+    bool add = image;
+    for (uint64_t i = 0; i < n && add; i++)
+        if (toks[i].len == sizeof soft - 1 && !memcmp(toks[i].ptr, soft, sizeof soft - 1)) add = false;
+    if (add && (!gguf_get_arr(f, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, &sc, &nsc) || nsc != n ||
+                !gguf_get_arr(f, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, &ty, &nty) || nty != n))
+        st = ig_fail(IG_ERR_FORMAT, "--vocab-from %s: no scores or token types to extend", path);
+    *n_vocab = (int)n + add;
+    for (size_t i = 0; i < f->n_kv && st == IG_OK; i++) {
+        const char *k = f->kv[i].key;
+        if (strncmp(k, "tokenizer.", 10)) continue;
+        if (add && !strcmp(k, "tokenizer.ggml.tokens")) {
+            gguf_str *t = ig_calloc_array(n + 1, sizeof *t);
+            if (!t) st = IG_ERR_NO_MEMORY;
+            else {
+                memcpy(t, toks, n * sizeof *t);
+                t[n] = (gguf_str){.ptr = soft, .len = sizeof soft - 1};
+                st = gguf_writer_add_arr_str(w, k, t, n + 1);
+                free(t);
+            }
+        } else if (add && (!strcmp(k, "tokenizer.ggml.scores") || !strcmp(k, "tokenizer.ggml.token_type"))) {
+            uint32_t *v = ig_calloc_array(n + 1, 4); /* f32 scores or i32 types: 4 bytes each */
+            if (!v) st = IG_ERR_NO_MEMORY;
+            else {
+                const bool scores = !strcmp(k, "tokenizer.ggml.scores");
+                memcpy(v, scores ? sc : ty, n * 4);
+                if (scores) {
+                    const float z = 0.0f;
+                    memcpy(&v[n], &z, 4);
+                } else {
+                    v[n] = 3; /* control */
+                }
+                st = gguf_writer_add_arr(w, k, scores ? GGUF_TYPE_FLOAT32 : GGUF_TYPE_INT32, v, n + 1);
+                free(v);
+            }
+        } else {
+            st = gguf_writer_add_kv(w, &f->kv[i]);
+        }
+    }
+    if (st != IG_OK) ig_fail_wrap(st, "--vocab-from %s", path);
     gguf_close(f);
     return st;
 }
@@ -501,7 +541,7 @@ static ig_status plan_metadata(ig_synth *s, const char *vocab_from) {
         IG_TRY(gguf_writer_add_str(w, "gemma3.rope.scaling.type", "linear"));
         IG_TRY(gguf_writer_add_f32(w, "gemma3.rope.scaling.factor", c->rope_scale_global));
     }
-    if (vocab_from) IG_TRY(copy_vocab(w, vocab_from, &s->n_vocab));
+    if (vocab_from) IG_TRY(copy_vocab(w, vocab_from, s->p.image_tokens, &s->n_vocab));
     else IG_TRY(make_vocab(w, s->n_vocab));
     IG_TRY(gguf_writer_add_u32(w, "general.quantization_version", 2));
     IG_TRY(gguf_writer_add_u32(w, "general.file_type", ig_synth_file_type(s->p.ftype)));

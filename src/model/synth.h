@@ -78,6 +78,7 @@ typedef struct ig_synth_params {
     const char *vocab_from;  /* GGUF whose tokenizer.* keys are copied, or NULL
                                 for a generated 262144-piece vocabulary */
     bool exact;              /* quantize drawn floats instead of random blocks */
+    bool image_tokens;       /* with vocab_from: add <image_soft_token> if missing */
 } ig_synth_params;
 
 typedef void (*ig_synth_progress_fn)(void *user, uint64_t done, uint64_t total);

@@ -1,6 +1,7 @@
 /* Loading the vision tower (see vision.h). */
 #include "vision/vision.h"
 
+#include "backend/cpu/matmul.h"
 #include "core/json.h"
 
 #include <math.h>
@@ -34,16 +35,18 @@ static float *vec_alloc(ig_vision *v, size_t n) {
 
 typedef const ig_tensor *(*find_fn)(const void *src, const char *name);
 
-static bool float_type(ig_dtype t) { return t == IG_TYPE_F32 || t == IG_TYPE_F16 || t == IG_TYPE_BF16; }
+/* Types the CPU matmul kernels take (and so ig_dequantize_row for the
+ * vectors). */
+static bool known_type(ig_dtype t) { return ig_mm_type_supported(t); }
 
 /* A tensor of exactly n elements, as f32 (plus `add`). */
 static ig_status get_vec(ig_vision *v, find_fn find, const void *src, const char *name, int64_t n, float add,
                          float **out) {
     const ig_tensor *t = find(src, name);
     if (!t) return ig_fail(IG_ERR_FORMAT, "vision tower: missing tensor %s", name);
-    if (!float_type(t->type))
-        return ig_fail(IG_ERR_UNSUPPORTED, "vision tower: %s has type %s (f32, f16, bf16 supported)", name,
-                       ig_dtype_name(t->type));
+    if (!known_type(t->type))
+        return ig_fail(IG_ERR_UNSUPPORTED, "vision tower: %s has type %s (f32, f16, bf16, q8_0, q4_0, q5_0, q5_1, "
+                       "q4_k, q5_k, q6_k supported)", name, ig_dtype_name(t->type));
     if (ig_tensor_nelements(t) != n)
         return ig_fail(IG_ERR_FORMAT, "vision tower: %s has %lld elements, expected %lld", name,
                        (long long)ig_tensor_nelements(t), (long long)n);
@@ -60,9 +63,9 @@ static ig_status get_mat(find_fn find, const void *src, const char *name, int64_
                          const ig_tensor **out) {
     const ig_tensor *t = find(src, name);
     if (!t) return ig_fail(IG_ERR_FORMAT, "vision tower: missing tensor %s", name);
-    if (!float_type(t->type))
-        return ig_fail(IG_ERR_UNSUPPORTED, "vision tower: %s has type %s (f32, f16, bf16 supported)", name,
-                       ig_dtype_name(t->type));
+    if (!known_type(t->type))
+        return ig_fail(IG_ERR_UNSUPPORTED, "vision tower: %s has type %s (f32, f16, bf16, q8_0, q4_0, q5_0, q5_1, "
+                       "q4_k, q5_k, q6_k supported)", name, ig_dtype_name(t->type));
     if (t->n_dims != 2 || t->ne[0] != in || t->ne[1] != out_rows)
         return ig_fail(IG_ERR_FORMAT, "vision tower: %s has shape {%lld, %lld}, expected {%lld, %lld}", name,
                        (long long)t->ne[0], (long long)t->ne[1], (long long)in, (long long)out_rows);
@@ -130,7 +133,15 @@ static ig_status bind(ig_vision *v, find_fn find, const void *src, const names *
                        "the vision projector outputs %lld values per token but the text model's width is %d: "
                        "this vision tower belongs to another model",
                        (long long)pj->ne[0], v->n_embd);
-    IG_TRY(get_vec(v, find, src, nm->mm_proj, (int64_t)D * v->n_embd, 0, &v->mm_proj));
+    /* [D][n_embd] as stored; kept transposed, one row per output, for the
+     * matmul kernels */
+    IG_TRY(get_vec(v, find, src, nm->mm_proj, (int64_t)D * v->n_embd, 0, &v->mm_proj_t));
+    float *tr = ig_calloc_array((size_t)D * (size_t)v->n_embd, sizeof(float));
+    if (!tr) return IG_ERR_NO_MEMORY;
+    for (int i = 0; i < D; i++)
+        for (int j = 0; j < v->n_embd; j++) tr[(size_t)j * D + i] = v->mm_proj_t[(size_t)i * v->n_embd + j];
+    memcpy(v->mm_proj_t, tr, (size_t)D * (size_t)v->n_embd * sizeof(float));
+    free(tr);
     v->layers = ig_calloc_array((size_t)v->n_layer, sizeof *v->layers);
     if (!v->layers) return IG_ERR_NO_MEMORY;
     char n[160];
@@ -154,6 +165,21 @@ static ig_status bind(ig_vision *v, find_fn find, const void *src, const names *
         IG_TRY(get_vec(v, find, src, lname(n, sizeof n, nm, l, nm->ln2, nm->b), D, 0, &L->ln2_b));
     }
     return IG_OK;
+}
+
+size_t ig_vision_weight_bytes(const ig_vision *v) {
+    if (!v) return 0;
+    const size_t D = (size_t)v->width, F = (size_t)v->n_ff, P = (size_t)v->patch, N = (size_t)v->side * v->side;
+    /* f32 copies: patch kernel and bias, positions, post norm, projector
+     * norm, the projection, per layer 9 vectors of D and one of F */
+    size_t s = 4 * (D * 3 * P * P + D + N * D + 2 * D + D + D * (size_t)v->n_embd);
+    for (int l = 0; l < v->n_layer; l++) {
+        const ig_vision_layer *L = &v->layers[l];
+        s += 4 * (9 * D + F);
+        const ig_tensor *ws[] = {L->wq, L->wk, L->wv, L->wo, L->fc1, L->fc2};
+        for (int i = 0; i < 6; i++) s += ws[i] ? ws[i]->nbytes : 0;
+    }
+    return s;
 }
 
 /* Sizes that follow from the hyper-parameters; checked for sanity. */

@@ -3,7 +3,8 @@
  * (vision_tower.vision_model.*, multi_modal_projector.*) or from
  * llama.cpp's mmproj GGUF (v.*, mm.*). Small vectors (biases, norms, the
  * position embeddings, the patch kernel, the projection) are f32 copies;
- * the layers' matrices stay in the mapped file (f32/f16/bf16). */
+ * the layers' matrices stay in the mapped file, in any type the CPU matmul
+ * kernels take (f32, f16, bf16, q8_0, ...). */
 #ifndef IG_VISION_H
 #define IG_VISION_H
 
@@ -29,7 +30,7 @@ typedef struct ig_vision {
     float *pos;      /* [side*side][width] */
     float *post_w, *post_b;
     float *mm_norm;  /* [width], 1 + w applied */
-    float *mm_proj;  /* [width][n_embd] */
+    float *mm_proj_t; /* [n_embd][width]: the projection, one row per output */
     ig_vision_layer *layers;
     float **allocs;  /* every f32 copy, freed with the tower */
     int n_allocs, cap_allocs;
@@ -48,5 +49,20 @@ void ig_vision_free(ig_vision *v);
  * and projected embeddings [n_tokens][n_embd]. CPU, n_threads threads. */
 ig_status ig_vision_encode(const ig_vision *v, const float *pixels, int n_threads, float *tower_out,
                            float *embd);
+
+/* Bytes of the tower's weights: the layers' matrices as stored, plus the
+ * f32 copies. */
+size_t ig_vision_weight_bytes(const ig_vision *v);
+/* Peak bytes ig_vision_encode allocates for its activations and scratch
+ * with n_threads threads (the caller's pixels and outputs not included). */
+size_t ig_vision_act_bytes(const ig_vision *v, int n_threads);
+
+/* The encoder's attention alone, every key visible: o = softmax(q kᵀ /
+ * sqrt(hd)) v per head, [n][width] row-major (hd = width / n_head), one
+ * thread. isa: a kernel set (backend/cpu/matmul.h), NULL for the selected
+ * one. For tests. */
+struct ig_mm_isa;
+ig_status ig_vision_attention(const struct ig_mm_isa *isa, const float *q, const float *k, const float *v, float *o,
+                              int n, int width, int n_head);
 
 #endif

@@ -41,4 +41,41 @@ void ig_attn_block_avx2(const ig_attn_block *a);
 void ig_attn_block_avx512(const ig_attn_block *a);
 #endif
 
+/* Attention with every key visible (encoders: the vision tower), f32:
+ * rows [t0, t0 + nq) of one head (row t at q/o + t * stride) against keys
+ * [0, n) packed once per head by ig_vattn_pack_avx2: the keys in tiles of
+ * IG_VATTN_BK, each transposed (kt: [tile][hd][BK]), the values row after
+ * row (vp: [tile * BK][hd]), zeros past n, so that every block streams
+ * them contiguously. hd a multiple of 8. A block of IG_VATTN_BQ query rows
+ * goes over the tiles: scores as a register-blocked product, an online
+ * softmax, then P·V, the rows' outputs in the scratch until the end. */
+#define IG_VATTN_BQ 48
+#define IG_VATTN_BK 64
+
+typedef struct ig_vattn {
+    const float *q;
+    float *o;
+    size_t stride;
+    const float *kt, *vp; /* the head's packed keys and values */
+    int n, hd;
+    float scale;
+} ig_vattn;
+
+static inline int ig_vattn_tiles(int n) { return (n + IG_VATTN_BK - 1) / IG_VATTN_BK; }
+/* Floats of one head's packed keys (as many again for its values). */
+static inline size_t ig_vattn_head_floats(int n, int hd) {
+    return (size_t)ig_vattn_tiles(n) * IG_VATTN_BK * (size_t)hd;
+}
+static inline size_t ig_vattn_scratch_floats(int hd) {
+    return 2 * (size_t)IG_VATTN_BQ * hd + (size_t)IG_VATTN_BQ * IG_VATTN_BK + 2 * IG_VATTN_BQ + 64;
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+/* Packs tiles [tile0, tile1) of one head (k, v: row j at + j * stride). */
+void ig_vattn_pack_avx2(const float *k, const float *v, size_t stride, int n, int hd, int tile0, int tile1,
+                        float *kt, float *vp);
+/* nq <= IG_VATTN_BQ; scratch: ig_vattn_scratch_floats(hd), 64-byte aligned. */
+void ig_vattn_rows_avx2(const ig_vattn *a, int t0, int nq, float *scratch);
+#endif
+
 #endif
