@@ -36,6 +36,7 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -263,7 +264,31 @@ typedef struct gen_mode {
     int n_mask;
     const int32_t *prompt;     /* --prompt's tokens (BOS first); NULL: TG_PROMPT pseudo-random */
     int n_prompt;
+    bool mask_ahead;           /* the next mask computed while the device decodes */
 } gen_mode;
+
+/* ig_gen_seq_prepare_mask on a thread of its own, while this one decodes. */
+typedef struct mask_job {
+    pthread_t th;
+    ig_gen_seq *gs;
+    bool started;
+} mask_job;
+
+static void *mask_job_main(void *arg) {
+    mask_job *j = arg;
+    (void)ig_gen_seq_prepare_mask(j->gs); /* a failure recomputes in the step */
+    return NULL;
+}
+
+static void mask_job_start(mask_job *j, ig_gen_seq *gs) {
+    j->gs = gs;
+    j->started = gs && pthread_create(&j->th, NULL, mask_job_main, j) == 0;
+}
+
+static void mask_job_join(mask_job *j) {
+    if (j->started) pthread_join(j->th, NULL);
+    j->started = false;
+}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -322,7 +347,10 @@ static int run_tg_sampled(ig_context *ctx, batch_buf *b, int steps, int n_batch,
         b->seq[0] = 0;
         b->want[0] = 1;
         ig_batch batch = {1, b->tok, b->pos, b->seq, b->want};
+        mask_job mj = {0};
+        if (gm->mask_ahead && fresh) mask_job_start(&mj, gs);
         st = ig_decode(ctx, &batch);
+        mask_job_join(&mj);
         if (st != IG_OK) rc = decode_fail("generation step", st);
     }
     *dt = ig_time_now() - t0;
@@ -808,7 +836,8 @@ int cmd_bench(int argc, char **argv) {
             result r;
             gen_mode gm = {.grammar = k ? schema : NULL, .trie = trie, .tok = ig_model_tokenizer(model),
                            .schema = schema_text, .schema_len = schema_len, .mask_s = mask_buf,
-                           .prompt = schema_prompt, .n_prompt = (int)n_schema_prompt};
+                           .prompt = schema_prompt, .n_prompt = (int)n_schema_prompt,
+                           .mask_ahead = cfg.mp.backend != IG_BACKEND_CPU};
             rc = run_test(model, &cfg, mc, th, 1, 0, &gm, &r);
             if (rc) break;
             print_row(model_label, &info, backend, &r);

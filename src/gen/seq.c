@@ -47,6 +47,9 @@ struct ig_gen_seq {
     uint32_t *mask;  /* (n_vocab + 31) / 32 words */
     float *masked;   /* n_vocab logits with the disallowed ones at -inf */
     double mask_s;
+    bool mask_ready;     /* mask holds the current state's (ig_gen_seq_prepare_mask) */
+    int n_allowed_ready; /* its count of allowed tokens */
+    double prepare_s;    /* the time ig_gen_seq_prepare_mask took */
 };
 
 /* ---- stop strings -------------------------------------------------------- */
@@ -194,10 +197,25 @@ double ig_gen_seq_mask_seconds(const ig_gen_seq *s) { return s ? s->mask_s : 0.0
 /* Writes into s->masked the logits with every token the grammar does not
  * allow now at -inf (stop ids allowed when the sentence may end). Returns
  * the number of allowed tokens (0: none), -1 on failure. */
+ig_status ig_gen_seq_prepare_mask(ig_gen_seq *s) {
+    if (!s || !s->gm || s->done || s->mask_ready) return IG_OK;
+    const double t0 = ig_time_now();
+    ig_status st = ig_grammar_matcher_mask(s->gm, s->trie, s->mask, &s->n_allowed_ready);
+    s->prepare_s = ig_time_now() - t0;
+    s->mask_ready = st == IG_OK;
+    return st;
+}
+
 static int apply_grammar(ig_gen_seq *s, const float *logits) {
-    double t0 = ig_time_now();
+    double t0 = ig_time_now(), prepared = 0.0;
     int n_allowed = 0;
-    if (ig_grammar_matcher_mask(s->gm, s->trie, s->mask, &n_allowed) != IG_OK) return -1;
+    if (s->mask_ready) { /* computed ahead, while the logits were */
+        n_allowed = s->n_allowed_ready;
+        prepared = s->prepare_s;
+        s->mask_ready = false;
+    } else if (ig_grammar_matcher_mask(s->gm, s->trie, s->mask, &n_allowed) != IG_OK) {
+        return -1;
+    }
     int V = s->n_vocab, Vt = ig_token_trie_n_vocab(s->trie);
     if (Vt > V) Vt = V;
     float *out = s->masked;
@@ -222,7 +240,7 @@ static int apply_grammar(ig_gen_seq *s, const float *logits) {
                 out[id] = logits[id];
             }
         }
-    s->mask_s = ig_time_now() - t0;
+    s->mask_s = prepared + (ig_time_now() - t0);
     return n_allowed;
 }
 

@@ -112,6 +112,15 @@ ig_status ig_gen_seq_step(ig_gen_seq *s, const float *logits, ig_gen_event *ev);
 /* Seconds the last step spent computing and applying the grammar mask (0
  * without a grammar). */
 double ig_gen_seq_mask_seconds(const ig_gen_seq *s);
+
+/* Computes the grammar mask of the sequence's current state ahead of its
+ * next ig_gen_seq_step, which then only applies it: a caller whose logits
+ * come from a device runs this on another thread while the device computes
+ * them, so the mask costs the step nothing. It reads and writes the
+ * sequence's matcher and its grammar's shared masks: no other call may use
+ * this sequence, or another sequence of the same grammar, until it returns.
+ * A no-op without a grammar, after the end, or when already prepared. */
+ig_status ig_gen_seq_prepare_mask(ig_gen_seq *s);
 /* ig_gen_seq_step for speculative decoding: the token is chosen by
  * ig_sampler_verify against a drafted id (q: the drafter's distribution, or
  * NULL for a deterministic drafter), so it is distributed exactly as

@@ -490,6 +490,43 @@ static void update_kv_metrics(srv_sched *s) {
     pthread_mutex_unlock(&s->m->mu);
 }
 
+/* The grammar masks of the sequences that get logits this step, computed
+ * on a thread of their own while a device computes the logits: the engine
+ * thread only waits for the device meanwhile, and no mask is left to make
+ * after it. One thread for all, as sequences of one grammar share its
+ * masks. */
+typedef struct mask_ahead {
+    pthread_t th;
+    srv_sched *s;
+    bool started;
+} mask_ahead;
+
+static void *mask_ahead_main(void *arg) {
+    mask_ahead *a = arg;
+    for (int i = 0; i < a->s->p.n_parallel; i++) {
+        task *t = a->s->slots[i].t;
+        if (t && t->out_idx >= 0 && t->gen) (void)ig_gen_seq_prepare_mask(t->gen); /* else made in the step */
+    }
+    return NULL;
+}
+
+static void mask_ahead_start(mask_ahead *a, srv_sched *s) {
+    a->s = s;
+    a->started = false;
+    if (s->ctx->model->params.backend == IG_BACKEND_CPU) return; /* no device to wait for */
+    bool any = false;
+    for (int i = 0; i < s->p.n_parallel && !any; i++) {
+        const task *t = s->slots[i].t;
+        any = t && t->out_idx >= 0 && t->gen && t->job->req.grammar;
+    }
+    if (any) a->started = pthread_create(&a->th, NULL, mask_ahead_main, a) == 0;
+}
+
+static void mask_ahead_join(mask_ahead *a) {
+    if (a->started) pthread_join(a->th, NULL);
+    a->started = false;
+}
+
 /* One engine step over every running sequence. */
 static void step(srv_sched *s) {
     int N = s->p.n_parallel, nb = 0, n_out = 0;
@@ -618,7 +655,10 @@ static void step(srv_sched *s) {
     const ig_batch_images bi = {.embd = s->b_embd, .image = s->b_img};
     if (s->p.fault_step > 0 && ++s->n_steps == s->p.fault_step) ig_device_test_fault(s->p.fault_kind);
     const double t_step = ig_time_now();
+    mask_ahead ma;
+    mask_ahead_start(&ma, s);
     ig_status st = any_image ? ig_decode_images(s->ctx, &b, &bi) : ig_decode(s->ctx, &b);
+    mask_ahead_join(&ma);
     const double step_s = ig_time_now() - t_step;
     pthread_mutex_lock(&s->m->mu);
     srv_hist_observe(nb > n_decoding ? &s->m->step_prefill : &s->m->step_decode, step_s);

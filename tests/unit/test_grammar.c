@@ -3,9 +3,12 @@
 #include "test.h"
 
 #include "core/util.h"
+#include "gen/seq.h"
 #include "grammar/grammar.h"
 
 #include <dirent.h>
+#include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -239,6 +242,65 @@ IG_TEST(grammar_mask_small_vocab) {
     CHECK(bit(mask2, 5) && bit(mask2, 14) && !bit(mask2, 6));
     ig_grammar_matcher_free(m2);
     ig_grammar_matcher_free(m);
+    ig_grammar_free(g);
+    ig_token_trie_free(t);
+}
+
+static void *prepare_main(void *arg) {
+    return (void *)(intptr_t)ig_gen_seq_prepare_mask(arg);
+}
+
+/* A mask computed ahead (on another thread, as while a device computes the
+ * logits) gives every step exactly what the step computing it gives:
+ * sampled at temperature 1 from the same logits, two sequences of one seed
+ * make the same tokens, one with its masks prepared and one without. */
+IG_TEST(grammar_mask_prepared_ahead_matches_the_step) {
+    size_t lens[NVOC];
+    for (int i = 0; i < NVOC; i++) lens[i] = strlen(VOC[i]);
+    ig_token_trie *t = NULL;
+    REQUIRE_OK(ig_token_trie_from_bytes(VOC, lens, NVOC, &t));
+    ig_grammar *g = gbnf("root ::= (\"{\" \"\\\"\" [a\\u00e9]+ \"\\\":\" \" \"? [0-9]+ \"}\")+\n");
+    REQUIRE(g);
+    ig_gen_seq_params p = {.sampling = ig_sampler_default_params(), .n_vocab = NVOC, .max_tokens = 40,
+                           .grammar = g, .trie = t};
+    p.sampling.temperature = 1.0f;
+    p.sampling.top_k = 0;
+    p.sampling.top_p = 1.0f;
+    p.sampling.seed = 7;
+    ig_gen_seq *plain = NULL, *ahead = NULL;
+    REQUIRE_OK(ig_gen_seq_create(&p, &plain));
+    REQUIRE_OK(ig_gen_seq_create(&p, &ahead));
+    uint64_t rng = 12345;
+    float logits[NVOC];
+    int steps = 0, prepared = 0;
+    for (; steps < 40; steps++) {
+        for (int i = 0; i < NVOC; i++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            logits[i] = (float)((rng >> 40) % 1000) / 250.0f;
+        }
+        /* `"` and `a"` close a name where no token of this vocabulary
+         * continues (it has no ":"), and `{` needs `"` next */
+        logits[1] = logits[3] = logits[14] = -INFINITY;
+        if (steps % 3 != 2) { /* sometimes not prepared: the step makes it */
+            pthread_t th;
+            REQUIRE(pthread_create(&th, NULL, prepare_main, ahead) == 0);
+            void *r = NULL;
+            pthread_join(th, &r);
+            CHECK_EQ_INT((int)(intptr_t)r, IG_OK);
+            prepared++;
+        }
+        ig_gen_event e1, e2;
+        REQUIRE_OK(ig_gen_seq_step(plain, logits, &e1));
+        REQUIRE_OK(ig_gen_seq_step(ahead, logits, &e2));
+        CHECK_EQ_INT(e2.token, e1.token);
+        CHECK_EQ_INT(e2.finish, e1.finish);
+        CHECK(ig_gen_seq_mask_seconds(ahead) > 0.0);
+        if (e1.finish != IG_FINISH_NONE) break;
+    }
+    CHECK(steps >= 30 && prepared >= 20);
+    CHECK_EQ_INT(ig_gen_seq_prepare_mask(ahead), IG_OK); /* after the end: nothing to do */
+    ig_gen_seq_free(plain);
+    ig_gen_seq_free(ahead);
     ig_grammar_free(g);
     ig_token_trie_free(t);
 }
