@@ -295,72 +295,11 @@ void ig_quantize_row_ggml(ig_dtype type, const float *src, void *dst, int64_t n)
  * the matmul input in that column. The error each search minimises is
  * sum qw[i] * sqrt(sigma2 + x[i]^2) * (x[i] - q[i])^2 (Q6_K: qw[i] alone). */
 
-/* Asymmetric levels 0..nmax for n weighted values, x ~ scale*L - the_min:
+/* Asymmetric levels 0..nmax for 32 weighted values, x ~ scale*L - the_min:
  * ggml's make_qkx3_quants with rmin -0.9, rdelta 0.05, 36 steps, squared
- * error. Like fit_asym, but the first grid's error is the one to beat. */
-static float fit_asym_w(int n, int nmax, const float *x, const float *w, uint8_t *L, float *the_min) {
-    const float rmin = -0.9f, rdelta = 0.05f;
-    const int nstep = 36;
-    uint8_t aux[IG_QK];
-    float lo = x[0], hi = x[0];
-    float sum_w = w[0];
-    float sum_x = sum_w * x[0];
-    for (int i = 1; i < n; i++) {
-        if (x[i] < lo) lo = x[i];
-        if (x[i] > hi) hi = x[i];
-        sum_w += w[i];
-        sum_x += w[i] * x[i];
-    }
-    if (lo > 0) lo = 0;
-    if (hi <= lo) {
-        memset(L, 0, (size_t)n);
-        *the_min = -lo;
-        return 0.f;
-    }
-    float iscale = (float)nmax / (hi - lo);
-    float scale = 1 / iscale;
-    float best = 0;
-    for (int i = 0; i < n; i++) {
-        L[i] = (uint8_t)clampi(nearest(iscale * (x[i] - lo)), 0, nmax);
-        float diff = scale * (float)L[i] + lo - x[i];
-        diff = diff * diff;
-        best += w[i] * diff;
-    }
-    for (int is = 0; is <= nstep; is++) {
-        iscale = (rmin + rdelta * (float)is + (float)nmax) / (hi - lo);
-        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
-        for (int i = 0; i < n; i++) {
-            const int l = clampi(nearest(iscale * (x[i] - lo)), 0, nmax);
-            aux[i] = (uint8_t)l;
-            const float fl = (float)l;
-            sum_l += w[i] * fl;
-            sum_l2 += w[i] * fl * fl;
-            sum_xl += w[i] * fl * x[i];
-        }
-        const float D = sum_w * sum_l2 - sum_l * sum_l;
-        if (D > 0) {
-            float s = (sum_w * sum_xl - sum_x * sum_l) / D;
-            float m = (sum_l2 * sum_x - sum_l * sum_xl) / D;
-            if (m > 0) {
-                m = 0;
-                s = sum_xl / sum_l2;
-            }
-            float err = 0;
-            for (int i = 0; i < n; i++) {
-                float diff = s * (float)aux[i] + m - x[i];
-                diff = diff * diff;
-                err += w[i] * diff;
-            }
-            if (err < best) {
-                memcpy(L, aux, (size_t)n);
-                best = err;
-                scale = s;
-                lo = m;
-            }
-        }
-    }
-    *the_min = -lo;
-    return scale;
+ * error, which is fit_asym's search with those grids. */
+static float fit_asym_w(int nmax, const float *x, const float *w, uint8_t *L, float *the_min) {
+    return fit_asym(nmax, x, w, L, the_min, -0.9f, 0.05f, 36);
 }
 
 /* 6-bit levels (0..63) for the 8 sub-block scales or mins of a super-block,
@@ -454,7 +393,7 @@ static void quant_k_asym_block_w(const float *x, const float *qw, int nmax, ig_b
         float sumw = 0;
         for (int l = 0; l < 32; l++) sumw += w[l];
         sw[j] = sumw;
-        scales[j] = fit_asym_w(32, nmax, x + 32 * j, w, L + 32 * j, &mins[j]);
+        scales[j] = fit_asym_w(nmax, x + 32 * j, w, L + 32 * j, &mins[j]);
     }
     const float d_block = fit_pos6(scales, Ls, sw);
     const float m_block = fit_pos6(mins, Lm, sw);
@@ -563,7 +502,7 @@ static void quant_q5_1_w(const float *x, uint8_t *dst, int64_t n, const float *q
         float w[IG_QK], min;
         uint8_t L[IG_QK];
         block_weights(xb, qw + IG_QK * ib, sigma2, IG_QK, w);
-        const float d = fit_asym_w(IG_QK, 31, xb, w, L, &min);
+        const float d = fit_asym_w(31, xb, w, L, &min);
         ig_block_q5_1 b = {.d = ig_f32_to_f16(d), .m = ig_f32_to_f16(-min)};
         uint32_t qh = 0;
         for (int j = 0; j < 16; j++) {
