@@ -18,13 +18,13 @@
  * needs --force. */
 #include "cli.h"
 
+#include "core/util.h"
 #include "quant/imatrix.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 static void usage(FILE *f) {
@@ -53,12 +53,6 @@ static void observe(void *user, const char *weight, const float *x, int rows, in
     collector *c = user;
     if (c->st != IG_OK || rows < 16 || strncmp(weight, "blk.", 4) != 0) return;
     c->st = ig_imatrix_add(c->im, weight, x, rows, width);
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 int cmd_imatrix(int argc, char **argv) {
@@ -173,7 +167,7 @@ int cmd_imatrix(int argc, char **argv) {
     fprintf(stderr, "ignis imatrix: %zu tokens, %ld chunks of %ld (from chunk %ld)\n", n_ids, n_chunks, n_ctx,
             skip);
     const int tty = isatty(fileno(stderr));
-    const double t0 = now_s();
+    const double t0 = ig_time_now();
     for (long c = 0; c < n_chunks; c++) {
         int32_t *w = ids + (size_t)(skip + c) * (size_t)n_ctx;
         const int32_t first = w[0];
@@ -187,7 +181,7 @@ int cmd_imatrix(int argc, char **argv) {
                     *ig_last_error() ? ig_last_error() : ig_status_str(st != IG_OK ? st : col.st));
             goto done;
         }
-        if (tty) fprintf(stderr, "\r[%ld/%ld] %.1f s", c + 1, n_chunks, now_s() - t0);
+        if (tty) fprintf(stderr, "\r[%ld/%ld] %.1f s", c + 1, n_chunks, ig_time_now() - t0);
     }
     if (tty) fprintf(stderr, "\n");
     col.im->chunk_count = (uint32_t)n_chunks;
@@ -206,7 +200,7 @@ int cmd_imatrix(int argc, char **argv) {
         goto done;
     }
     printf("%s: %zu entries, %ld chunks of %ld tokens (%.1f s)\n", out_path, col.im->n_entries, n_chunks, n_ctx,
-           now_s() - t0);
+           ig_time_now() - t0);
     rc = 0;
     goto done;
 oom:
