@@ -157,12 +157,11 @@ static int attn_rows_per_item(const ig_mm_isa *isa, int hd) {
 
 /* Floats of the packed keys and values of every head (0: no packing). */
 static size_t attn_pack_floats(const ig_mm_isa *isa, int n, int D, int nh) {
-    const int hd = D / nh;
 #if defined(__x86_64__) || defined(__i386__)
+    const int hd = D / nh;
     if (use_vattn(isa, hd)) return 2 * (size_t)nh * ig_vattn_head_floats(n, hd);
 #endif
-    (void)isa;
-    (void)n;
+    (void)isa, (void)n, (void)D, (void)nh;
     return 0;
 }
 
@@ -218,6 +217,7 @@ static void attn_rows(const ig_mm_isa *isa, const float *q, const float *k, cons
     a.softcap = 0.0f;
     a.scratch = scratch;
     isa->attn(&a);
+    (void)pack; /* the packed tiles serve the AVX2 kernel only */
 }
 
 static int attn_items(const ig_mm_isa *isa, int n, int D, int nh) {
