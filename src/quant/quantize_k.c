@@ -151,14 +151,35 @@ static void quant_k_asym_block(const float *x, int nmax, float rmin, int nstep, 
     }
 }
 
+/* A Q4_K block's nibbles from its levels (L[256], 0..15): element l of
+ * each 64 in the low nibble, l + 32 in the high one. */
+static void pack_q4_K(ig_block_q4_K *b, const uint8_t *L) {
+    for (int c = 0; c < 4; c++)
+        for (int l = 0; l < 32; l++)
+            b->qs[32 * c + l] = (uint8_t)(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
+}
+
+/* A Q5_K block from the scales of hdr and its levels (L[256], 0..31): low
+ * nibbles as Q4_K's, the fifth bits in qh. */
+static void pack_q5_K(const ig_block_q4_K *hdr, const uint8_t *L, ig_block_q5_K *b) {
+    b->d = hdr->d;
+    b->dmin = hdr->dmin;
+    memcpy(b->scales, hdr->scales, sizeof b->scales);
+    memset(b->qh, 0, sizeof b->qh);
+    for (int c = 0; c < 4; c++)
+        for (int l = 0; l < 32; l++) {
+            const int e0 = 64 * c + l, e1 = e0 + 32;
+            b->qs[32 * c + l] = (uint8_t)((L[e0] & 0xf) | ((L[e1] & 0xf) << 4));
+            b->qh[l] |= (uint8_t)(((L[e0] >> 4) << (2 * c)) | ((L[e1] >> 4) << (2 * c + 1)));
+        }
+}
+
 static void quant_q4_K_ggml(const float *x, uint8_t *dst, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, x += IG_QK_K) {
         ig_block_q4_K b;
         uint8_t L[IG_QK_K];
         quant_k_asym_block(x, 15, -1.f, 20, &b, L);
-        for (int c = 0; c < 4; c++)
-            for (int l = 0; l < 32; l++)
-                b.qs[32 * c + l] = (uint8_t)(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
+        pack_q4_K(&b, L);
         memcpy(dst + i * (int64_t)sizeof b, &b, sizeof b);
     }
 }
@@ -169,16 +190,7 @@ static void quant_q5_K_ggml(const float *x, uint8_t *dst, int64_t nb) {
         ig_block_q5_K b;
         uint8_t L[IG_QK_K];
         quant_k_asym_block(x, 31, -0.5f, 15, &hdr, L);
-        b.d = hdr.d;
-        b.dmin = hdr.dmin;
-        memcpy(b.scales, hdr.scales, sizeof b.scales);
-        memset(b.qh, 0, sizeof b.qh);
-        for (int c = 0; c < 4; c++)
-            for (int l = 0; l < 32; l++) {
-                const int e0 = 64 * c + l, e1 = e0 + 32;
-                b.qs[32 * c + l] = (uint8_t)((L[e0] & 0xf) | ((L[e1] & 0xf) << 4));
-                b.qh[l] |= (uint8_t)(((L[e0] >> 4) << (2 * c)) | ((L[e1] >> 4) << (2 * c + 1)));
-            }
+        pack_q5_K(&hdr, L, &b);
         memcpy(dst + i * (int64_t)sizeof b, &b, sizeof b);
     }
 }
@@ -432,9 +444,7 @@ static void quant_q4_K_w(const float *x, uint8_t *dst, int64_t nb, const float *
         ig_block_q4_K b;
         uint8_t L[IG_QK_K];
         quant_k_asym_block_w(x, qw, 15, &b, L);
-        for (int c = 0; c < 4; c++)
-            for (int l = 0; l < 32; l++)
-                b.qs[32 * c + l] = (uint8_t)(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
+        pack_q4_K(&b, L);
         memcpy(dst + i * (int64_t)sizeof b, &b, sizeof b);
     }
 }
@@ -445,16 +455,7 @@ static void quant_q5_K_w(const float *x, uint8_t *dst, int64_t nb, const float *
         ig_block_q5_K b;
         uint8_t L[IG_QK_K];
         quant_k_asym_block_w(x, qw, 31, &hdr, L);
-        b.d = hdr.d;
-        b.dmin = hdr.dmin;
-        memcpy(b.scales, hdr.scales, sizeof b.scales);
-        memset(b.qh, 0, sizeof b.qh);
-        for (int c = 0; c < 4; c++)
-            for (int l = 0; l < 32; l++) {
-                const int e0 = 64 * c + l, e1 = e0 + 32;
-                b.qs[32 * c + l] = (uint8_t)((L[e0] & 0xf) | ((L[e1] & 0xf) << 4));
-                b.qh[l] |= (uint8_t)(((L[e0] >> 4) << (2 * c)) | ((L[e1] >> 4) << (2 * c + 1)));
-            }
+        pack_q5_K(&hdr, L, &b);
         memcpy(dst + i * (int64_t)sizeof b, &b, sizeof b);
     }
 }

@@ -9,6 +9,7 @@
  * abs/sign trick (|w| * sign(x, w), at most 2 * 127 * 127). */
 #include "backend/cpu/matmul_impl.h"
 #include "backend/cpu/ops_simd.h"
+#include "backend/cpu/simd_avx2.h"
 #include "core/util.h"
 
 #include <immintrin.h>
@@ -18,25 +19,11 @@
 
 static ALWAYS_INLINE float f16_to_f32(const uint8_t *p) { return _cvtsh_ss(ig_ld16(p)); }
 
-static ALWAYS_INLINE float hsum256(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 static ALWAYS_INLINE int32_t hsum_epi32(__m256i v) {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
     return _mm_cvtsi128_si32(s);
-}
-
-static ALWAYS_INLINE float hmax256(__m256 v) {
-    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_max_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
 }
 
 static ALWAYS_INLINE __m256 abs256(__m256 v) {
@@ -60,7 +47,7 @@ static void quant_row_avx2(ig_act_kind kind, const float *x, int64_t k, uint8_t 
         for (int64_t b = 0; b < nb; b++) {
             __m256 v[4];
             for (int i = 0; i < 4; i++) v[i] = _mm256_loadu_ps(x + 32 * b + 8 * i);
-            const float amax = hmax256(_mm256_max_ps(_mm256_max_ps(abs256(v[0]), abs256(v[1])),
+            const float amax = ig_hmax256(_mm256_max_ps(_mm256_max_ps(abs256(v[0]), abs256(v[1])),
                                                      _mm256_max_ps(abs256(v[2]), abs256(v[3]))));
             /* as ig_quantize_row_q8_0_act: 127/amax, nearest even */
             const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
@@ -83,7 +70,7 @@ static void quant_row_avx2(ig_act_kind kind, const float *x, int64_t k, uint8_t 
             const float *xb = x + IG_QK_K * b;
             __m256 vmax = _mm256_setzero_ps();
             for (int j = 0; j < 32; j++) vmax = _mm256_max_ps(vmax, abs256(_mm256_loadu_ps(xb + 8 * j)));
-            const float amax = hmax256(vmax);
+            const float amax = ig_hmax256(vmax);
             int8_t *q = (int8_t *)dst + IG_QK_K * b;
             if (!(amax > 0.0f) || !isfinite(amax)) {
                 d[b] = 0.0f;
@@ -146,7 +133,7 @@ static ALWAYS_INLINE __m256 load_x8(const float *x, int64_t i, int64_t n) {
 
 /* Rows r .. r + vr - 1 (vr <= 4, read straight from the weights) with
  * T <= 3 tokens: for each (row, token) one 8-lane accumulator over the
- * elements in steps of 8 (the tail zero-padded), then hsum256, exactly as
+ * elements in steps of 8 (the tail zero-padded), then ig_hsum256, exactly as
  * float_micro does for batches (lane by lane); 4 rows' chains side by
  * side hide the FMA latency. The next four rows are prefetched meanwhile (up
  * to pf_end), the bytes of one step of theirs per step. */
@@ -184,7 +171,7 @@ static ALWAYS_INLINE void float_row4(const ig_mm *m, ig_dtype t, int64_t r, int 
 #pragma GCC unroll 4
     for (int i = 0; i < 4; i++)
 #pragma GCC unroll 4
-        for (int j = 0; j < T; j++) out[i][j] = hsum256(acc[i][j]);
+        for (int j = 0; j < T; j++) out[i][j] = ig_hsum256(acc[i][j]);
     for (int i = 0; i < vr; i++)
         for (int j = 0; j < T; j++) m->y[(int64_t)j * m->ldy + r + i] = out[i][j];
 }
@@ -218,7 +205,7 @@ static ALWAYS_INLINE void transpose8(const __m256 r[8], __m256 o[8]) {
  * of FP_T tokens in FP_RV x FP_T registers and walks j with one FMA per
  * (row vector, token), x[t][8 j + l] broadcast from memory: lane l of
  * float_row4's accumulator, FMA for FMA. The 8 stripes' sums are then added
- * with hsum256's tree, so that every result is the mat-vec's, bit for bit,
+ * with ig_hsum256's tree, so that every result is the mat-vec's, bit for bit,
  * whatever the batch. */
 #define FP_RV 3 /* row vectors: 3 x 4 accumulators, 3 loads and 4 broadcasts per 12 FMAs */
 #define FP_T 4
@@ -299,7 +286,7 @@ static ALWAYS_INLINE void float_micro(const ig_mm *m, const float *wp, int64_t n
             __m256 s[8];
 #pragma GCC unroll 8
             for (int l = 0; l < 8; l++) s[l] = _mm256_load_ps(sb + ((l * FP_T + t) * FP_RV + h) * 8);
-            /* hsum256: lanes l and l + 4, then 0 and 2, 1 and 3, then 0 and 1 */
+            /* ig_hsum256: lanes l and l + 4, then 0 and 2, 1 and 3, then 0 and 1 */
 #pragma GCC unroll 4
             for (int l = 0; l < 4; l++) s[l] = _mm256_add_ps(s[l], s[l + 4]);
             s[0] = _mm256_add_ps(s[0], s[2]);
@@ -379,7 +366,7 @@ static ALWAYS_INLINE void float_tile(const ig_mm *m, const float *wf, int vr, in
 #pragma GCC unroll 4
     for (int i = 0; i < 2; i++)
 #pragma GCC unroll 4
-        for (int j = 0; j < T; j++) out[i][j] = hsum256(acc[i][j]);
+        for (int j = 0; j < T; j++) out[i][j] = ig_hsum256(acc[i][j]);
     for (int i = 0; i < vr; i++)
         for (int j = 0; j < T; j++) m->y[(int64_t)(tok + j) * m->ldy + r + i] = out[i][j];
 }

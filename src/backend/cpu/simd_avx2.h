@@ -5,6 +5,23 @@
 
 #include <immintrin.h>
 
+/* The sum of the 8 lanes: (l + l+4), then pairs 0+2 / 1+3, then 0+1. The
+ * batch-invariant kernels rely on this exact tree. */
+static inline __attribute__((always_inline)) float ig_hsum256(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* The largest of the 8 lanes. */
+static inline __attribute__((always_inline)) float ig_hmax256(__m256 v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
 /* e^x, ~1 ulp; clamped to [e^-87.3, e^88.7]. */
 static inline __attribute__((always_inline)) __m256 ig_exp8(__m256 x) {
     x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));

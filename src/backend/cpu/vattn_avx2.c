@@ -102,20 +102,6 @@ static ALWAYS_INLINE void pv4(const float *vt, int hd, const float *p, float *ob
         for (int h = 0; h < NV; h++) _mm256_store_ps(ob + (size_t)(r0 + i) * hd + c + 8 * h, acc[i][h]);
 }
 
-static ALWAYS_INLINE float hmax8(__m256 v) {
-    __m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    x = _mm_max_ps(x, _mm_movehl_ps(x, x));
-    x = _mm_max_ss(x, _mm_movehdup_ps(x));
-    return _mm_cvtss_f32(x);
-}
-
-static ALWAYS_INLINE float hsum8(__m256 v) {
-    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-    x = _mm_add_ss(x, _mm_movehdup_ps(x));
-    return _mm_cvtss_f32(x);
-}
-
 void ig_vattn_rows_avx2(const ig_vattn *a, int t0, int nq, float *scratch) {
     const int hd = a->hd;
     float *qb = scratch, *ob = qb + (size_t)BQ * hd, *s = ob + (size_t)BQ * hd, *m = s + (size_t)BQ * BK;
@@ -143,7 +129,7 @@ void ig_vattn_rows_avx2(const ig_vattn *a, int t0, int nq, float *scratch) {
             for (int jj = nk; jj < BK; jj++) sr[jj] = -INFINITY;
             __m256 mx = _mm256_load_ps(sr);
             for (int jj = 8; jj < BK; jj += 8) mx = _mm256_max_ps(mx, _mm256_load_ps(sr + jj));
-            const float mt = hmax8(mx), mn = mt > m[r] ? mt : m[r];
+            const float mt = ig_hmax256(mx), mn = mt > m[r] ? mt : m[r];
             const __m256 mv = _mm256_set1_ps(mn);
             __m256 sum = _mm256_setzero_ps();
             for (int jj = 0; jj < BK; jj += 8) {
@@ -154,7 +140,7 @@ void ig_vattn_rows_avx2(const ig_vattn *a, int t0, int nq, float *scratch) {
                 sum = _mm256_add_ps(sum, e);
             }
             const float corr = expf(m[r] - mn); /* 0 on the first tile */
-            l[r] = l[r] * corr + hsum8(sum);
+            l[r] = l[r] * corr + ig_hsum256(sum);
             m[r] = mn;
             if (corr != 1.0f) {
                 float *orow = ob + (size_t)r * hd;
