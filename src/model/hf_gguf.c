@@ -124,6 +124,17 @@ static ig_status apply_added_tokens(vocab *v, const ig_json *root, char **owned,
 /* gguf-py's SpecialVocab, the parts Gemma's files use: the ids of the
  * special tokens named in tokenizer_config.json, and its add_bos_token /
  * add_eos_token. */
+/* The SentencePiece model's keys: its kind and V pieces, scores and types. */
+static ig_status add_vocab_arrays(gguf_writer *w, const vocab *v, int V) {
+    ig_status st;
+    if ((st = gguf_writer_add_str(w, "tokenizer.ggml.model", "llama")) != IG_OK ||
+        (st = gguf_writer_add_str(w, "tokenizer.ggml.pre", "default")) != IG_OK ||
+        (st = gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", v->tokens, (uint64_t)V)) != IG_OK ||
+        (st = gguf_writer_add_arr(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, v->scores, (uint64_t)V)) != IG_OK)
+        return st;
+    return gguf_writer_add_arr(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, v->types, (uint64_t)V);
+}
+
 static ig_status add_special(gguf_writer *w, const vocab *v, const ig_json *root) {
     static const char *const kinds[][2] = {
         {"bos_token", "tokenizer.ggml.bos_token_id"},     {"eos_token", "tokenizer.ggml.eos_token_id"},
@@ -202,12 +213,7 @@ static ig_status add_vocab(const hf_model *m, const char *dir, const char *sp_pa
         }
         if ((st = apply_added_tokens(&v, root, owned, &n_owned)) != IG_OK) goto out;
     }
-    if ((st = gguf_writer_add_str(w, "tokenizer.ggml.model", "llama")) != IG_OK ||
-        (st = gguf_writer_add_str(w, "tokenizer.ggml.pre", "default")) != IG_OK ||
-        (st = gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", v.tokens, (uint64_t)V)) != IG_OK ||
-        (st = gguf_writer_add_arr(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, v.scores, (uint64_t)V)) != IG_OK ||
-        (st = gguf_writer_add_arr(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, v.types, (uint64_t)V)) != IG_OK)
-        goto out;
+    if ((st = add_vocab_arrays(w, &v, V)) != IG_OK) goto out;
     if (root && (st = add_special(w, &v, root)) != IG_OK) goto out;
     st = gguf_writer_add_bool(w, "tokenizer.ggml.add_space_prefix", false); /* Gemma3Model.set_vocab */
 out:
@@ -276,12 +282,7 @@ static ig_status add_vocab_json(const hf_model *m, gguf_writer *w) {
             v.types[i] = IG_SP_UNUSED;
         }
     }
-    if ((st = gguf_writer_add_str(w, "tokenizer.ggml.model", "llama")) != IG_OK ||
-        (st = gguf_writer_add_str(w, "tokenizer.ggml.pre", "default")) != IG_OK ||
-        (st = gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", v.tokens, (uint64_t)V)) != IG_OK ||
-        (st = gguf_writer_add_arr(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, v.scores, (uint64_t)V)) != IG_OK ||
-        (st = gguf_writer_add_arr(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, v.types, (uint64_t)V)) != IG_OK)
-        goto out;
+    if ((st = add_vocab_arrays(w, &v, V)) != IG_OK) goto out;
     const struct {
         int32_t id;
         const char *key;

@@ -132,13 +132,7 @@ def test_k_quant_matches_llama_quantize(typ: str, ltyp: str, pure: bool, ftype: 
     assert r.returncode == 0, r.stderr[-2000:]
     a, b = R.gguf_reader(ours), R.gguf_reader(theirs)
     assert a.fields["general.file_type"].contents() == b.fields["general.file_type"].contents() == ftype
-    ta, tb = {t.name: t for t in a.tensors}, {t.name: t for t in b.tensors}
-    assert sorted(ta) == sorted(tb)
-    kinds = set()
-    for name, t in tb.items():
-        assert ta[name].tensor_type == t.tensor_type, (name, ta[name].tensor_type, t.tensor_type)
-        assert np.array_equal(tensor_bytes(ta[name]), tensor_bytes(t)), name
-        kinds.add(t.tensor_type)
+    kinds = R.gguf_same_tensors(a, b)
     # the mix really has K-quant tensors and the fallbacks of the 640-wide rows
     k, fallback = {"q4": (Q.Q4_K, Q.Q5_0), "q5": (Q.Q5_K, Q.Q5_1), "q6": (Q.Q6_K, Q.Q8_0)}[typ[:2]]
     assert k in kinds and fallback in kinds
@@ -197,11 +191,7 @@ def test_hf_input_matches_converter(model: Path, typ: str, tmp_path: Path):
     assert fa["general.type"] == "model" and fa["general.name"] == "f32"
     n_params = sum(int(np.prod(t.shape)) for t in b.tensors)
     assert fa["general.size_label"] == gguf.utility.size_label(n_params, 0, 0, 0)
-    ta, tb = {t.name: t for t in a.tensors}, {t.name: t for t in b.tensors}
-    assert sorted(ta) == sorted(tb)
-    for name, t in tb.items():
-        assert ta[name].tensor_type == t.tensor_type, name
-        assert np.array_equal(tensor_bytes(ta[name]), tensor_bytes(t)), name
+    R.gguf_same_tensors(a, b)
     # the same logits as the checkpoint itself (f32: bit for bit)
     toks = R.hf_reference(model)["sequences"][0]["tokens"]
     want = R.ignis_logits(model / "f32", toks, tmp_path / "hf.f32")

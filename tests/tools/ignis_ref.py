@@ -73,6 +73,21 @@ def gguf_reader(path: Path | str):
 
 # --- ignis binary -------------------------------------------------------------
 
+
+def gguf_same_tensors(ours, theirs) -> set:
+    """Asserts that two GGUF readers hold the same tensors (names, types and
+    bytes); returns the tensor types met."""
+    import numpy as np
+    ta, tb = {t.name: t for t in ours.tensors}, {t.name: t for t in theirs.tensors}
+    assert sorted(ta) == sorted(tb)
+    kinds = set()
+    for name, t in tb.items():
+        assert ta[name].tensor_type == t.tensor_type, (name, ta[name].tensor_type, t.tensor_type)
+        assert np.array_equal(np.asarray(ta[name].data).view(np.uint8).reshape(-1),
+                              np.asarray(t.data).view(np.uint8).reshape(-1)), name
+        kinds.add(t.tensor_type)
+    return kinds
+
 def ignis_bin() -> Path:
     build = Path(os.environ.get("IGNIS_BUILD") or "build")
     if not build.is_absolute():
