@@ -22,7 +22,7 @@ _Static_assert(sizeof(ig_block_q8_0) == 34, "Q8_0 block");
 _Static_assert(sizeof(ig_block_q4_K) == 144, "Q4_K block");
 _Static_assert(sizeof(ig_block_q5_K) == 176, "Q5_K block");
 _Static_assert(sizeof(ig_block_q6_K) == 210, "Q6_K block");
-_Static_assert(sizeof(ig_block_q8_K) == 292, "Q8_K block");
+_Static_assert(sizeof(ig_block_q8_K) == 300, "Q8_K block");
 
 /* ---- Small helpers -------------------------------------------------------- */
 

@@ -141,12 +141,18 @@ typedef struct ig_block_q6_K {
     uint16_t d;
 } ig_block_q6_K;
 
-/* Activation type of the K-quant dots: x[i] = d * qs[i], bsums[j] = the sum
- * of qs[16j .. 16j+15]. Never stored in files. */
+/* Activation type of the K-quant dots: a 256-element block with one scale
+ * and a small integer multiplier t[j] (1..IG_Q8K_T) per 32 elements, so that
+ * the 32-element runs far below the block's largest value keep their
+ * precision (the inputs of ffn_down carry a few very large values):
+ * x[i] = d * t[i/32] * qs[i]; bsums[j] = t[j/2] * (the sum of qs[16j ..
+ * 16j+15]). Never stored in files. */
+#define IG_Q8K_T 8
 typedef struct ig_block_q8_K {
     float d;
     int8_t qs[IG_QK_K];
     int16_t bsums[IG_QK_K / 16];
+    uint8_t t[IG_QK_K / 32];
 } ig_block_q8_K;
 
 /* Unpacks the 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block. */
@@ -160,11 +166,15 @@ void ig_q4_K_scale_min(const uint8_t scales[IG_K_SCALE_SIZE], int j, uint8_t *sc
  *                   (q_w centred: q-8 for Q4_0, q-16 for Q5_0);
  *   Q5_1:           sum += (float)isum * (d_w * d_x) + m_w * (d_x * (float)sx),
  *                   q_w in 0..31, sx = the sum of the block's q_x;
- *   Q4_K/Q5_K:      sum += (d_w*d_x) * (float)sum_j(sc[j] * sum q*q_x)
- *                        - (dmin_w*d_x) * (float)sum_j(m[j] * sum q_x);
- *   Q6_K:           sum += (d_w*d_x) * (float)sum_j(sc[j] * sum (q-32)*q_x).
+ *   Q4_K/Q5_K:      sum += (d_w*d_x) * (float)sum_j(sc[j] * t[j] * sum q*q_x)
+ *                        - (dmin_w*d_x) * (float)sum_j(m[j] * (bsums[2j] + bsums[2j+1]));
+ *   Q6_K:           sum += (d_w*d_x) * (float)sum_j(sc[j] * t[j/2] * sum (q-32)*q_x)
+ *                   (Q6_K's sub-blocks are 16 elements, t's 32).
  * n must be a multiple of the block size (trailing elements are ignored). */
 void ig_quantize_row_q8_K(const float *x, ig_block_q8_K *y, int64_t n);
+/* The run multipliers of ig_quantize_row_q8_K: iscale * ig_q8k_mul[t]
+ * quantizes a run with multiplier t (8/t as the nearest float). */
+extern const float ig_q8k_mul[IG_Q8K_T + 1];
 /* Q8_0 blocks of an activation as llama.cpp's x86 CPU backend makes them
  * (quantize_row_q8_0 with AVX/AVX2, and the same formula in its 4-row
  * repack quantizer): d = amax/127 stored as f16, q = nearest-even(x *

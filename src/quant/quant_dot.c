@@ -13,9 +13,16 @@ static int nearest_even(float v) {
     return (int)rintf(v);
 }
 
-/* ggml's quantize_row_q8_K_ref: per 256 values, q = nearest_even(-127/max *
- * x) where max is the signed value of largest magnitude, clipped at 127; d =
- * 1/iscale. An all-zero block gets d = 0. */
+/* ggml's quantize_row_q8_K_ref per 256 values (iscale = -127/max, where
+ * max is the first value of largest magnitude amax; q = nearest_even(iscale
+ * * x) clipped to [-128, 127]), refined per 32 values: t = 1 + the number of
+ * k in 1..7 with a > amax * k/8 (a the run's largest magnitude), and the run
+ * is quantized with iscale * (8/t) instead. The run of max keeps ggml's q
+ * (t = 8); d = (1/iscale) / 8. Only IEEE multiplications of the inputs and
+ * of the constants below, so every backend can form the same bytes. An
+ * all-zero (or non-finite) block gets d = 0, q = 0, t = 1. */
+const float ig_q8k_mul[IG_Q8K_T + 1] = {0.0f, 8.0f, 4.0f, 8.0f / 3.0f, 2.0f, 8.0f / 5.0f, 8.0f / 6.0f, 8.0f / 7.0f, 1.0f};
+
 void ig_quantize_row_q8_K(const float *x, ig_block_q8_K *y, int64_t n) {
     for (int64_t i = 0; i < n / IG_QK_K; i++, x += IG_QK_K) {
         ig_block_q8_K *b = &y[i];
@@ -27,19 +34,29 @@ void ig_quantize_row_q8_K(const float *x, ig_block_q8_K *y, int64_t n) {
             }
         }
         memset(b->bsums, 0, sizeof b->bsums);
+        memset(b->t, 1, sizeof b->t);
         if (!(amax > 0.0f) || !isfinite(amax)) {
             b->d = 0.0f;
             memset(b->qs, 0, sizeof b->qs);
             continue;
         }
         const float iscale = -127.0f / max;
-        for (int j = 0; j < IG_QK_K; j++) {
-            const float v = iscale * x[j]; /* within [-127, 127] */
-            int q = nearest_even(fmaxf(-128.0f, fminf(127.0f, v)));
-            b->qs[j] = (int8_t)q;
-            b->bsums[j / 16] = (int16_t)(b->bsums[j / 16] + q);
+        for (int r = 0; r < IG_QK_K / 32; r++) {
+            const float *xr = x + 32 * r;
+            float a = 0.0f;
+            for (int j = 0; j < 32; j++) a = fmaxf(a, fabsf(xr[j]));
+            int t = 1;
+            for (int k = 1; k < IG_Q8K_T; k++) t += a > amax * (0.125f * (float)k);
+            const float s = iscale * ig_q8k_mul[t];
+            b->t[r] = (uint8_t)t;
+            for (int j = 0; j < 32; j++) {
+                const float v = s * xr[j]; /* within [-127, 127] */
+                const int q = nearest_even(fmaxf(-128.0f, fminf(127.0f, v)));
+                b->qs[32 * r + j] = (int8_t)q;
+                b->bsums[2 * r + j / 16] = (int16_t)(b->bsums[2 * r + j / 16] + t * q);
+            }
         }
-        b->d = 1.0f / iscale;
+        b->d = (1.0f / iscale) * 0.125f;
     }
 }
 
@@ -62,7 +79,7 @@ void ig_quantize_row_q8_0_act(const float *x, void *y, int64_t n) {
 
 void ig_dequantize_row_q8_K(const ig_block_q8_K *x, float *y, int64_t n) {
     for (int64_t i = 0; i < n / IG_QK_K; i++, y += IG_QK_K)
-        for (int j = 0; j < IG_QK_K; j++) y[j] = x[i].d * (float)x[i].qs[j];
+        for (int j = 0; j < IG_QK_K; j++) y[j] = x[i].d * (float)(x[i].t[j / 32] * x[i].qs[j]);
 }
 
 /* ---- 32-element blocks × Q8_0 -------------------------------------------------- */
@@ -162,7 +179,7 @@ static float dot_k_asym(const uint8_t scales[IG_K_SCALE_SIZE], float dw, float d
         ig_q4_K_scale_min(scales, j, &sc, &m);
         int32_t s = 0;
         for (int l = 0; l < 32; l++) s += q[32 * j + l] * a->qs[32 * j + l];
-        isum += (int32_t)sc * s;
+        isum += (int32_t)sc * a->t[j] * s;
         imin += (int32_t)m * (a->bsums[2 * j] + a->bsums[2 * j + 1]);
     }
     const float d = dw * a->d;
@@ -210,7 +227,7 @@ float ig_vec_dot_q6_K_q8_K(const void *row, const ig_block_q8_K *xq, int64_t n) 
             int32_t s = 0;
             for (int l = 0; l < 16; l++)
                 s += (ig_q6_K_get(&b, 16 * j + l) - 32) * a->qs[16 * j + l];
-            isum += (int32_t)b.scales[j] * s;
+            isum += (int32_t)b.scales[j] * a->t[j / 2] * s;
         }
         const float d = ig_f16_to_f32(b.d) * a->d;
         sum += d * (float)isum;

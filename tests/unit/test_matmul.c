@@ -242,7 +242,7 @@ IG_TEST(matmul_act_quant_bytes) {
     for (int kind = IG_ACT_Q8_0; kind <= IG_ACT_Q8_K; kind++) {
         const size_t rs = ig_mm_row_stride((ig_act_kind)kind, k);
         const size_t used = kind == IG_ACT_Q8_0 ? (size_t)k + 8 * (size_t)(k / 32)
-                                                : (size_t)k + 4 * (size_t)(k / 256) + 2 * (size_t)(k / 16);
+                                                : (size_t)k + 4 * (size_t)(k / 256) + 2 * (size_t)(k / 16) + (size_t)(k / 32);
         uint8_t *want = malloc(rs), *got = malloc(rs);
         for (int rep = 0; rep < 50; rep++) {
             fill(x, k, rep & 1);

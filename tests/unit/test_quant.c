@@ -737,14 +737,14 @@ static float int_dot_expected(ig_dtype type, const uint8_t *row, const void *xq,
             const ig_block_q8_K *a = (const ig_block_q8_K *)xq + i;
             if (type == IG_TYPE_Q6_K) {
                 int32_t isum = 0;
-                for (int e = 0; e < 256; e++) isum += sc[e / 16] * q[e] * a->qs[e];
+                for (int e = 0; e < 256; e++) isum += sc[e / 16] * a->t[e / 32] * q[e] * a->qs[e];
                 const float d = ig_f16_to_f32(get_u16(b + 208)) * a->d;
                 sum += d * (float)isum;
             } else {
                 int32_t isum = 0, imin = 0;
                 for (int e = 0; e < 256; e++) {
-                    isum += sc[e / 32] * q[e] * a->qs[e];
-                    imin += m[e / 32] * a->qs[e];
+                    isum += sc[e / 32] * a->t[e / 32] * q[e] * a->qs[e];
+                    imin += m[e / 32] * a->t[e / 32] * a->qs[e];
                 }
                 const float d = ig_f16_to_f32(get_u16(b)) * a->d;
                 const float dmin = ig_f16_to_f32(get_u16(b + 2)) * a->d;
@@ -774,20 +774,34 @@ IG_TEST(quant_q8_K_activation) {
     float x[N], y[N];
     ig_block_q8_K q[N / 256];
     fill_activations(x, N);
-    x[300] = -55.0f; /* the largest magnitude of block 1 */
     for (int i = 256; i < N; i++) x[i] = fmaxf(-50.0f, fminf(50.0f, x[i]));
-    x[300] = -55.0f;
+    x[300] = -55.0f; /* the largest magnitude of block 1 */
+    for (int i = 320; i < 352; i++) x[i] = 0.01f * (float)(i - 336); /* a quiet run: |x| <= 0.16 */
     ig_quantize_row_q8_K(x, q, N);
     CHECK_EQ_INT(q[1].qs[300 - 256], -127); /* iscale = -127/max: max goes to -127 */
-    CHECK_NEAR(q[1].d, 55.0f / 127.0f, 1e-7);
-    for (int b = 0; b < N / 256; b++)
+    CHECK_EQ_INT(q[1].t[(300 - 256) / 32], IG_Q8K_T);
+    CHECK_NEAR(q[1].d, 55.0f / 127.0f / 8.0f, 1e-8);
+    CHECK_EQ_INT(q[1].t[(320 - 256) / 32], 1); /* 0.16 <= 55/8 */
+    CHECK_EQ_INT(q[1].qs[351 - 256], (int)lrintf(0.15f * 127.0f * 8.0f / 55.0f));
+    for (int b = 0; b < N / 256; b++) {
+        for (int r = 0; r < 8; r++) { /* t: the smallest with a <= amax * t/8 */
+            float a = 0.0f, amax = 0.0f;
+            for (int l = 0; l < 32; l++) a = fmaxf(a, fabsf(x[256 * b + 32 * r + l]));
+            for (int l = 0; l < 256; l++) amax = fmaxf(amax, fabsf(x[256 * b + l]));
+            const int t = q[b].t[r];
+            CHECK(t >= 1 && t <= IG_Q8K_T);
+            CHECK(a <= amax * (0.125f * (float)t));
+            CHECK(t == 1 || a > amax * (0.125f * (float)(t - 1)));
+        }
         for (int g = 0; g < 16; g++) {
             int s = 0;
             for (int l = 0; l < 16; l++) s += q[b].qs[16 * g + l];
-            CHECK_EQ_INT(q[b].bsums[g], s);
+            CHECK_EQ_INT(q[b].bsums[g], q[b].t[g / 2] * s);
         }
+    }
     ig_dequantize_row_q8_K(q, y, N);
-    for (int i = 0; i < N; i++) CHECK_NEAR(y[i], x[i], fabsf(q[i / 256].d) * 0.5f * 1.0001f);
+    for (int i = 0; i < N; i++)
+        CHECK_NEAR(y[i], x[i], fabsf(q[i / 256].d) * q[i / 256].t[i % 256 / 32] * 0.5f * 1.0001f);
     /* Ties go to even (ggml's nearest_int); with max = -127, iscale = 1. */
     float t[256] = {0};
     t[0] = -127.0f;
@@ -795,7 +809,7 @@ IG_TEST(quant_q8_K_activation) {
     t[2] = 3.5f;
     t[3] = -0.5f;
     ig_quantize_row_q8_K(t, q, 256);
-    CHECK(q[0].d == 1.0f);
+    CHECK(q[0].d == 0.125f);
     CHECK_EQ_INT(q[0].qs[0], -127);
     CHECK_EQ_INT(q[0].qs[1], 2);
     CHECK_EQ_INT(q[0].qs[2], 4);
@@ -806,6 +820,7 @@ IG_TEST(quant_q8_K_activation) {
     CHECK(q[0].d == 0.0f);
     CHECK_EQ_INT(q[0].qs[17], 0);
     CHECK_EQ_INT(q[0].bsums[3], 0);
+    CHECK_EQ_INT(q[0].t[3], 1);
 }
 
 IG_TEST(quant_int_dots) {

@@ -69,6 +69,7 @@ void ig_mm_quant_row_scalar(ig_act_kind kind, const float *x, int64_t k, uint8_t
             memcpy(dst + b * IG_QK_K, blk.qs, IG_QK_K);
             d[b] = blk.d;
             memcpy(bs + 16 * b, blk.bsums, sizeof blk.bsums);
+            memcpy(dst + k + 4 * nb + 2 * (k / 16) + 8 * b, blk.t, sizeof blk.t);
         }
     }
 }
@@ -94,6 +95,9 @@ void ig_mm_scatter_group(ig_act_kind kind, int64_t k, const uint8_t *row, int la
                 const uint16_t hi = (uint16_t)(int16_t)(s[2] + s[3]);
                 gbs[64 * b + 16 * p + lane] = (int32_t)((uint32_t)lo | ((uint32_t)hi << 16));
             }
+        const uint8_t *t = ig_act_t(row, k);
+        int32_t *gt = (int32_t *)(void *)(grp + 16 * k + 320 * nb);
+        for (int64_t j = 0; j < k / 32; j++) gt[16 * j + lane] = (int32_t)((uint32_t)t[j] | ((uint32_t)t[j] << 16));
     }
 }
 
@@ -103,9 +107,13 @@ void ig_mm_pad_group(ig_act_kind kind, int64_t k, int lane0, uint8_t *grp) {
     for (int64_t i = 0; i < k; i += 4) memset(grp + (i / 4) * 64 + 4 * lane0, 0, w);
     const int64_t nb = k / (kind == IG_ACT_Q8_0 ? IG_QK : IG_QK_K);
     for (int64_t b = 0; b < nb; b++) memset(grp + 16 * k + 64 * b + 4 * lane0, 0, w);
-    if (kind == IG_ACT_Q8_K)
+    if (kind == IG_ACT_Q8_K) {
         for (int64_t b = 0; b < 4 * nb; b++)
             memset(grp + 16 * k + 64 * nb + 64 * b + 4 * lane0, 0, w);
+        int32_t *gt = (int32_t *)(void *)(grp + 16 * k + 320 * nb);
+        for (int64_t j = 0; j < k / 32; j++)
+            for (int l = lane0; l < IG_MM_GROUP; l++) gt[16 * j + l] = 0x10001;
+    }
 }
 
 void ig_mm_quantize(const ig_mm_isa *isa, ig_act_kind kind, const float *x, int64_t ldx,
@@ -244,6 +252,7 @@ static void scalar_qk(const ig_mm *m, int64_t r0, int64_t r1, uint8_t *scratch) 
             const int8_t *xq = ig_act_q(a);
             const float *xd = ig_act_d(a, k);
             const int16_t *bs = ig_act_bsums(a, k);
+            const uint8_t *xt = ig_act_t(a, k);
             float sum = 0.0f;
             for (int64_t b = 0; b < nb; b++) {
                 const kblk_info *in = &info[b];
@@ -253,7 +262,7 @@ static void scalar_qk(const ig_mm *m, int64_t r0, int64_t r1, uint8_t *scratch) 
                     for (int j = 0; j < 16; j++) {
                         int32_t s = 0;
                         for (int l = 0; l < 16; l++) s += qb[16 * j + l] * xb[16 * j + l];
-                        isum += in->sc[j] * s;
+                        isum += in->sc[j] * xt[8 * b + j / 2] * s;
                     }
                     const float d = in->d * xd[b];
                     sum += d * (float)isum;
@@ -262,7 +271,7 @@ static void scalar_qk(const ig_mm *m, int64_t r0, int64_t r1, uint8_t *scratch) 
                     for (int j = 0; j < 8; j++) {
                         int32_t s = 0;
                         for (int l = 0; l < 32; l++) s += qb[32 * j + l] * xb[32 * j + l];
-                        isum += in->sc[j] * s;
+                        isum += in->sc[j] * xt[8 * b + j] * s;
                         imin += in->m[j] * (bs[16 * b + 2 * j] + bs[16 * b + 2 * j + 1]);
                     }
                     const float d = in->d * xd[b];

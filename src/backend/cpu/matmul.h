@@ -41,11 +41,12 @@ static inline size_t ig_mm_align64(size_t v) { return (v + 63) & ~(size_t)63; }
 /* ---- Rows layout: token t at act + t * stride ------------------------------
  * Q8_0: int8 q[k] | float d[k/32] | int32 s[k/32] (s = sum of the block's q;
  *       d is the block scale rounded to f16, as Q8_0 stores it).
- * Q8_K: int8 q[k] | float d[k/256] | int16 bsums[k/16]. */
+ * Q8_K: int8 q[k] | float d[k/256] | int16 bsums[k/16] | uint8 t[k/32]
+ *       (ig_block_q8_K's fields: x = d * t * q, bsums include t). */
 static inline size_t ig_mm_row_stride(ig_act_kind kind, int64_t k) {
     if (kind == IG_ACT_Q8_0) return ig_mm_align64((size_t)k + 8 * (size_t)(k / IG_QK));
     if (kind == IG_ACT_Q8_K)
-        return ig_mm_align64((size_t)k + 4 * (size_t)(k / IG_QK_K) + 2 * (size_t)(k / 16));
+        return ig_mm_align64((size_t)k + 4 * (size_t)(k / IG_QK_K) + 2 * (size_t)(k / 16) + (size_t)(k / 32));
     return 0;
 }
 
@@ -55,10 +56,12 @@ static inline size_t ig_mm_row_stride(ig_act_kind kind, int64_t k) {
  * float d[nblocks][16]: the token's scale of each block (0 for padding);
  * Q8_K only: int32 bs[k/256][4][16]: lane t of pair p = (int16)B[2p] |
  *            (int16)B[2p+1] << 16 where B[j] is the sum of the token's q over
- *            the 32 elements of sub-block j (for Q4_K/Q5_K mins). */
+ *            the 32 elements of sub-block j times its t (for Q4_K/Q5_K mins);
+ *            int32 tt[k/32][16]: lane t = t | t << 16, the token's multiplier
+ *            of each 32 elements (1 for padding). */
 static inline size_t ig_mm_group_stride(ig_act_kind kind, int64_t k) {
     if (kind == IG_ACT_Q8_0) return 16 * (size_t)k + 64 * (size_t)(k / IG_QK);
-    if (kind == IG_ACT_Q8_K) return 16 * (size_t)k + 320 * (size_t)(k / IG_QK_K);
+    if (kind == IG_ACT_Q8_K) return 16 * (size_t)k + 320 * (size_t)(k / IG_QK_K) + 64 * (size_t)(k / 32);
     return 0;
 }
 

@@ -21,6 +21,10 @@ static inline const int32_t *ig_act_s(const uint8_t *row, int64_t k) {
 static inline const int16_t *ig_act_bsums(const uint8_t *row, int64_t k) {
     return (const int16_t *)(const void *)(row + k + 4 * (k / IG_QK_K));
 }
+/* Q8_K: the multiplier of each 32 elements. */
+static inline const uint8_t *ig_act_t(const uint8_t *row, int64_t k) {
+    return row + k + 4 * (k / IG_QK_K) + 2 * (k / 16);
+}
 
 /* ---- Groups layout accessors ---------------------------------------------- */
 
@@ -29,6 +33,10 @@ static inline const float *ig_grp_d(const uint8_t *grp, int64_t k) {
 }
 static inline const int32_t *ig_grp_bs(const uint8_t *grp, int64_t k) {
     return (const int32_t *)(const void *)(grp + 16 * k + 64 * (k / IG_QK_K));
+}
+/* Q8_K: tt[k/32][16]. */
+static inline const int32_t *ig_grp_t(const uint8_t *grp, int64_t k) {
+    return (const int32_t *)(const void *)(grp + 16 * k + 320 * (k / IG_QK_K));
 }
 
 /* ---- Scalar block unpacking ----------------------------------------------- */
