@@ -149,7 +149,7 @@ IG_TEST(quant_type_table) {
         CHECK_EQ_INT(ig_dtype_block_elems((ig_dtype)unknown[i]), 0);
         CHECK_EQ_INT(ig_dtype_block_bytes((ig_dtype)unknown[i]), 0);
     }
-    CHECK_EQ_INT(sizeof(ig_block_q8_K), 4 + 256 + 32);
+    CHECK_EQ_INT(sizeof(ig_block_q8_K), 4 + 256 + 32 + 8);
 }
 
 IG_TEST(quant_row_bytes) {

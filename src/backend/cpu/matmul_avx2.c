@@ -76,6 +76,7 @@ static void quant_row_avx2(ig_act_kind kind, const float *x, int64_t k, uint8_t 
                 d[b] = 0.0f;
                 memset(q, 0, IG_QK_K);
                 memset(bs + 16 * b, 0, 32);
+                memset(dst + k + 4 * nb + 2 * (k / 16) + 8 * b, 1, 8);
                 continue;
             }
             float max = amax;
@@ -85,18 +86,27 @@ static void quant_row_avx2(ig_act_kind kind, const float *x, int64_t k, uint8_t 
                     break;
                 }
             const float iscale = -127.0f / max;
-            for (int j = 0; j < 8; j++) {
+            uint8_t *tr = dst + k + 4 * nb + 2 * (k / 16) + 8 * b;
+            for (int j = 0; j < 8; j++) { /* runs of 32: t, then q with iscale * 8/t */
+                __m256 v[4];
+                for (int i = 0; i < 4; i++) v[i] = _mm256_loadu_ps(xb + 32 * j + 8 * i);
+                const float a = ig_hmax256(_mm256_max_ps(_mm256_max_ps(abs256(v[0]), abs256(v[1])),
+                                                         _mm256_max_ps(abs256(v[2]), abs256(v[3]))));
+                int t = 1;
+                for (int kk = 1; kk < IG_Q8K_T; kk++) t += a > amax * (0.125f * (float)kk);
+                const __m256 vs = _mm256_set1_ps(iscale * ig_q8k_mul[t]);
                 __m256i qi[4];
                 for (int i = 0; i < 4; i++) {
-                    __m256 v = _mm256_mul_ps(_mm256_set1_ps(iscale), _mm256_loadu_ps(xb + 32 * j + 8 * i));
-                    v = _mm256_max_ps(_mm256_set1_ps(-128.0f), _mm256_min_ps(_mm256_set1_ps(127.0f), v));
-                    qi[i] = _mm256_cvtps_epi32(v); /* nearest, ties to even */
+                    __m256 w = _mm256_mul_ps(vs, v[i]);
+                    w = _mm256_max_ps(_mm256_set1_ps(-128.0f), _mm256_min_ps(_mm256_set1_ps(127.0f), w));
+                    qi[i] = _mm256_cvtps_epi32(w); /* nearest, ties to even */
                 }
                 _mm256_storeu_si256((__m256i *)(void *)(q + 32 * j), pack32(qi[0], qi[1], qi[2], qi[3]));
-                bs[16 * b + 2 * j] = (int16_t)hsum_epi32(_mm256_add_epi32(qi[0], qi[1]));
-                bs[16 * b + 2 * j + 1] = (int16_t)hsum_epi32(_mm256_add_epi32(qi[2], qi[3]));
+                bs[16 * b + 2 * j] = (int16_t)(t * hsum_epi32(_mm256_add_epi32(qi[0], qi[1])));
+                bs[16 * b + 2 * j + 1] = (int16_t)(t * hsum_epi32(_mm256_add_epi32(qi[2], qi[3])));
+                tr[j] = (uint8_t)t;
             }
-            d[b] = 1.0f / iscale;
+            d[b] = (1.0f / iscale) * 0.125f;
         }
     }
 }
@@ -662,7 +672,7 @@ static ALWAYS_INLINE void q32_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int
 /* Exact integer sums of one K-quant block with one token, then the
  * reference's float steps. */
 static ALWAYS_INLINE float qk_block(ig_dtype t, const uint8_t *blk, const int8_t *xq, float xd,
-                                   const int16_t *bs) {
+                                   const int16_t *bs, const uint8_t *xt) {
     __m256i acc = _mm256_setzero_si256();
     if (t == IG_TYPE_Q6_K) {
         const __m128i sc8 = _mm_loadu_si128((const __m128i *)(const void *)(blk + 192));
@@ -674,8 +684,9 @@ static ALWAYS_INLINE float qk_block(ig_dtype t, const uint8_t *blk, const int8_t
                 const __m256i q = q6k_sub(blk, h, k);
                 const __m256i x = _mm256_load_si256((const __m256i *)(const void *)(xq + e));
                 const __m256i p = _mm256_maddubs_epi16(q, x);
-                const __m256i s = _mm256_inserti128_si256(_mm256_set1_epi16((short)(int8_t)blk[192 + e / 16]),
-                                                          _mm_set1_epi16((short)(int8_t)blk[192 + e / 16 + 1]), 1);
+                const int tx = xt[e / 32];
+                const __m256i s = _mm256_inserti128_si256(_mm256_set1_epi16((short)((int8_t)blk[192 + e / 16] * tx)),
+                                                          _mm_set1_epi16((short)((int8_t)blk[192 + e / 16 + 1] * tx)), 1);
                 acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, s));
             }
         const __m256i b16 = _mm256_loadu_si256((const __m256i *)(const void *)bs);
@@ -689,7 +700,7 @@ static ALWAYS_INLINE float qk_block(ig_dtype t, const uint8_t *blk, const int8_t
     for (int g = 0; g < 8; g++) {
         const __m256i q = t == IG_TYPE_Q4_K ? q4k_half(blk + 16 + 32 * (g / 2), g & 1) : q5k_sub(blk, g);
         const __m256i x = _mm256_load_si256((const __m256i *)(const void *)(xq + 32 * g));
-        const __m256i s = _mm256_set1_epi16((short)((sc >> (8 * g)) & 0xff));
+        const __m256i s = _mm256_set1_epi16((short)(((sc >> (8 * g)) & 0xff) * xt[g]));
         acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), s));
     }
     const __m128i mv = _mm_cvtsi64_si128((long long)mn);
@@ -712,11 +723,12 @@ static ALWAYS_INLINE void qk_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int6
         const int8_t *xq = ig_act_q(a);
         const float *xd = ig_act_d(a, k);
         const int16_t *bs = ig_act_bsums(a, k);
+        const uint8_t *xt = ig_act_t(a, k);
         for (int64_t r = r0; r < r1; r++) {
             const uint8_t *row = m->w + (size_t)r * m->row_bytes;
             float sum = 0.0f;
             for (int64_t b = 0; b < nb; b++)
-                sum += qk_block(t, row + (size_t)b * bb, xq + IG_QK_K * b, xd[b], bs + 16 * b);
+                sum += qk_block(t, row + (size_t)b * bb, xq + IG_QK_K * b, xd[b], bs + 16 * b, xt + 8 * b);
             m->y[(int64_t)tok * m->ldy + r] = sum;
         }
     }
@@ -864,10 +876,12 @@ static ALWAYS_INLINE void gemm32_half(const ig_mm *m, ig_dtype t, int g, int h, 
 
 /* K-quant tile, per super-block b and row i: w[b][i][256] int8 (q, or q - 32
  * for Q6_K), sc[b][i][16] as int16 pairs (sc, sc), mp[b][i][4] mins pairs,
- * corr[b][i] = -128 * sum_j sc[j] * sum(w of sub-block j), d, dmin. */
+ * cw[b][i][r] = -128 * sum over the sub-blocks j of 32-element run r of
+ * sc[j] * sum(w of sub-block j) (the +128 offset of the activations; each
+ * token multiplies it by its t of run r), d, dmin. */
 typedef struct tilek {
     int8_t *w;
-    int32_t *sc, *mp, *corr;
+    int32_t *sc, *mp, *cw;
     float *d, *dmin;
 } tilek;
 
@@ -878,8 +892,8 @@ static tilek tilek_at(uint8_t *s, int64_t nb) {
     o += (size_t)nb * TR * 64;
     t.mp = (int32_t *)(void *)(s + o);
     o += (size_t)nb * TR * 16;
-    t.corr = (int32_t *)(void *)(s + o);
-    o += (size_t)nb * TR * 4;
+    t.cw = (int32_t *)(void *)(s + o);
+    o += (size_t)nb * TR * 32;
     t.d = (float *)(void *)(s + o);
     o += (size_t)nb * TR * 4;
     t.dmin = (float *)(void *)(s + o);
@@ -888,7 +902,7 @@ static tilek tilek_at(uint8_t *s, int64_t nb) {
 
 static size_t tile_bytes(int64_t k) {
     const size_t a = (size_t)(k / IG_QK) * TR * 40;
-    const size_t b = (size_t)(k / IG_QK_K) * TR * (256 + 64 + 16 + 12);
+    const size_t b = (size_t)(k / IG_QK_K) * TR * (256 + 64 + 16 + 32 + 8);
     return a > b ? a : b;
 }
 
@@ -904,12 +918,12 @@ static ALWAYS_INLINE void unpackk_tile(const ig_mm *m, ig_dtype t, int64_t r, in
                 memset(dst, 0, 256);
                 memset(tl.sc + bi * 16, 0, 64);
                 memset(tl.mp + bi * 4, 0, 16);
-                tl.corr[bi] = 0;
+                memset(tl.cw + bi * 8, 0, 32);
                 tl.d[bi] = tl.dmin[bi] = 0.0f;
                 continue;
             }
             const uint8_t *blk = row + (size_t)b * bb;
-            int32_t wsum = 0;
+            int32_t *cw = tl.cw + bi * 8;
             const __m256i ones = _mm256_set1_epi8(1);
             if (t == IG_TYPE_Q6_K) {
                 for (int h = 0; h < 2; h++)
@@ -920,7 +934,7 @@ static ALWAYS_INLINE void unpackk_tile(const ig_mm *m, ig_dtype t, int64_t r, in
                         const __m256i p = _mm256_maddubs_epi16(ones, w); /* pair sums */
                         const __m256i s = _mm256_inserti128_si256(_mm256_set1_epi16((short)(int8_t)blk[192 + e / 16]),
                                                                   _mm_set1_epi16((short)(int8_t)blk[192 + e / 16 + 1]), 1);
-                        wsum += hsum_epi32(_mm256_madd_epi16(p, s));
+                        cw[e / 32] = -128 * hsum_epi32(_mm256_madd_epi16(p, s));
                     }
                 for (int j = 0; j < 16; j++) {
                     const uint16_t s = (uint16_t)(int16_t)(int8_t)blk[192 + j];
@@ -936,7 +950,7 @@ static ALWAYS_INLINE void unpackk_tile(const ig_mm *m, ig_dtype t, int64_t r, in
                     const __m256i w = t == IG_TYPE_Q4_K ? q4k_half(blk + 16 + 32 * (g / 2), g & 1) : q5k_sub(blk, g);
                     _mm256_storeu_si256((__m256i *)(void *)(dst + 32 * g), w);
                     const uint32_t s = (uint32_t)((sc >> (8 * g)) & 0xff);
-                    wsum += (int32_t)s * hsum_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(ones, w), _mm256_set1_epi16(1)));
+                    cw[g] = -128 * (int32_t)s * hsum_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(ones, w), _mm256_set1_epi16(1)));
                     tl.sc[bi * 16 + g] = (int32_t)(s | (s << 16));
                 }
                 for (int p = 0; p < 4; p++)
@@ -944,7 +958,6 @@ static ALWAYS_INLINE void unpackk_tile(const ig_mm *m, ig_dtype t, int64_t r, in
                 tl.d[bi] = f16_to_f32(blk);
                 tl.dmin[bi] = f16_to_f32(blk + 2);
             }
-            tl.corr[bi] = -128 * wsum;
         }
     }
 }
@@ -955,6 +968,7 @@ static ALWAYS_INLINE void gemmk_half(const ig_mm *m, ig_dtype t, int g, int h, t
     const uint8_t *ga = g0 + 32 * h;
     const float *dx = ig_grp_d(g0, k) + 8 * h;
     const int32_t *gbs = ig_grp_bs(g0, k) + 8 * h;
+    const int32_t *gt = ig_grp_t(g0, k) + 8 * h;
     const bool q6 = t == IG_TYPE_Q6_K;
     const int nsub = q6 ? 16 : 8, ks = q6 ? 4 : 8; /* sub-blocks, steps of 4 per sub-block */
     __m256 acc[TR];
@@ -963,13 +977,22 @@ static ALWAYS_INLINE void gemmk_half(const ig_mm *m, ig_dtype t, int g, int h, t
     for (int64_t b = 0; b < nb; b++) {
         __m256i isum[TR];
 #pragma GCC unroll 4
-        for (int i = 0; i < TR; i++) isum[i] = _mm256_set1_epi32(tl.corr[b * TR + i]);
+        for (int i = 0; i < TR; i++) isum[i] = _mm256_setzero_si256();
+        /* the offset correction: each token's t times the rows' run sums */
+        for (int r = 0; r < 8; r++) {
+            const __m256i tv = _mm256_and_si256(_mm256_load_si256((const __m256i *)(const void *)(gt + (8 * b + r) * 16)),
+                                                _mm256_set1_epi32(0xffff));
+#pragma GCC unroll 4
+            for (int i = 0; i < TR; i++)
+                isum[i] = _mm256_add_epi32(isum[i], _mm256_mullo_epi32(tv, _mm256_set1_epi32(tl.cw[(b * TR + i) * 8 + r])));
+        }
         const uint8_t *ub = ga + b * 64 * 64;
         for (int j = 0; j < nsub; j++) {
+            const __m256i tp = _mm256_load_si256((const __m256i *)(const void *)(gt + (8 * b + (q6 ? j / 2 : j)) * 16));
 #pragma GCC unroll 4
             for (int i = 0; i < TR; i++) {
                 const int8_t *w = tl.w + (b * TR + i) * 256 + 4 * ks * j;
-                const __m256i scv = _mm256_set1_epi32(tl.sc[(b * TR + i) * 16 + j]);
+                const __m256i scv = _mm256_mullo_epi16(tp, _mm256_set1_epi32(tl.sc[(b * TR + i) * 16 + j]));
                 __m256i a = _mm256_setzero_si256();
 #pragma GCC unroll 8
                 for (int s = 0; s < ks; s++) {
