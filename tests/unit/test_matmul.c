@@ -232,6 +232,89 @@ IG_TEST(matmul_q4_K) { check_type(IG_TYPE_Q4_K); }
 IG_TEST(matmul_q5_K) { check_type(IG_TYPE_Q5_K); }
 IG_TEST(matmul_q6_K) { check_type(IG_TYPE_Q6_K); }
 
+/* A K-quant block at the ends of its ranges: v & 1: q the largest (63 for
+ * Q6_K, 15 / 31 for Q4_K / Q5_K), else 0; Q6_K scales -128 (v & 2) or 127,
+ * Q4_K/Q5_K scales and mins 63; d = dmin = 1. */
+static void extreme_block(ig_dtype t, uint8_t *blk, int v) {
+    const size_t bb = ig_blk_bytes(t);
+    memset(blk, 0, bb);
+    if (t == IG_TYPE_Q6_K) {
+        memset(blk, v & 1 ? 0xff : 0x00, 192);
+        memset(blk + 192, v & 2 ? 0x80 : 0x7f, 16);
+        blk[209] = 0x3c; /* f16 1.0 */
+    } else {
+        blk[1] = blk[3] = 0x3c;
+        memset(blk + 4, 0xff, 12);
+        memset(blk + 16, v & 1 ? 0xff : 0x00, bb - 16);
+    }
+}
+
+/* Extreme K-quant blocks with activations whose Q8_K blocks have |q| = 127
+ * and t = 8 everywhere (or every t in turn): the exact integer block sums
+ * reach 1.07e9 for Q6_K (int32 holds them, while some partial sums of q *
+ * x before the -32 correction pass INT32_MAX), and every ISA equals the
+ * reference, for one token as for many. */
+static void check_extremes(ig_dtype t) {
+    const ig_mm_isa *isas[8];
+    const int n_isa = ig_mm_isa_available(isas, 8);
+    const int64_t k = 512;
+    const int rows = 9, n = 21;
+    size_t rb = 0;
+    REQUIRE(ig_dtype_row_bytes(t, k, &rb));
+    uint8_t *w = malloc(rb * rows);
+    float *x = malloc((size_t)n * (size_t)k * sizeof(float));
+    float *y = malloc((size_t)n * rows * sizeof(float));
+    REQUIRE(w && x && y);
+    for (int r = 0; r < rows; r++)
+        for (int64_t b = 0; b < k / IG_QK_K; b++)
+            extreme_block(t, w + (size_t)r * rb + (size_t)b * ig_blk_bytes(t), r < 4 ? r : (int)(r + b) & 3);
+    for (int tok = 0; tok < n; tok++)
+        for (int64_t i = 0; i < k; i++) {
+            const int run = (int)(i / 32) % 8;
+            float v = tok % 4 == 0 ? 1.0f : tok % 4 == 1 ? -1.0f : tok % 4 == 2 ? (run & 1 ? 1.0f : -1.0f)
+                                                                                : (float)(run + 1) * (run & 1 ? 0.5f : -0.5f);
+            x[(size_t)tok * k + i] = v * (float)(1 + tok / 4);
+        }
+    ig_block_q8_K xq[2];
+    ig_quantize_row_q8_K(x + 3 * k, xq, k); /* the token of every t */
+    for (int j = 0; j < 8; j++) CHECK_EQ_INT(xq[0].t[j], j + 1);
+    const int ns[] = {1, 3, 5, 21};
+    for (int i = 0; i < n_isa; i++)
+        for (int c = 0; c < 4; c++) {
+            const int nt = ns[c];
+            const ig_act_kind kind = IG_ACT_Q8_K;
+            const bool grouped = ig_mm_use_groups(isas[i], t, nt);
+            uint8_t *act = ig_aligned_alloc(64, ig_mm_align64(ig_mm_act_bytes(kind, k, nt, grouped)));
+            void *scratch = ig_aligned_alloc(64, ig_mm_align64(ig_mm_scratch_bytes(isas[i], t, k)));
+            uint8_t *tmp = malloc(ig_mm_row_stride(kind, k));
+            REQUIRE(act && scratch && tmp);
+            ig_mm_run(isas[i], t, w, k, 0, rows, x, nt, y, rows, act, scratch, tmp);
+            for (int tok = 0; tok < nt; tok++) {
+                ig_quantize_row_q8_K(x + (size_t)tok * k, xq, k);
+                for (int r = 0; r < rows; r++) {
+                    const uint8_t *row = w + (size_t)r * rb;
+                    const float ref = t == IG_TYPE_Q4_K   ? ig_vec_dot_q4_K_q8_K(row, xq, k)
+                                      : t == IG_TYPE_Q5_K ? ig_vec_dot_q5_K_q8_K(row, xq, k)
+                                                          : ig_vec_dot_q6_K_q8_K(row, xq, k);
+                    if (y[tok * rows + r] != ref)
+                        ig_test_fail_at(__FILE__, __LINE__, "%s %s n=%d: y[%d,%d] = %.9g, want exactly %.9g",
+                                        isas[i]->name, ig_dtype_name(t), nt, tok, r,
+                                        (double)y[tok * rows + r], (double)ref);
+                }
+            }
+            free(tmp);
+            ig_aligned_free(scratch);
+            ig_aligned_free(act);
+        }
+    free(y);
+    free(x);
+    free(w);
+}
+
+IG_TEST(matmul_q4_K_extremes) { check_extremes(IG_TYPE_Q4_K); }
+IG_TEST(matmul_q5_K_extremes) { check_extremes(IG_TYPE_Q5_K); }
+IG_TEST(matmul_q6_K_extremes) { check_extremes(IG_TYPE_Q6_K); }
+
 /* Every ISA writes the same activation bytes as the scalar quantizer, which
  * wraps the references (ig_quantize_row Q8_0, ig_quantize_row_q8_K). */
 IG_TEST(matmul_act_quant_bytes) {

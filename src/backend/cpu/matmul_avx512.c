@@ -13,9 +13,11 @@
  * and multiplies them with 16 tokens per vpdpbusd, so one block of one row
  * costs 8 instructions for 16 tokens. The activations are stored as x + 128
  * (unsigned), and the tile carries -128 * (sum of the block's weights) as
- * the initial value of the accumulator, so the sums stay exact. The float
- * scaling follows the reference's order exactly: these kernels are
- * bit-identical to the scalar references.
+ * the initial value of the accumulator, so the sums stay exact (K-quants:
+ * per sub-block, whose sum is then scaled by the weight's sub-block scale
+ * and each token's Q8_K multiplier t). The float scaling follows the
+ * reference's order exactly: these kernels are bit-identical to the scalar
+ * references.
  *
  * Float weights (F32/F16/BF16): each result is one 16-lane f32 accumulator
  * over the elements, then a fixed horizontal sum, for one token (float_row4)
@@ -71,42 +73,58 @@ static void quant_row_avx512(ig_act_kind kind, const float *x, int64_t k, uint8_
             s[b] = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
         }
     } else if (kind == IG_ACT_Q8_K) {
+        /* ig_quantize_row_q8_K's operations, lane by lane: the same bytes. */
         const int64_t nb = k / IG_QK_K;
         float *d = (float *)(void *)(dst + k);
         int16_t *bs = (int16_t *)(void *)(dst + k + 4 * nb);
+        uint8_t *tq = dst + k + 4 * nb + 2 * (k / 16);
         for (int64_t b = 0; b < nb; b++) {
             const float *xb = x + IG_QK_K * b;
+            __m512 ax[16];
             __m512 vmax = _mm512_setzero_ps();
             #pragma GCC unroll 16
-            for (int j = 0; j < 16; j++) vmax = _mm512_max_ps(vmax, _mm512_abs_ps(_mm512_loadu_ps(xb + 16 * j)));
+            for (int j = 0; j < 16; j++) {
+                ax[j] = _mm512_abs_ps(_mm512_loadu_ps(xb + 16 * j));
+                vmax = _mm512_max_ps(vmax, ax[j]);
+            }
             const float amax = _mm512_reduce_max_ps(vmax);
             int8_t *q = (int8_t *)dst + IG_QK_K * b;
             if (!(amax > 0.0f) || !isfinite(amax)) {
                 d[b] = 0.0f;
                 memset(q, 0, IG_QK_K);
                 memset(bs + 16 * b, 0, 32);
+                memset(tq + 8 * b, 1, 8);
                 continue;
             }
             /* The first element of largest magnitude gives the sign. */
             float max = amax;
             for (int j = 0; j < 16; j++) {
-                const __mmask16 e = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(xb + 16 * j)),
-                                                       _mm512_set1_ps(amax), _CMP_EQ_OQ);
+                const __mmask16 e = _mm512_cmp_ps_mask(ax[j], _mm512_set1_ps(amax), _CMP_EQ_OQ);
                 if (e) {
                     max = xb[16 * j + __builtin_ctz(e)];
                     break;
                 }
             }
             const float iscale = -127.0f / max;
-            const __m512 vs = _mm512_set1_ps(iscale);
-            for (int j = 0; j < 16; j++) {
-                __m512 v = _mm512_mul_ps(vs, _mm512_loadu_ps(xb + 16 * j));
-                v = _mm512_max_ps(_mm512_set1_ps(-128.0f), _mm512_min_ps(_mm512_set1_ps(127.0f), v));
-                const __m512i qi = _mm512_cvtps_epi32(v); /* nearest, ties to even */
-                _mm_storeu_si128((__m128i *)(void *)(q + 16 * j), _mm512_cvtepi32_epi8(qi));
-                bs[16 * b + j] = (int16_t)_mm512_reduce_add_epi32(qi);
+            float thr[IG_Q8K_T]; /* the run multiplier's thresholds, as the reference forms them */
+            for (int kk = 1; kk < IG_Q8K_T; kk++) thr[kk] = amax * (0.125f * (float)kk);
+            for (int r = 0; r < IG_QK_K / 32; r++) {
+                const float a = _mm512_reduce_max_ps(_mm512_max_ps(ax[2 * r], ax[2 * r + 1]));
+                int t = 1;
+                for (int kk = 1; kk < IG_Q8K_T; kk++) t += a > thr[kk];
+                const __m512 vs = _mm512_set1_ps(iscale * ig_q8k_mul[t]);
+                tq[8 * b + r] = (uint8_t)t;
+                #pragma GCC unroll 2
+                for (int j = 2 * r; j < 2 * r + 2; j++) {
+                    __m512 v = _mm512_mul_ps(vs, _mm512_loadu_ps(xb + 16 * j));
+                    v = _mm512_max_ps(_mm512_set1_ps(-128.0f), _mm512_min_ps(_mm512_set1_ps(127.0f), v));
+                    const __m512i qi = _mm512_cvtps_epi32(v); /* nearest, ties to even */
+                    _mm_storeu_si128((__m128i *)(void *)(q + 16 * j), _mm512_cvtepi32_epi8(qi));
+                    /* |sum| <= 16 * 128: t * sum fits int16 */
+                    bs[16 * b + j] = (int16_t)(t * _mm512_reduce_add_epi32(qi));
+                }
             }
-            d[b] = 1.0f / iscale;
+            d[b] = (1.0f / iscale) * 0.125f;
         }
     }
 }
@@ -592,13 +610,18 @@ static ALWAYS_INLINE void q32_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int
 }
 
 /* Exact integer sums of one K-quant block with one token, then the
- * reference's float steps. */
+ * reference's float steps. The weight's sub-block scales are multiplied by
+ * the token's run multipliers xt (one per 32 elements, at most 8: the
+ * products fit int16); bs already carry them. */
 static ALWAYS_INLINE float qk_block(ig_dtype t, const uint8_t *blk, const int8_t *xq, float xd,
-                                   const int16_t *bs) {
+                                   const int16_t *bs, const uint8_t *xt) {
+    const __m128i tv = _mm_loadl_epi64((const __m128i *)(const void *)xt);
     if (t == IG_TYPE_Q6_K) {
         const __m128i sc8 = _mm_loadu_si128((const __m128i *)(const void *)(blk + 192));
         const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
-        const __m512i sc512 = _mm512_castsi256_si512(sc16);
+        /* lane j (a 16-element sub-block): sc[j] * t[j / 2] */
+        const __m256i t16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(tv, tv));
+        const __m512i sc512 = _mm512_castsi256_si512(_mm256_mullo_epi16(sc16, t16));
         __m512i acc = _mm512_setzero_si512();
         #pragma GCC unroll 16
         for (int z = 0; z < 4; z++) {
@@ -612,15 +635,20 @@ static ALWAYS_INLINE float qk_block(ig_dtype t, const uint8_t *blk, const int8_t
             const __m512i scv = _mm512_permutexvar_epi16(idx, sc512);
             acc = _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(q, x), scv));
         }
+        /* sum_j sc[j] * 32 * bsums[j] (bsums include t): q - 32 */
         const __m256i b16 = _mm256_loadu_si256((const __m256i *)(const void *)bs);
         const __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(b16, sc16), 5);
-        const int32_t isum = hsum_epi32_512(acc) - hsum_epi32_256(corr);
+        /* subtracted lane by lane: the sums of q * x alone may pass INT32_MAX
+         * (wrapping in the lanes), the final value does not */
+        acc = _mm512_sub_epi32(acc, _mm512_inserti64x4(_mm512_setzero_si512(), corr, 0));
+        const int32_t isum = hsum_epi32_512(acc);
         const float d = f16_to_f32(blk + 208) * xd;
         return d * (float)isum;
     }
     uint64_t sc, mn;
     k_scales(blk, &sc, &mn);
-    const __m128i sc16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc));
+    const __m128i sc16 = _mm_mullo_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)),
+                                         _mm_cvtepu8_epi16(tv));
     const __m512i sc512 = _mm512_castsi128_si512(sc16);
     __m512i acc = _mm512_setzero_si512();
     #pragma GCC unroll 16
@@ -652,11 +680,12 @@ static ALWAYS_INLINE void qk_rows_t(const ig_mm *m, ig_dtype t, int64_t r0, int6
         const int8_t *xq = ig_act_q(a);
         const float *xd = ig_act_d(a, k);
         const int16_t *bs = ig_act_bsums(a, k);
+        const uint8_t *xt = ig_act_t(a, k);
         for (int64_t r = r0; r < r1; r++) {
             const uint8_t *row = m->w + (size_t)r * m->row_bytes;
             float sum = 0.0f;
             for (int64_t b = 0; b < nb; b++)
-                sum += qk_block(t, row + (size_t)b * bb, xq + IG_QK_K * b, xd[b], bs + 16 * b);
+                sum += qk_block(t, row + (size_t)b * bb, xq + IG_QK_K * b, xd[b], bs + 16 * b, xt + 8 * b);
             m->y[(int64_t)tok * m->ldy + r] = sum;
         }
     }
@@ -775,11 +804,13 @@ static void gemm32_group(const ig_mm *m, int g, tile32 tl, __m512 *out) {
 
 /* Tile of TR rows of a K-quant type, per super-block b and row i:
  * w[b][i][256] int8 (q for Q4_K/Q5_K, q - 32 for Q6_K), sc[b][i][16],
- * mp[b][i][4] mins pairs (m[2p] | m[2p+1] << 16), corr[b][i] =
- * -128 * sum_j sc[j] * sum(w of sub-block j), d[b][i], dmin[b][i]. */
+ * mp[b][i][4] mins pairs (m[2p] | m[2p+1] << 16), wc[b][i][16] = -128 *
+ * sum(w of sub-block j) (Q4_K/Q5_K: j < 8, the rest 0), d[b][i], dmin[b][i].
+ * wc starts sub-block j's vpdpbusd chain, so that the chain ends at the
+ * exact sum of w * x, which is then scaled by sc[j] and the token's t. */
 typedef struct tilek {
     int8_t *w;
-    int32_t *sc, *mp, *corr;
+    int32_t *sc, *mp, *wc;
     float *d, *dmin;
 } tilek;
 
@@ -790,8 +821,8 @@ static tilek tilek_at(uint8_t *s, int64_t nb) {
     o += (size_t)nb * TR * 64;
     t.mp = (int32_t *)(void *)(s + o);
     o += (size_t)nb * TR * 16;
-    t.corr = (int32_t *)(void *)(s + o);
-    o += (size_t)nb * TR * 4;
+    t.wc = (int32_t *)(void *)(s + o);
+    o += (size_t)nb * TR * 64;
     t.d = (float *)(void *)(s + o);
     o += (size_t)nb * TR * 4;
     t.dmin = (float *)(void *)(s + o);
@@ -800,7 +831,7 @@ static tilek tilek_at(uint8_t *s, int64_t nb) {
 
 static size_t tile_bytes(int64_t k) {
     const size_t a = (size_t)(k / IG_QK) * TR * 40;
-    const size_t b = (size_t)(k / IG_QK_K) * TR * (256 + 64 + 16 + 12);
+    const size_t b = (size_t)(k / IG_QK_K) * TR * (256 + 64 + 16 + 64 + 8);
     return a > b ? a : b;
 }
 
@@ -817,12 +848,12 @@ static ALWAYS_INLINE void unpackk_tile(const ig_mm *m, ig_dtype t, int64_t r, in
                 memset(dst, 0, 256);
                 memset(tl.sc + bi * 16, 0, 64);
                 memset(tl.mp + bi * 4, 0, 16);
-                tl.corr[bi] = 0;
+                memset(tl.wc + bi * 16, 0, 64);
                 tl.d[bi] = tl.dmin[bi] = 0.0f;
                 continue;
             }
             const uint8_t *blk = row + (size_t)b * bb;
-            __m512i wsum = _mm512_setzero_si512();
+            int32_t s4[64]; /* s4[e / 4]: the sum of weights e .. e + 3 */
             if (t == IG_TYPE_Q6_K) {
                 const __m512i sc32 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(blk + 192)));
                 _mm512_storeu_si512((void *)(tl.sc + bi * 16), sc32);
@@ -830,11 +861,7 @@ static ALWAYS_INLINE void unpackk_tile(const ig_mm *m, ig_dtype t, int64_t r, in
                 for (int z = 0; z < 4; z++) {
                     const __m512i w = _mm512_sub_epi8(q6k_part(blk, z), _mm512_set1_epi8(32));
                     _mm512_storeu_si512((void *)(dst + 64 * z), w);
-                    /* lanes 4s..4s+3 belong to sub-block 4z + s */
-                    const __m512i sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, w);
-                    const __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(4 * z),
-                        _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2));
-                    wsum = _mm512_add_epi32(wsum, _mm512_mullo_epi32(sums, _mm512_permutexvar_epi32(idx, sc32)));
+                    _mm512_storeu_si512((void *)(s4 + 16 * z), _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, w));
                 }
                 tl.d[bi] = f16_to_f32(blk + 208);
                 tl.dmin[bi] = 0.0f;
@@ -851,37 +878,72 @@ static ALWAYS_INLINE void unpackk_tile(const ig_mm *m, ig_dtype t, int64_t r, in
                 for (int c = 0; c < 4; c++) {
                     const __m512i w = t == IG_TYPE_Q4_K ? q4k_chunk(blk + 16 + 32 * c) : q5k_chunk(blk, c);
                     _mm512_storeu_si512((void *)(dst + 64 * c), w);
-                    /* lanes 0..7: sub-block 2c, 8..15: 2c + 1 */
-                    const __m512i sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, w);
-                    const __m512i idx = _mm512_inserti64x4(_mm512_set1_epi32(2 * c), _mm256_set1_epi32(2 * c + 1), 1);
-                    wsum = _mm512_add_epi32(wsum, _mm512_mullo_epi32(sums, _mm512_permutexvar_epi32(idx, sc32)));
+                    _mm512_storeu_si512((void *)(s4 + 16 * c), _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, w));
                 }
                 tl.d[bi] = f16_to_f32(blk);
                 tl.dmin[bi] = f16_to_f32(blk + 2);
             }
-            tl.corr[bi] = -128 * _mm512_reduce_add_epi32(wsum);
+            /* sub-blocks of 16 (Q6_K) or 32 elements: 4 or 8 entries of s4 */
+            const int ns = t == IG_TYPE_Q6_K ? 4 : 8;
+            for (int j = 0; j < 16; j++) {
+                int32_t s = 0;
+                if (j < 64 / ns)
+                    for (int l = 0; l < ns; l++) s += s4[ns * j + l];
+                tl.wc[bi * 16 + j] = -128 * s;
+            }
         }
     }
 }
 
-/* isum[i] += sc[j] * (sum over sub-block j of row i's weights x the 16
- * tokens), 4 rows' vpdpbusd chains interleaved. */
-static ALWAYS_INLINE void ksub_rows(tilek tl, int64_t b, int j, const int sub, const __m512i *u, const int ns,
-                                    __m512i *isum) {
+/* Q4_K/Q5_K sub-block j (32 elements; u: its 8 steps of the 16 tokens' x +
+ * 128; tt: the tokens' t | t << 16): isum[i] += (sc[j] * t) * sum(w * x),
+ * 4 rows' vpdpbusd chains interleaved. sc[j] < 64, so the 16-bit multiply
+ * leaves sc[j] * t in the low half and 0 in the high half of each lane. */
+static ALWAYS_INLINE void ksub32(tilek tl, int64_t b, int j, const __m512i *u, __m512i tt, __m512i *isum) {
 #pragma GCC unroll 2
     for (int i0 = 0; i0 < TR; i0 += 4) {
         __m512i a[4];
 #pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) a[i] = _mm512_setzero_si512();
+        for (int i = 0; i < 4; i++) a[i] = _mm512_set1_epi32(tl.wc[(b * TR + i0 + i) * 16 + j]);
 #pragma GCC unroll 8
-        for (int s = 0; s < ns; s++)
+        for (int s = 0; s < 8; s++)
 #pragma GCC unroll 4
             for (int i = 0; i < 4; i++)
-                a[i] = _mm512_dpbusd_epi32(a[i], u[s], bcast32(tl.w + (b * TR + i0 + i) * 256 + sub * j + 4 * s));
+                a[i] = _mm512_dpbusd_epi32(a[i], u[s], bcast32(tl.w + (b * TR + i0 + i) * 256 + 32 * j + 4 * s));
 #pragma GCC unroll 4
-        for (int i = 0; i < 4; i++)
-            isum[i0 + i] = _mm512_add_epi32(
-                isum[i0 + i], _mm512_mullo_epi32(a[i], _mm512_set1_epi32(tl.sc[(b * TR + i0 + i) * 16 + j])));
+        for (int i = 0; i < 4; i++) {
+            const __m512i st = _mm512_mullo_epi16(tt, _mm512_set1_epi32(tl.sc[(b * TR + i0 + i) * 16 + j]));
+            isum[i0 + i] = _mm512_add_epi32(isum[i0 + i], _mm512_mullo_epi32(a[i], st));
+        }
+    }
+}
+
+/* Q6_K sub-blocks 2p and 2p + 1 (16 elements each), which share the
+ * tokens' t (tv: t per lane): isum[i] += t * (sc[2p] * sum(w * x) +
+ * sc[2p+1] * sum(w * x)), 2 rows' 2 chains interleaved. */
+static ALWAYS_INLINE void ksub16x2(tilek tl, int64_t b, int p, const __m512i *u, __m512i tv, __m512i *isum) {
+#pragma GCC unroll 4
+    for (int i0 = 0; i0 < TR; i0 += 2) {
+        __m512i a[2][2];
+#pragma GCC unroll 2
+        for (int i = 0; i < 2; i++)
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) a[i][h] = _mm512_set1_epi32(tl.wc[(b * TR + i0 + i) * 16 + 2 * p + h]);
+#pragma GCC unroll 4
+        for (int s = 0; s < 4; s++)
+#pragma GCC unroll 2
+            for (int i = 0; i < 2; i++)
+#pragma GCC unroll 2
+                for (int h = 0; h < 2; h++)
+                    a[i][h] = _mm512_dpbusd_epi32(a[i][h], u[4 * h + s],
+                                                  bcast32(tl.w + (b * TR + i0 + i) * 256 + 32 * p + 16 * h + 4 * s));
+#pragma GCC unroll 2
+        for (int i = 0; i < 2; i++) {
+            const int32_t *sc = tl.sc + (b * TR + i0 + i) * 16 + 2 * p;
+            const __m512i s = _mm512_add_epi32(_mm512_mullo_epi32(a[i][0], _mm512_set1_epi32(sc[0])),
+                                               _mm512_mullo_epi32(a[i][1], _mm512_set1_epi32(sc[1])));
+            isum[i0 + i] = _mm512_add_epi32(isum[i0 + i], _mm512_mullo_epi32(s, tv));
+        }
     }
 }
 
@@ -890,35 +952,32 @@ static ALWAYS_INLINE void gemmk_group_t(const ig_mm *m, ig_dtype t, int g, tilek
     const uint8_t *ga = m->act + (size_t)g * m->act_stride;
     const float *dx = ig_grp_d(ga, k);
     const int32_t *gbs = ig_grp_bs(ga, k);
+    const int32_t *gt = ig_grp_t(ga, k);
     __m512 acc[TR];
     #pragma GCC unroll 16
     for (int i = 0; i < TR; i++) acc[i] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         __m512i isum[TR];
         #pragma GCC unroll 16
-        for (int i = 0; i < TR; i++) isum[i] = _mm512_set1_epi32(tl.corr[b * TR + i]);
+        for (int i = 0; i < TR; i++) isum[i] = _mm512_setzero_si512();
         const uint8_t *ub = ga + b * 64 * 64; /* 64 steps of 4 elements */
+        /* 32 elements at a time: one multiplier t per token */
+        for (int p = 0; p < 8; p++) {
+            __m512i u[8];
+#pragma GCC unroll 8
+            for (int s = 0; s < 8; s++) u[s] = _mm512_load_si512((const void *)(ub + (8 * p + s) * 64));
+            const __m512i tt = _mm512_load_si512((const void *)(gt + (8 * b + p) * 16));
+            if (t == IG_TYPE_Q6_K) ksub16x2(tl, b, p, u, _mm512_and_si512(tt, _mm512_set1_epi32(0xffff)), isum);
+            else ksub32(tl, b, p, u, tt, isum);
+        }
+        const __m512 dxv = _mm512_load_ps(dx + 16 * b);
         if (t == IG_TYPE_Q6_K) {
-            for (int j = 0; j < 16; j++) {
-                __m512i u[4];
-                #pragma GCC unroll 16
-                for (int s = 0; s < 4; s++) u[s] = _mm512_load_si512((const void *)(ub + (4 * j + s) * 64));
-                ksub_rows(tl, b, j, 16, u, 4, isum);
-            }
-            const __m512 dxv = _mm512_load_ps(dx + 16 * b);
             #pragma GCC unroll 16
             for (int i = 0; i < TR; i++) {
                 const __m512 d = _mm512_mul_ps(_mm512_set1_ps(tl.d[b * TR + i]), dxv);
                 acc[i] = _mm512_add_ps(acc[i], _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[i])));
             }
         } else {
-            for (int j = 0; j < 8; j++) {
-                __m512i u[8];
-#pragma GCC unroll 8
-                for (int s = 0; s < 8; s++) u[s] = _mm512_load_si512((const void *)(ub + (8 * j + s) * 64));
-                ksub_rows(tl, b, j, 32, u, 8, isum);
-            }
-            const __m512 dxv = _mm512_load_ps(dx + 16 * b);
             __m512i bsp[4];
             #pragma GCC unroll 16
             for (int p = 0; p < 4; p++) bsp[p] = _mm512_load_si512((const void *)(gbs + (b * 4 + p) * 16));
