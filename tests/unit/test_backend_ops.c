@@ -95,16 +95,22 @@ static float *rand_vec(arena *a, size_t n, float scale, float offset) {
 /* Values next to rounding ties of the int8 activation blocks (units of 32,
  * or 256 for the K-quants' Q8_K): each unit starts with its largest
  * magnitude amax, the others are (k + 1/2) amax / 127 moved by up to three
- * ulps, so a scale an ulp off gives another q now and then. */
+ * ulps, so a scale an ulp off gives another q now and then. In units of
+ * 256 the runs of 32 but the first are quieter, their largest magnitude
+ * about amax t/8 for a random t (Q8_K's multiplier), and their values
+ * (k + 1/2) amax t / (8 127). */
 static float *near_ties(arena *a, size_t n, size_t unit) {
     float *x = alloc_f(a, n);
     if (!x) return NULL;
     for (size_t b = 0; b + unit <= n; b += unit) {
         const float amax = 0.5f + 0.5f * fabsf(frand());
         x[b] = (b / unit) % 2 ? -amax : amax;
+        float run = amax;
         for (size_t j = 1; j < unit; j++) {
-            const int k = (int)(fabsf(frand()) * 126.0f), steps = (int)urand(7) - 3;
-            float v = ((float)k + 0.5f) * amax / 127.0f;
+            if (unit == 256 && j % 32 == 0) run = amax * (float)(1 + urand(8)) / 8.0f;
+            const int k = unit == 256 && j % 32 == 1 ? 126 : (int)(fabsf(frand()) * 126.0f);
+            const int steps = (int)urand(7) - 3;
+            float v = ((float)k + 0.5f) * run / 127.0f;
             for (int m = 0; m < abs(steps); m++) v = nextafterf(v, steps < 0 ? 0.0f : 1.0f);
             x[b + j] = frand() < 0 ? -v : v;
         }

@@ -708,6 +708,159 @@ IG_TEST(vulkan_attention_dispatches) {
     }
 }
 
+/* ---- int8 activations (x8.glsl) ---------------------------------------------- */
+
+/* A row of n activations in units of 256 that makes ig_quantize_row_q8_K
+ * take every multiplier t: per unit a largest magnitude A held twice with
+ * both signs (the first wins), runs whose largest magnitude is A k/8
+ * exactly (a tie: t = k), an ulp above it (t = k + 1), far below (t = 1)
+ * or zero, and values a few ulps from the rounding ties of their run's
+ * multiplier; the last unit of a row is all zero. */
+static void x8_probe_row(float *x, int n, bool neg_first) {
+    for (int u = 0; u < n / 256; u++) {
+        float *xu = x + 256 * u;
+        memset(xu, 0, 256 * sizeof *xu);
+        if (u == n / 256 - 1) continue;
+        const float A = 0.75f + 0.5f * fabsf(rnd());
+        const int rmax = (int)(rnd_u32() % 8u);
+        const float first = neg_first ? -A : A;
+        const float iscale = -127.0f / first;
+        for (int r = 0; r < 8; r++) {
+            float *xr = xu + 32 * r;
+            const int k = (int)((rnd_u32() + (uint32_t)r) % 8u), how = (int)(rnd_u32() % 4u);
+            float a = A * (0.125f * (float)k); /* how 0: the tie */
+            if (r == rmax || k == 0) a = r == rmax ? A : how < 2 ? A * 0.01f : 0.0f;
+            else if (how == 1) a = nextafterf(a, 1.0f);
+            else if (how == 2) a = A * (0.125f * (float)k - 0.01f);
+            if (a == 0.0f) continue;
+            int t = 1;
+            for (int j = 1; j < IG_Q8K_T; j++) t += a > A * (0.125f * (float)j);
+            const float s = fabsf(iscale * ig_q8k_mul[t]);
+            for (int j = 0; j < 32; j++) {
+                const int lim = (int)(a * s) - 1, q = lim > 0 ? (int)(rnd_u32() % (uint32_t)lim) : 0;
+                float v = ((float)q + 0.5f) / s;
+                const int steps = (int)(rnd_u32() % 7u) - 3;
+                for (int m = 0; m < abs(steps); m++) v = nextafterf(v, steps < 0 ? 0.0f : 1.0f);
+                if (!(v < a)) v = 0.5f * a;
+                xr[j] = rnd_u32() & 1u ? -v : v;
+            }
+            if (r != rmax) xr[rnd_u32() % 32u] = rnd_u32() & 1u ? -a : a;
+        }
+        /* A twice in the run of max, the first with the chosen sign */
+        const int p = 32 * rmax + (int)(rnd_u32() % 16u);
+        xu[p] = first;
+        xu[p + 16] = -first;
+    }
+}
+
+/* A Q4_K matrix of n_in + n_in / 32 rows whose products read the int8
+ * copy of x one value at a time, with a single rounding: row e < n_in
+ * has the weight 1 at element e (d = 1, scale 1, every other scale and
+ * minimum 0), so its product is (d t) q of element e; row n_in + r has
+ * minimum 1 on run r and no weights: minus the sum of the run's two half
+ * sums. */
+static uint8_t *x8_probe_weight(int n_in) {
+    const int nb = n_in / 256, rows = n_in + n_in / 32;
+    ig_block_q4_K *w = calloc((size_t)rows * (size_t)nb, sizeof *w);
+    if (!w) return NULL;
+    for (int r = 0; r < rows; r++)
+        for (int b = 0; b < nb; b++) w[(size_t)r * nb + b].d = w[(size_t)r * nb + b].dmin = 0x3C00; /* 1.0 */
+    for (int r = 0; r < rows; r++) {
+        const int e = r < n_in ? r : 32 * (r - n_in), j = (e % 256) / 32;
+        ig_block_q4_K *b = &w[(size_t)r * nb + e / 256];
+        /* sub-block j's 6-bit scale (r < n_in) or minimum: ig_q4_K_scale_min's packing */
+        if (j < 4) b->scales[r < n_in ? j : j + 4] = 1;
+        else b->scales[j + 4] = r < n_in ? 0x01 : 0x10;
+        if (r < n_in) b->qs[32 * (j / 2) + e % 32] = (uint8_t)(j % 2 ? 0x10 : 0x01);
+    }
+    return (uint8_t *)w;
+}
+
+/* The int8 copy of x that quant_x8.comp makes for K-quant weights holds
+ * the bytes and scales of ig_quantize_row_q8_K, bit for bit: through the
+ * products of x8_probe_weight, for one token and for three, with subgroup
+ * shuffles where the device has them and through shared memory. */
+static void x8_q8k_case(ig_vk_device *d, const char *what) {
+    enum { N = 768, ROWS = N + N / 32, T = 3 };
+    uint8_t *wq = x8_probe_weight(N);
+    float *x = malloc(sizeof(float) * T * N), *y = malloc(sizeof(float) * T * ROWS);
+    ig_block_q8_K *q = malloc(sizeof *q * T * (N / 256));
+    ig_vk_buffer *wb = NULL, *xb = NULL, *yb = NULL;
+    ig_vk_step *s = NULL;
+    ig_vk_graph *g = NULL;
+    bool ok = wq && x && y && q;
+    ok = ok && ig_vk_weight_create(d, IG_TYPE_Q4_K, N, ROWS, &wb) == IG_OK &&
+         ig_vk_buffer_write(wb, 0, wq, (size_t)ROWS * (N / 256) * sizeof(ig_block_q4_K)) == IG_OK;
+    ok = ok && ig_vk_buffer_create(d, IG_VK_MEM_DEVICE, sizeof(float) * T * N, &xb) == IG_OK &&
+         ig_vk_buffer_create(d, IG_VK_MEM_READBACK, sizeof(float) * T * ROWS, &yb) == IG_OK;
+    ok = ok && ig_vk_step_create(d, T, &s) == IG_OK && ig_vk_graph_begin(d, s, T, &g) == IG_OK;
+    if (ok) {
+        ig_vk_graph_set_matmul_path(g, IG_VK_MATMUL_INT8);
+        ok = ig_vk_op_matmul(g, IG_VK_ROWS_TOKENS, wb, (ig_vk_view){xb, 0, 0}, (ig_vk_view){yb, 0, 0}) == IG_OK &&
+             ig_vk_graph_end(g) == IG_OK;
+    }
+    CHECK(ok);
+    int seen[IG_Q8K_T + 1] = {0};
+    for (int round = 0; ok && round < 2; round++) {
+        const int n = round == 0 ? T : 1;
+        for (int t = 0; t < n; t++) {
+            x8_probe_row(x + (size_t)t * N, N, (t + round) % 2 == 1);
+            ig_quantize_row_q8_K(x + (size_t)t * N, q + (size_t)t * (N / 256), N);
+        }
+        step_simple(s, n, 1, 0, NULL);
+        REQUIRE_OK(ig_vk_buffer_write(xb, 0, x, sizeof(float) * (size_t)n * N));
+        REQUIRE_OK(ig_vk_graph_run(g));
+        REQUIRE_OK(ig_vk_buffer_read(yb, 0, y, sizeof(float) * (size_t)n * ROWS));
+        int bad = 0;
+        for (int t = 0; t < n; t++) {
+            const float *yt = y + (size_t)t * ROWS;
+            for (int e = 0; e < N; e++) {
+                const ig_block_q8_K *b = &q[(size_t)t * (N / 256) + e / 256];
+                const int r = (e % 256) / 32;
+                const float dt = b->d * (float)b->t[r], want = dt * (float)b->qs[e % 256];
+                if (e % 32 == 0) {
+                    seen[b->t[r]] += b->d != 0.0f;
+                    const float hs = -(b->d * (float)b->bsums[2 * r] + b->d * (float)b->bsums[2 * r + 1]);
+                    if (yt[N + e / 32] != hs && bad++ < 4)
+                        ig_test_fail_at(__FILE__, __LINE__, "%s: token %d run %d: half sums %.9g, want %.9g", what,
+                                        t, e / 32, yt[N + e / 32], hs);
+                }
+                if (yt[e] != want && bad++ < 4)
+                    ig_test_fail_at(__FILE__, __LINE__, "%s: token %d element %d: %.9g, want %.9g (d t %.9g, q %d)",
+                                    what, t, e, yt[e], want, dt, b->qs[e % 256]);
+            }
+        }
+        CHECK_EQ_INT(bad, 0);
+    }
+    for (int t = 1; ok && t <= IG_Q8K_T; t++) CHECK(seen[t] > 0); /* every multiplier was taken */
+    ig_vk_graph_free(g);
+    ig_vk_step_free(s);
+    ig_vk_buffer_free(wb);
+    ig_vk_buffer_free(xb);
+    ig_vk_buffer_free(yb);
+    free(wq);
+    free(x);
+    free(y);
+    free(q);
+}
+
+IG_TEST(vulkan_x8_q8k_bytes) {
+    ig_vk_device *d = device();
+    if (!d) return;
+    if (!ig_vk_device_int8(d)) {
+        ig_test_skip("no int8 mat-vec on this device");
+        return;
+    }
+    x8_q8k_case(d, "default");
+    ig_vk_device_params p = ig_vk_device_default_params();
+    p.index = ig_vk_device_get_info(d)->index;
+    p.tuning = "x8_shuffle=0";
+    ig_vk_device *ds;
+    REQUIRE_OK(ig_vk_device_create(&p, &ds));
+    x8_q8k_case(ds, "x8_shuffle=0");
+    ig_vk_device_free(ds);
+}
+
 /* ---- ops the engine's graphs do not use ------------------------------------------ */
 
 /* dst = a + b over rows with padding (left untouched). */

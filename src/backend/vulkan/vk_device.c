@@ -577,7 +577,7 @@ static ig_status tune_device(ig_vk_device *d, const ig_vk_device_params *p) {
     if (d->info.subgroup_size < 32 && t->mv_wg > 128) t->mv_wg = 128;
     if (d->info.subgroup_size > 32 && t->mv_wg > 256) t->mv_wg = 256;
     d->int8_mv = IG_VK_GLSL_INT_DOT && t->int8 && d->info.int_dot;
-    d->x8_shuffle = d->info.subgroup_shuffle && d->info.subgroup_size >= 8;
+    d->x8_shuffle = t->x8_shuffle && d->info.subgroup_shuffle && d->info.subgroup_size >= 8;
     d->cm = ig_vk_coopmat_choose(&d->info, IG_VK_GLSL_COOPMAT_NV, IG_VK_GLSL_COOPMAT_KHR,
                                  (ig_vk_coopmat_wants){.any = t->coopmat,
                                                        .ext = p->coopmat_ext,

@@ -1032,7 +1032,7 @@ ig_status ig_vk_op_attention(ig_vk_graph *g, const ig_vk_kv *kv, ig_vk_view q, i
     bool fused = false;
     for (;;) {
         const uint64_t merge_shared =
-            attn_shared(NSG, Gw) + 2 * 8 * 32 * 4 + 8 * 4 + 16 + (x8 ? (uint64_t)Gw * (64 * 12 + 8 * 12) : 0);
+            attn_shared(NSG, Gw) + 2 * 8 * 32 * 4 + 8 * 4 + 16 + (x8 ? (uint64_t)Gw * (64 * 12 + 8 * 16) : 0);
         R = x8 && pc.hpw > Gw ? pc.hpw : Gw;
         fused = chunks > 1 && chunks <= 32 && R <= 8 && R * hd <= d->tune.attn_merge_max &&
                 merge_shared <= d->info.max_shared_memory && n_head % (int)R == 0 &&

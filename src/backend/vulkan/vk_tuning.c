@@ -25,6 +25,7 @@ static const ig_vk_tuning defaults = {
     .head_tail_nr = 2,
     .int8 = true,
     .x8_producers = true,
+    .x8_shuffle = true,
     .coopmat = true, .coopmat_int8 = true, .attn_coopmat = true,
     /* wide tiles only while every compute unit still gets several
        workgroups; split K until the GPU is full; prefetch the weights
@@ -66,7 +67,7 @@ typedef struct field {
 static const field fields[] = {
     F(mv_wg), F(mv_nr1), F(mv_nrn), F(mv_tpr), F(mv_unroll), F(mv_unrolln), F(mv_nrn_min),
     F(mv_max_tokens), F(mv_long_tpr), F(mv_long_pct), F(mv_long_unroll), F(mv_long_rows), F(head_tail_nr),
-    F(int8), F(x8_producers), F(coopmat), F(coopmat_int8), F(attn_coopmat), F(cm_wide_groups),
+    F(int8), F(x8_producers), F(x8_shuffle), F(coopmat), F(coopmat_int8), F(attn_coopmat), F(cm_wide_groups),
     F(cm_split_groups), F(cm_pf), F(cm_min_tokens_int8), F(cm_min_tokens_f32), F(cm_min_tokens_f16),
     F(attn_wgs), F(attn_tile_min), F(attn_tile_run), F(attn_merge_max), F(norm_wg), F(prefetch_stage),
     F(prefetch_ahead), F(prefetch_max_tokens), F(invariant), F(fuse), F(head_cap), F(busy_timestamps),

@@ -41,6 +41,9 @@ typedef struct ig_vk_tuning {
     /* norms and attention write the int8 copy of their output themselves
        (off: a quant_x8 dispatch makes it; the tests' reference) */
     bool x8_producers;
+    /* the int8 copies quantized with subgroup shuffles where the device has
+       them (off: through shared memory, the other form's test) */
+    bool x8_shuffle;
     /* tensor cores where the device has them: the f16 matmul, the int8
        one, the prefill attention */
     bool coopmat, coopmat_int8, attn_coopmat;

@@ -2,17 +2,19 @@
 // Y[t, r] = sum_i W[r, i] X[t, i] on int8 tensor cores (NV cooperative
 // matrix, s8 x s8 -> s32 in products of 16 x 8 x 32): Q4_K weights (Q6_K
 // with -DQ6K, below) against the int8 activations of the int8 mat-vec
-// (x8.glsl, kind 1: one scale per 256 elements of a row). Twice the tensor-core rate of f16 products, half
+// (x8.glsl, kind 1: one scale dx per 256 elements of a row and a multiplier
+// t_j per 32). Twice the tensor-core rate of f16 products, half
 // the shared-memory bytes, and no dequantization: a weight's 4-bit value is
 // its byte. For a Q4_K super-block (256 elements, sub-blocks j of 32, 6-bit
-// integer scales sc_j and minima m_j, f16 d and dmin) and x = dx * q:
-//   W·X = d dx sum_j sc_j (Q_j · q_j)  -  dmin sum_j m_j (dx sum q_j)
+// integer scales sc_j and minima m_j, f16 d and dmin) and x = dx t_j q:
+//   W·X = d dx sum_j sc_j t_j (Q_j · q_j)  -  dmin sum_j m_j (dx t_j sum q_j)
 // - the integer products Q_j · q_j come from the tensor cores; times sc_j
-//   they are summed in int32 over the super-block (exact), then scaled by
-//   d dx once per super-block;
+//   t_j they are summed in int32 over the super-block (exact), then scaled
+//   by d dx once per super-block;
 // - the minima's term is a product of two small matrices, -dmin m_j (rows
-//   x sub-blocks) by dx sum q_j (sub-blocks x tokens): f16 tensor-core
-//   products of 16 sub-blocks (two super-blocks) each.
+//   x sub-blocks) by dx t_j sum q_j (sub-blocks x tokens, the blocks' half
+//   sums): f16 tensor-core products of 16 sub-blocks (two super-blocks)
+//   each.
 // Which (row, token) an element of an accumulator holds is the driver's
 // business (v1 does not say): each invocation learns it once by loading a
 // fragment of indices of the same type.
@@ -28,6 +30,9 @@
 // so each takes two: the activations are staged as [q0..q15, 16 zeros,
 // q16..q31] per 32 and read at offsets 0 and 16. No wide tiles (their
 // activations would not fit).
+// The multipliers t_j of a half step's 4 sub-blocks of a token sit in the
+// last 4 words of its row of sx (the bank skew, which the fragment loads
+// never read).
 // GEGLU: Y = gelu_tanh(A·X) * (B·X). Split K: as mmcm.comp (steps are
 // super-blocks). Needs (host): n_in a multiple of 256, x offset and stride
 // in uvec4 (x8 blocks of 48 bytes per 32 elements).
@@ -93,6 +98,7 @@ const uint FRN = WN / CM_N;         // ... along the tokens
 #else
 #define LDX LDA
 #endif
+#define TX (LDX - 4u)         // the word of sub-block 4h's t_j in a token's row of sx
 
 shared uint sa[NM * BM * LDA];     // weights of the half step, one byte each
 shared uint sx[BN * LDX];          // activations of the half step
@@ -107,7 +113,7 @@ shared int ssc[NM * BM * 8u];      // the super-block's 8 scales sc_j
 #define SCALE(row, j) ssc[(row) * 8u + (j)]
 #endif
 shared float sdw[NM * BM];         // its d
-shared float sdx[BN];              // the activations' scale dx
+shared float sdx[BN];              // the activations' scale dx (the unit's)
 #ifndef Q6K
 // -64 dmin m_j and dx sum q_j / 64 (the scaling keeps sums of 32 large
 // activations within f16's range): 16 sub-blocks of two super-blocks
@@ -189,6 +195,10 @@ void load_w(uint s, uint h, uint row0) {
 }
 #endif
 
+// A block's multiplier t from its meta vector (x8.glsl: d t, .., .., d);
+// 0 for a zero unit (and the zero blocks past the tokens).
+uint x8_t(vec4 m) { return m.w != 0.0 ? uint(round(m.x / m.w)) : 0u; }
+
 // one 32-element block per thread: token tid / 4, sub-block 4h + tid % 4
 void load_x(uint s, uint h, uint col0, uint n) {
     const uint tid = gl_LocalInvocationID.x, t = tid / 4u;
@@ -243,7 +253,8 @@ void store_half(uint s, uint slot, uint h, bool last, uint col0, uint n) {
     sx[o + 9u] = xr.q1.y;
     sx[o + 10u] = xr.q1.z;
     sx[o + 11u] = xr.q1.w;
-    if (h == 0u && lj == 0u) sdx[t] = xr.m.x;
+    sx[t * LDX + TX + lj] = x8_t(xr.m);
+    if (h == 0u && lj == 0u) sdx[t] = xr.m.w;
 }
 #else
 // registers -> shared; the per-super-block values at h = 0 (their 16-wide
@@ -304,7 +315,8 @@ void store_half(uint s, uint slot, uint h, bool last, uint col0, uint n) {
     sx[o + 5u] = xr.q1.y;
     sx[o + 6u] = xr.q1.z;
     sx[o + 7u] = xr.q1.w;
-    if (h == 0u && lj == 0u) sdx[t] = xr.m.x;
+    sx[t * LDX + TX + lj] = x8_t(xr.m);
+    if (h == 0u && lj == 0u) sdx[t] = xr.m.w;
     ssum[t * 16u + slot * 8u + 4u * h + lj] = float16_t((xr.m.y + xr.m.z) * (1.0 / 64.0));
     if (last && slot == 0u && h == 1u)
         [[unroll]] for (uint j = 0u; j < 2u; j++) ssum[t * 16u + 8u + 2u * lj + j] = float16_t(0.0);
@@ -340,8 +352,11 @@ void main() {
     FCM_C idx_f;
     CM_LOAD(idx_i, sidx_i, 0u, CM_N, CM_ROW_MAJOR);
     CM_LOAD(idx_f, sidx_f, 0u, CM_N, CM_ROW_MAJOR);
-    uint ri[8], rf[8], cf[8]; // (8: a fragment's elements per invocation, at most)
-    for (int e = 0; e < idx_i.length(); e++) ri[e] = uint(idx_i[e]) / CM_N;
+    uint ri[8], ci[8], rf[8], cf[8]; // (8: a fragment's elements per invocation, at most)
+    for (int e = 0; e < idx_i.length(); e++) {
+        ri[e] = uint(idx_i[e]) / CM_N;
+        ci[e] = uint(idx_i[e]) % CM_N;
+    }
     for (int e = 0; e < idx_f.length(); e++) {
         rf[e] = uint(idx_f[e]) / CM_N;
         cf[e] = uint(idx_f[e]) % CM_N;
@@ -369,9 +384,12 @@ void main() {
                 const uint j = 8u * h + 2u * lj; // the scales of elements 0-15 and 16-31
                 ICM_B b0[FRN];
                 ICM_B b1[FRN]; // (one type per declaration: glslang 13 gives a KHR list's second name another)
+                int tx[FRN][8]; // the sub-block's t for this invocation's tokens
                 [[unroll]] for (uint f = 0u; f < FRN; f++) {
                     CM_LOAD(b0[f], sx, (wn * WN + f * CM_N) * LDX + lj * 12u, LDX, CM_COL_MAJOR);
                     CM_LOAD(b1[f], sx, (wn * WN + f * CM_N) * LDX + lj * 12u + 4u, LDX, CM_COL_MAJOR);
+                    for (int e = 0; e < idx_i.length(); e++)
+                        tx[f][e] = int(sx[(wn * WN + f * CM_N + ci[e]) * LDX + TX + lj]);
                 }
                 [[unroll]] for (uint m = 0u; m < NM; m++)
                     [[unroll]] for (uint i = 0u; i < FRM; i++) {
@@ -386,7 +404,7 @@ void main() {
                             ICM_C p0 = CM_MULADD(a, b0[f], ICM_C(0));
                             ICM_C p1 = CM_MULADD(a, b1[f], ICM_C(0));
                             for (int e = 0; e < p0.length(); e++)
-                                isb[m][i][f][e] += sc0[e] * p0[e] + sc1[e] * p1[e];
+                                isb[m][i][f][e] += (sc0[e] * p0[e] + sc1[e] * p1[e]) * tx[f][e];
                         }
                     }
             }
@@ -394,8 +412,12 @@ void main() {
             [[unroll]] for (uint lj = 0u; lj < 4u; lj++) {
                 const uint j = 4u * h + lj;
                 ICM_B b[FRN];
-                [[unroll]] for (uint f = 0u; f < FRN; f++)
+                int tx[FRN][8]; // the sub-block's t for this invocation's tokens
+                [[unroll]] for (uint f = 0u; f < FRN; f++) {
                     CM_LOAD(b[f], sx, (wn * WN + f * CM_N) * LDA + lj * 8u, LDA, CM_COL_MAJOR);
+                    for (int e = 0; e < idx_i.length(); e++)
+                        tx[f][e] = int(sx[(wn * WN + f * CM_N + ci[e]) * LDA + TX + lj]);
+                }
                 [[unroll]] for (uint m = 0u; m < NM; m++)
                     [[unroll]] for (uint i = 0u; i < FRM; i++) {
                         ICM_A a;
@@ -405,7 +427,7 @@ void main() {
                         [[unroll]] for (uint f = 0u; f < FRN; f++) {
                             ICM_C p = CM_MULADD(a, b[f], ICM_C(0));
                             for (int e = 0; e < p.length(); e++)
-                                isb[m][i][f][e] += sc[e] * p[e];
+                                isb[m][i][f][e] += sc[e] * p[e] * tx[f][e];
                         }
                     }
             }

@@ -3,12 +3,17 @@
 // same integer sums:
 //   kind 0 (Q4_0, Q5_0, Q8_0 weights): blocks of 32, d = f16(amax / 127),
 //          q = nearest_even(x * (127 / amax)) (ig_quantize_row_q8_0_act);
-//   kind 1 (K-quants): blocks of 256, iscale = -127 / (the signed value of
-//          largest magnitude), q = nearest_even(x * iscale), d = 1 / iscale
-//          (ig_quantize_row_q8_K).
+//   kind 1 (K-quants): units of 256, iscale = -127 / (the first value of
+//          largest magnitude amax), d = (1 / iscale) / 8; per run of 32
+//          with largest magnitude a, a multiplier t = 1 + #{k in 1..7 :
+//          a > amax * k/8} and q = nearest_even(clamp(x * (iscale * 8/t),
+//          -128, 127)), so x = d t q (ig_quantize_row_q8_K: the same
+//          IEEE products, so the same bytes).
 // Stored per 32 elements as 48 bytes (3 uvec4): [0], [1] the 32 q as bytes,
-// [2] vec4(d, d * (q0 + .. + q15), d * (q16 + .. + q31), 0); the half sums
-// serve weights with an offset or a minimum (x . (s w - m) needs sum x).
+// [2] vec4(d t, d * (t (q0 + .. + q15)), d * (t (q16 + .. + q31)), d) (kind
+// 0: t = 1); the half sums (the CPU's d * bsums) serve weights with an
+// offset or a minimum (x . (s w - m) needs sum x); the unit's d and t =
+// round(d t / d) serve the int8 tensor-core matmul (mmq.comp).
 //
 // The including shader defines the writeonly arrays q1 (uint) and qm4 (vec4)
 // on the output binding. X8_NO_VEC4 leaves out x8_quant_vec4 and its 12 KiB
@@ -57,7 +62,8 @@ uint x8_pack4(ivec4 v) {
 }
 
 // The multiplier s and the stored scale d of a block (kind 0) or unit
-// (kind 1) from its largest magnitude amax and the first value mx of it.
+// (kind 1: iscale and (1 / iscale) / 8) from its largest magnitude amax and
+// the first value mx of it.
 void x8_scale(uint kind, float amax, float mx, out float s, out float d) {
     if (kind == 0u) {
         s = amax != 0.0 ? x8_div(127.0, amax) : 0.0;
@@ -65,8 +71,28 @@ void x8_scale(uint kind, float amax, float mx, out float s, out float d) {
     } else {
         const bool zero = !(amax > 0.0) || isinf(amax);
         s = zero ? 0.0 : x8_div(-127.0, mx);
-        d = zero ? 0.0 : x8_div(1.0, s);
+        d = zero ? 0.0 : x8_div(1.0, s) * 0.125;
     }
+}
+
+// Kind 1: the multiplier t of a run of 32 with largest magnitude a in a
+// unit with amax, and s (the unit's iscale) made the run's: iscale * 8/t,
+// 8/t as the nearest float (ig_q8k_mul's values, bit for bit). Kind 0:
+// t = 1, s as it is.
+uint x8_run(uint kind, float a, float amax, inout float s) {
+    if (kind == 0u) return 1u;
+    uint t = 1u;
+    [[unroll]] for (uint k = 1u; k < 8u; k++) t += a > amax * (0.125 * float(k)) ? 1u : 0u;
+    const uint m = t == 1u ? 0x41000000u : t == 2u ? 0x40800000u : t == 3u ? 0x402AAAABu : t == 4u ? 0x40000000u
+                 : t == 5u ? 0x3FCCCCCDu : t == 6u ? 0x3FAAAAABu : t == 7u ? 0x3F924925u : 0x3F800000u;
+    s = s * uintBitsToFloat(m);
+    return t;
+}
+
+// The meta vector of a block of 32 (the unit's scale d, the run's t, the
+// sums of its two halves' q).
+vec4 x8_meta(float d, uint t, int lo, int hi) {
+    return vec4(d * float(t), d * float(int(t) * lo), d * float(int(t) * hi), d);
 }
 
 // Four values quantized with multiplier s.
@@ -123,6 +149,7 @@ void x8_quant_vec4(vec4 v, uint i, bool live, uint kind, uint qrow) {
     x8_sh_val[tid] = mx;
     barrier();
     x8_first_max8(false, tid & ~7u, amax, mx); // ... of the 8 invocations of its block of 32
+    const float a32 = amax;
     if (kind != 0u) { // ... and of the 8 blocks of its unit of 256
         if ((tid & 7u) == 0u) {
             x8_sh_a8[tid >> 3] = amax;
@@ -133,6 +160,7 @@ void x8_quant_vec4(vec4 v, uint i, bool live, uint kind, uint qrow) {
     }
     float s, d;
     x8_scale(kind, amax, mx, s, d);
+    const uint t = x8_run(kind, a32, amax, s);
     const ivec4 q = x8_round4(v, s, kind);
     const uint qb = qrow + 3u * (i >> 3); // the block's three uvec4
     if (live) q1[4u * qb + (i & 7u)] = x8_pack4(q);
@@ -141,7 +169,7 @@ void x8_quant_vec4(vec4 v, uint i, bool live, uint kind, uint qrow) {
     if (live && (tid & 7u) == 0u) {
         const int lo = (x8_sh_sum[tid] + x8_sh_sum[tid + 1u]) + (x8_sh_sum[tid + 2u] + x8_sh_sum[tid + 3u]);
         const int hi = (x8_sh_sum[tid + 4u] + x8_sh_sum[tid + 5u]) + (x8_sh_sum[tid + 6u] + x8_sh_sum[tid + 7u]);
-        qm4[qb + 2u] = vec4(d, d * float(lo), d * float(hi), 0.0);
+        qm4[qb + 2u] = x8_meta(d, t, lo, hi);
     }
     barrier(); // the shared arrays are free for the next call
 }
@@ -171,11 +199,12 @@ void x8_first_max_xor(inout float a, inout float m, inout uint i, uint mask) {
 
 shared float x8_sg_a[X8_RV * 128u], x8_sg_m[X8_RV * 128u]; // per (k, subgroup): local size / 8 subgroups at most
 shared float x8_sg_s[X8_RV * 16u], x8_sg_d[X8_RV * 16u];   // per (k, unit): its multiplier and scale
+shared float x8_sg_u[X8_RV * 16u];                          // ... and its largest magnitude
 
 void x8_quant_vecs(vec4 v[X8_RV], uint i0, uint n4, uint kind, uint qrow) {
     const uint tid = gl_LocalInvocationID.x, nt = gl_WorkGroupSize.x, sg = gl_SubgroupSize;
     const uint span = kind != 0u ? min(64u, sg) : 8u; // lanes of one block or unit within a subgroup
-    float amax[X8_RV], mx[X8_RV];
+    float amax[X8_RV], mx[X8_RV], a32[X8_RV]; // a32: of the block of 32 (kind 1: its run's t)
     [[unroll]] for (uint k = 0u; k < X8_RV; k++) {
         const bool live = i0 + tid + k * nt < n4;
         float a = 0.0, m = 0.0;
@@ -186,7 +215,9 @@ void x8_quant_vecs(vec4 v[X8_RV], uint i0, uint n4, uint kind, uint qrow) {
             }
         }
         uint at = tid;
-        for (uint mask = 1u; mask < span; mask <<= 1) x8_first_max_xor(a, m, at, mask);
+        for (uint mask = 1u; mask < 8u; mask <<= 1) x8_first_max_xor(a, m, at, mask);
+        a32[k] = a;
+        for (uint mask = 8u; mask < span; mask <<= 1) x8_first_max_xor(a, m, at, mask);
         amax[k] = a;
         mx[k] = m;
     }
@@ -217,18 +248,21 @@ void x8_quant_vecs(vec4 v[X8_RV], uint i0, uint n4, uint kind, uint qrow) {
                 x8_scale(kind, a, m, us, ud);
                 x8_sg_s[u] = us;
                 x8_sg_d[u] = ud;
+                x8_sg_u[u] = a;
             }
         barrier();
     }
     [[unroll]] for (uint k = 0u; k < X8_RV; k++) {
         const uint i = i0 + tid + k * nt;
-        float s, d;
+        float s, d, ua = amax[k];
         if (shared_units) {
             s = x8_sg_s[k * (nt / 64u) + tid / 64u];
             d = x8_sg_d[k * (nt / 64u) + tid / 64u];
+            ua = x8_sg_u[k * (nt / 64u) + tid / 64u];
         } else {
             x8_scale(kind, amax[k], mx[k], s, d);
         }
+        const uint t = x8_run(kind, a32[k], ua, s);
         const ivec4 q = x8_round4(v[k], s, kind);
         const uint qb = qrow + 3u * (i >> 3); // the block's three uvec4
         if (i < n4) q1[4u * qb + (i & 7u)] = x8_pack4(q);
@@ -236,7 +270,7 @@ void x8_quant_vecs(vec4 v[X8_RV], uint i0, uint n4, uint kind, uint qrow) {
         lo += subgroupShuffleXor(lo, 1u);
         lo += subgroupShuffleXor(lo, 2u);
         const int hi = subgroupShuffleXor(lo, 4u);
-        if (i < n4 && (tid & 7u) == 0u) qm4[qb + 2u] = vec4(d, d * float(lo), d * float(hi), 0.0);
+        if (i < n4 && (tid & 7u) == 0u) qm4[qb + 2u] = x8_meta(d, t, lo, hi);
     }
 }
 #endif // X8_RV
@@ -251,6 +285,7 @@ void x8_quant_vecs(vec4 v[X8_RV], uint i0, uint n4, uint kind, uint qrow) {
 shared float x8_a4[X8_VALUES_MAX / 4u], x8_m4[X8_VALUES_MAX / 4u];
 shared int x8_s4[X8_VALUES_MAX / 4u];
 shared float x8_ab[X8_VALUES_MAX / 32u], x8_mb[X8_VALUES_MAX / 32u], x8_db[X8_VALUES_MAX / 32u];
+shared uint x8_tb[X8_VALUES_MAX / 32u];
 
 void x8_quant_values(uint n, uint qrow, uint kind) {
     const uint tid = gl_LocalInvocationID.x, WG = gl_WorkGroupSize.x, nv = n / 4u, nb = nv / 8u;
@@ -292,17 +327,21 @@ void x8_quant_values(uint n, uint qrow, uint kind) {
         }
         float s, d;
         x8_scale(kind, amax, mx, s, d);
+        const uint t = x8_run(kind, x8_ab[b], amax, s);
         const ivec4 q = x8_round4(vec4(X8_VALUE(4u * v), X8_VALUE(4u * v + 1u), X8_VALUE(4u * v + 2u),
                                        X8_VALUE(4u * v + 3u)), s, kind);
         q1[4u * (qrow + 3u * b) + v % 8u] = x8_pack4(q);
         x8_s4[v] = (q.x + q.y) + (q.z + q.w);
-        if (v % 8u == 0u) x8_db[b] = d;
+        if (v % 8u == 0u) {
+            x8_db[b] = d;
+            x8_tb[b] = t;
+        }
     }
     barrier();
     for (uint b = tid; b < nb; b += WG) {
         const int lo = (x8_s4[8u * b] + x8_s4[8u * b + 1u]) + (x8_s4[8u * b + 2u] + x8_s4[8u * b + 3u]);
         const int hi = (x8_s4[8u * b + 4u] + x8_s4[8u * b + 5u]) + (x8_s4[8u * b + 6u] + x8_s4[8u * b + 7u]);
-        qm4[qrow + 3u * b + 2u] = vec4(x8_db[b], x8_db[b] * float(lo), x8_db[b] * float(hi), 0.0);
+        qm4[qrow + 3u * b + 2u] = x8_meta(x8_db[b], x8_tb[b], lo, hi);
     }
     barrier(); // the shared arrays are free for the next call
 }
