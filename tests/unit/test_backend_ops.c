@@ -1288,7 +1288,8 @@ IG_TEST_SLOW(backend_ops_vulkan_attention) {
 }
 
 /* Tensor cores: the f16 matmul on NV's and on KHR's fragments only (the
- * int8 one off, so Q4_K and Q6_K take it too), the int8 one (each with
+ * int8 one off, as by default, so Q4_K and Q6_K take it too), the int8 one
+ * (asked for; each with
  * weights in parts of 64 KiB, 128-token tiles at any size and no split K;
  * the tensor-core kernels read rows of the weights' f32 width, up to 16 KiB
  * here, so a part must hold one). */
@@ -1300,10 +1301,10 @@ IG_TEST(backend_ops_vulkan_coopmat) {
         {"coopmat KHR", G_CM, 0, false, IG_VK_COOPMAT_KHR, "coopmat_int8=0", NEED_CM_KHR, false},
         {"coopmat KHR parts", G_CM, 65536, false, IG_VK_COOPMAT_KHR,
          "coopmat_int8=0,cm_wide_groups=1,cm_split_groups=1", NEED_CM_KHR, false},
-        {"coopmat int8 NV", G_CM, 0, false, IG_VK_COOPMAT_NV, NULL, NEED_CMQ, false},
-        {"coopmat int8 KHR", G_CM, 0, false, IG_VK_COOPMAT_KHR, NULL, NEED_CMQ, false},
-        {"coopmat int8 parts", G_CM, 65536, false, IG_VK_COOPMAT_AUTO, "cm_wide_groups=1,cm_split_groups=1", NEED_CMQ,
-         false},
+        {"coopmat int8 NV", G_CM, 0, false, IG_VK_COOPMAT_NV, "coopmat_int8=1", NEED_CMQ, false},
+        {"coopmat int8 KHR", G_CM, 0, false, IG_VK_COOPMAT_KHR, "coopmat_int8=1", NEED_CMQ, false},
+        {"coopmat int8 parts", G_CM, 65536, false, IG_VK_COOPMAT_AUTO, "coopmat_int8=1,cm_wide_groups=1,cm_split_groups=1",
+         NEED_CMQ, false},
     };
     int ran;
     vk_run(cfg, (int)IG_ARRAY_LEN(cfg), &ran);

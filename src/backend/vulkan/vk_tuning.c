@@ -26,7 +26,10 @@ static const ig_vk_tuning defaults = {
     .int8 = true,
     .x8_producers = true,
     .x8_shuffle = true,
-    .coopmat = true, .coopmat_int8 = true, .attn_coopmat = true,
+    /* K-quant products of many tokens on f16 tensor cores: the int8 ones
+       (mmq.comp) scale each sub-block's sums per token by its multiplier t,
+       and lose to f16 at 512 tokens and at 32 streams */
+    .coopmat = true, .coopmat_int8 = false, .attn_coopmat = true,
     /* wide tiles only while every compute unit still gets several
        workgroups; split K until the GPU is full; prefetch the weights
        only (the activations' registers cost workgroups per compute unit) */
