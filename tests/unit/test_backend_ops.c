@@ -1258,13 +1258,15 @@ IG_TEST_SLOW(backend_ops_vulkan_matvec) {
 /* The split decode attention (long contexts, few tokens) merged by the
  * last workgroup of each unit of heads, without writing the int8 copy of
  * its output (the matmul reading it makes it: the same bytes), merged by
- * units of any size, and by a stage of its own. */
+ * units of any size, and by a stage of its own; and the int8 copies made
+ * through shared memory rather than subgroup shuffles. */
 IG_TEST_SLOW(backend_ops_vulkan_split) {
     static const vk_cfg cfg[] = {
         {"default", G_SPLIT, 0, false, IG_VK_COOPMAT_AUTO, NULL, NEED_NONE, false},
         {"no x8 producers", G_SPLIT, 0, false, IG_VK_COOPMAT_AUTO, "x8_producers=0", NEED_INT8, true},
         {"merge any unit", G_SPLIT, 0, false, IG_VK_COOPMAT_AUTO, "attn_merge_max=1048576", NEED_NONE, false},
         {"merge stage", G_SPLIT, 0, false, IG_VK_COOPMAT_AUTO, "attn_merge_max=0", NEED_NONE, false},
+        {"x8 shared memory", G_SPLIT | G_X8, 0, false, IG_VK_COOPMAT_AUTO, "x8_shuffle=0", NEED_INT8, false},
     };
     int ran;
     vk_run(cfg, (int)IG_ARRAY_LEN(cfg), &ran);
