@@ -959,3 +959,37 @@ IG_TEST(grammar_deep_unambiguous_nesting_is_fine) {
     ig_grammar_free(g);
     ig_token_trie_free(t);
 }
+
+/* Mid-generation, the sequence ends with the matcher's own error (what the
+ * server sends back), not "out of memory" and not a crash. */
+IG_TEST(grammar_ambiguous_nesting_ends_the_sequence) {
+    ig_token_trie *t = byte_trie();
+    REQUIRE(t);
+    ig_grammar *g = gbnf("root ::= item (\",\" item)*\n"
+                         "item ::= [a&-z]+ | \"(\" root root | num\n"
+                         "num ::= [0-9]{1,3} \"x\"?\n");
+    REQUIRE(g);
+    ig_gen_seq_params p = {.sampling = ig_sampler_default_params(), .n_vocab = 256, .max_tokens = 64,
+                           .grammar = g, .trie = t};
+    p.sampling.temperature = 0.0f;
+    ig_gen_seq *s = NULL;
+    REQUIRE_OK(ig_gen_seq_create(&p, &s));
+    float logits[256];
+    for (int i = 0; i < 256; i++) logits[i] = 0.0f;
+    logits['('] = 10.0f; /* greedy: "(" while the grammar allows it */
+    ig_status st = IG_OK;
+    int steps = 0;
+    for (; steps < 64; steps++) {
+        ig_gen_event ev;
+        st = ig_gen_seq_step(s, logits, &ev);
+        if (st != IG_OK) break;
+        CHECK_EQ_INT(ev.token, '(');
+        REQUIRE(ev.finish == IG_FINISH_NONE);
+    }
+    CHECK_STATUS(st, IG_ERR_UNSUPPORTED);
+    CHECK(strstr(ig_last_error(), "grammar") && strstr(ig_last_error(), "too ambiguous"));
+    CHECK(steps >= 8 && steps <= 20);
+    ig_gen_seq_free(s);
+    ig_grammar_free(g);
+    ig_token_trie_free(t);
+}
