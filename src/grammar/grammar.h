@@ -44,7 +44,7 @@
  * grows exponentially with the text; past these the matcher fails with
  * IG_ERR_UNSUPPORTED instead of pinning a thread. */
 #define IG_GRAMMAR_MAX_STACKS 4096         /* stacks alive after one byte */
-#define IG_GRAMMAR_MAX_WORK (1u << 23)     /* closure steps in one matcher call */
+#define IG_GRAMMAR_MAX_WORK (1u << 23)     /* closure steps and stacks tried, one call */
 
 typedef struct ig_grammar ig_grammar;
 
@@ -116,7 +116,7 @@ typedef struct ig_grammar_stats {
     uint64_t masks, mask_cache_hits;
     uint64_t trie_nodes_visited;
     uint64_t dfa_states, dfa_transitions_built;
-    uint64_t closure_steps; /* work items the closures popped */
+    uint64_t work; /* closure steps and stacks tried on a byte (IG_GRAMMAR_MAX_WORK) */
     uint64_t max_state_stacks; /* stacks of the largest state built */
 } ig_grammar_stats;
 void ig_grammar_matcher_stats(const ig_grammar_matcher *m, ig_grammar_stats *out);

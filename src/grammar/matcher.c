@@ -334,7 +334,7 @@ struct ig_grammar_matcher {
     bool accept_flag;
     bool failed;
     bool too_complex; /* failed on IG_GRAMMAR_MAX_STACKS or IG_GRAMMAR_MAX_WORK */
-    size_t budget;    /* closure steps in the current public call */
+    size_t budget;    /* work (closure steps, stacks tried) in the current public call */
     mcache cache[MASK_CACHE];
     int cache_next;
     ig_grammar_stats stats;
@@ -481,7 +481,7 @@ static void closure(ig_grammar_matcher *m, int32_t pos, int32_t par) {
             fail_complex(m);
             return;
         }
-        m->stats.closure_steps++;
+        m->stats.work++;
         if (!visit(m, q, r)) continue;
         const ig_gelem *e = &g->elems[q];
         if (e->type == GE_BYTES) {
@@ -592,6 +592,14 @@ static int32_t trans_slow(ig_grammar_matcher *m, int32_t s, unsigned b) {
         }
         for (int i = 0; i < 256; i++) tr[i] = TR_UNKNOWN;
         m->st[s].tr = tr;
+    }
+    /* each stack tried counts: a state of many stacks that all refuse
+     * the byte must not be free either */
+    m->budget += (size_t)m->st[s].n;
+    m->stats.work += (uint64_t)m->st[s].n;
+    if (m->budget > IG_GRAMMAR_MAX_WORK) {
+        fail_complex(m);
+        return DEAD;
     }
     begin_closure(m);
     const ig_grammar *g = m->g;
@@ -766,7 +774,7 @@ static ig_status fail_status(const ig_grammar_matcher *m) {
     if (m->too_complex)
         return ig_fail(IG_ERR_UNSUPPORTED,
                        "grammar matcher: the grammar is too ambiguous to track (over %d parses "
-                       "alive at once or %u closure steps for one token)",
+                       "alive at once or %u steps of work for one token)",
                        IG_GRAMMAR_MAX_STACKS, IG_GRAMMAR_MAX_WORK);
     return ig_fail(IG_ERR_NO_MEMORY, "grammar matcher: out of memory or the grammar is too complex "
                                      "to track");

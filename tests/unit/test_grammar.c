@@ -921,7 +921,7 @@ IG_TEST(grammar_ambiguous_nesting_fails_cleanly) {
     ig_grammar_stats stats;
     ig_grammar_matcher_stats(m, &stats);
     CHECK(stats.max_state_stacks <= IG_GRAMMAR_MAX_STACKS);
-    CHECK(stats.closure_steps <= (uint64_t)(depth + 2) * IG_GRAMMAR_MAX_WORK);
+    CHECK(stats.work <= (uint64_t)(depth + 2) * IG_GRAMMAR_MAX_WORK);
     /* the failure sticks: no more masks or bytes */
     CHECK_STATUS(ig_grammar_matcher_mask(m, t, mask, &n), IG_ERR_UNSUPPORTED);
     CHECK_EQ_INT(n, 0);
