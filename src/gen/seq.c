@@ -412,6 +412,8 @@ ig_status ig_gen_seq_step_draft(ig_gen_seq *s, const float *logits, int32_t draf
     }
     if (s->gm && !ig_grammar_matcher_accept_token(s->gm, s->trie, tok)) {
         s->done = true;
+        ig_status gst = ig_grammar_matcher_status(s->gm);
+        if (gst != IG_OK) return ig_fail_wrap(gst, "grammar");
         return ig_fail(IG_ERR_INTERNAL, "grammar: the sampled token %d leaves the grammar "
                        "(every allowed token has a zero probability)", (int)tok);
     }

@@ -110,6 +110,10 @@ ig_status ig_grammar_matcher_mask(ig_grammar_matcher *m, const ig_token_trie *t,
                                   int *n_allowed);
 /* Feeds the bytes of token id (false when they leave the grammar). */
 bool ig_grammar_matcher_accept_token(ig_grammar_matcher *m, const ig_token_trie *t, int32_t id);
+/* IG_OK, or why the matcher failed for good (out of memory, or
+ * IG_ERR_UNSUPPORTED past IG_GRAMMAR_MAX_STACKS / IG_GRAMMAR_MAX_WORK),
+ * with the message set: a false accept may be either. */
+ig_status ig_grammar_matcher_status(const ig_grammar_matcher *m);
 
 /* Work counters (tests, bench). */
 typedef struct ig_grammar_stats {

@@ -798,6 +798,11 @@ ig_status ig_grammar_matcher_create(const ig_grammar *g, ig_grammar_matcher **ou
     return IG_OK;
 }
 
+ig_status ig_grammar_matcher_status(const ig_grammar_matcher *m) {
+    if (!m) return ig_fail(IG_ERR_INVALID_ARG, "grammar matcher: NULL argument");
+    return m->failed ? fail_status(m) : IG_OK;
+}
+
 void ig_grammar_matcher_free(ig_grammar_matcher *m) {
     if (!m) return;
     for (size_t i = 0; i < m->n_st; i++) free(m->st[i].tr);

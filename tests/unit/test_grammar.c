@@ -926,6 +926,7 @@ IG_TEST(grammar_ambiguous_nesting_fails_cleanly) {
     CHECK_STATUS(ig_grammar_matcher_mask(m, t, mask, &n), IG_ERR_UNSUPPORTED);
     CHECK_EQ_INT(n, 0);
     CHECK(!ig_grammar_matcher_accept_bytes(m, "a", 1));
+    CHECK_STATUS(ig_grammar_matcher_status(m), IG_ERR_UNSUPPORTED);
     ig_grammar_matcher_free(m);
     ig_grammar_free(g);
     ig_token_trie_free(t);
@@ -955,6 +956,7 @@ IG_TEST(grammar_deep_unambiguous_nesting_is_fine) {
     ig_grammar_stats stats;
     ig_grammar_matcher_stats(m, &stats);
     CHECK(stats.max_state_stacks <= 4); /* a handful, whatever the depth */
+    CHECK_STATUS(ig_grammar_matcher_status(m), IG_OK);
     ig_grammar_matcher_free(m);
     ig_grammar_free(g);
     ig_token_trie_free(t);
