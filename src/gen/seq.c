@@ -49,6 +49,7 @@ struct ig_gen_seq {
     double mask_s;
     bool mask_ready;     /* mask holds the current state's (ig_gen_seq_prepare_mask) */
     int n_allowed_ready; /* its count of allowed tokens */
+    ig_status mask_err;  /* why the last mask failed (a grammar too ambiguous: unsupported) */
     double prepare_s;    /* the time ig_gen_seq_prepare_mask took */
 };
 
@@ -213,7 +214,7 @@ static int apply_grammar(ig_gen_seq *s, const float *logits) {
         n_allowed = s->n_allowed_ready;
         prepared = s->prepare_s;
         s->mask_ready = false;
-    } else if (ig_grammar_matcher_mask(s->gm, s->trie, s->mask, &n_allowed) != IG_OK) {
+    } else if ((s->mask_err = ig_grammar_matcher_mask(s->gm, s->trie, s->mask, &n_allowed)) != IG_OK) {
         return -1;
     }
     int V = s->n_vocab, Vt = ig_token_trie_n_vocab(s->trie);
@@ -379,7 +380,7 @@ ig_status ig_gen_seq_step_draft(ig_gen_seq *s, const float *logits, int32_t draf
         int n_allowed = apply_grammar(s, logits);
         if (n_allowed < 0) {
             s->done = true;
-            return ig_fail(IG_ERR_NO_MEMORY, "grammar: %s", ig_last_error());
+            return ig_fail_wrap(s->mask_err, "grammar");
         }
         if (n_allowed == 0) {
             if (ig_grammar_matcher_can_end(s->gm)) return drain(s, IG_FINISH_STOP, ev);
@@ -411,6 +412,8 @@ ig_status ig_gen_seq_step_draft(ig_gen_seq *s, const float *logits, int32_t draf
     }
     if (s->gm && !ig_grammar_matcher_accept_token(s->gm, s->trie, tok)) {
         s->done = true;
+        ig_status gst = ig_grammar_matcher_status(s->gm);
+        if (gst != IG_OK) return ig_fail_wrap(gst, "grammar");
         return ig_fail(IG_ERR_INTERNAL, "grammar: the sampled token %d leaves the grammar "
                        "(every allowed token has a zero probability)", (int)tok);
     }

@@ -40,6 +40,11 @@
 #define IG_GRAMMAR_MAX_NESTING 128         /* parentheses / schema depth */
 #define IG_GRAMMAR_MAX_REPEAT 10000        /* m and n of {m,n} */
 #define IG_GRAMMAR_MAX_STACK 512           /* automaton stack depth */
+/* An ambiguous grammar can have a number of live parses (stacks) that
+ * grows exponentially with the text; past these the matcher fails with
+ * IG_ERR_UNSUPPORTED instead of pinning a thread. */
+#define IG_GRAMMAR_MAX_STACKS 4096         /* stacks alive after one byte */
+#define IG_GRAMMAR_MAX_WORK (1u << 23)     /* closure steps and stacks tried, one call */
 
 typedef struct ig_grammar ig_grammar;
 
@@ -105,12 +110,18 @@ ig_status ig_grammar_matcher_mask(ig_grammar_matcher *m, const ig_token_trie *t,
                                   int *n_allowed);
 /* Feeds the bytes of token id (false when they leave the grammar). */
 bool ig_grammar_matcher_accept_token(ig_grammar_matcher *m, const ig_token_trie *t, int32_t id);
+/* IG_OK, or why the matcher failed for good (out of memory, or
+ * IG_ERR_UNSUPPORTED past IG_GRAMMAR_MAX_STACKS / IG_GRAMMAR_MAX_WORK),
+ * with the message set: a false accept may be either. */
+ig_status ig_grammar_matcher_status(const ig_grammar_matcher *m);
 
 /* Work counters (tests, bench). */
 typedef struct ig_grammar_stats {
     uint64_t masks, mask_cache_hits;
     uint64_t trie_nodes_visited;
     uint64_t dfa_states, dfa_transitions_built;
+    uint64_t work; /* closure steps and stacks tried on a byte (IG_GRAMMAR_MAX_WORK) */
+    uint64_t max_state_stacks; /* stacks of the largest state built */
 } ig_grammar_stats;
 void ig_grammar_matcher_stats(const ig_grammar_matcher *m, ig_grammar_stats *out);
 

@@ -21,7 +21,6 @@
 #define SOFT_STATES 4096
 #define HARD_STATES 32768
 #define SOFT_NODES (1u << 20)
-#define CLOSURE_MAX_STEPS (1u << 20)
 #define MASK_CACHE 8
 #define TR_UNKNOWN (-2)
 #define DEAD (-1)
@@ -334,6 +333,8 @@ struct ig_grammar_matcher {
     uint32_t gen;
     bool accept_flag;
     bool failed;
+    bool too_complex; /* failed on IG_GRAMMAR_MAX_STACKS or IG_GRAMMAR_MAX_WORK */
+    size_t budget;    /* work (closure steps, stacks tried) in the current public call */
     mcache cache[MASK_CACHE];
     int cache_next;
     ig_grammar_stats stats;
@@ -462,23 +463,36 @@ static bool push_work(ig_grammar_matcher *m, int32_t pos, int32_t par) {
     return true;
 }
 
+static void fail_complex(ig_grammar_matcher *m) {
+    m->failed = true;
+    m->too_complex = true;
+}
+
 /* Adds to the scratch set every top node reachable from continuing at pos
  * with the stack par below. */
 static void closure(ig_grammar_matcher *m, int32_t pos, int32_t par) {
     const ig_grammar *g = m->g;
     m->n_work = 0;
     if (!push_work(m, pos, par)) return;
-    size_t steps = 0;
     while (m->n_work > 0 && !m->failed) {
         int64_t w = m->work[--m->n_work];
         int32_t q = (int32_t)(w >> 32), r = (int32_t)(uint32_t)w - 1;
-        if (++steps > CLOSURE_MAX_STEPS) break;
+        if (++m->budget > IG_GRAMMAR_MAX_WORK) {
+            fail_complex(m);
+            return;
+        }
+        m->stats.work++;
         if (!visit(m, q, r)) continue;
         const ig_gelem *e = &g->elems[q];
         if (e->type == GE_BYTES) {
             int32_t n = cons(m, q, r);
             if (n == -3) m->failed = true;
             if (n < 0) continue;
+            /* (pos, par) is visited once, so the set has no duplicates */
+            if (m->n_scr >= IG_GRAMMAR_MAX_STACKS) {
+                fail_complex(m);
+                return;
+            }
             if (!grow((void **)&m->scr, &m->cap_scr, m->n_scr + 1, sizeof *m->scr)) {
                 m->failed = true;
                 return;
@@ -564,6 +578,7 @@ static int32_t intern(ig_grammar_matcher *m) {
     m->n_tops += m->n_scr;
     m->shash[k] = (int32_t)m->n_st;
     m->stats.dfa_states++;
+    if ((uint64_t)m->n_scr > m->stats.max_state_stacks) m->stats.max_state_stacks = m->n_scr;
     return (int32_t)m->n_st++;
 }
 
@@ -577,6 +592,14 @@ static int32_t trans_slow(ig_grammar_matcher *m, int32_t s, unsigned b) {
         }
         for (int i = 0; i < 256; i++) tr[i] = TR_UNKNOWN;
         m->st[s].tr = tr;
+    }
+    /* each stack tried counts: a state of many stacks that all refuse
+     * the byte must not be free either */
+    m->budget += (size_t)m->st[s].n;
+    m->stats.work += (uint64_t)m->st[s].n;
+    if (m->budget > IG_GRAMMAR_MAX_WORK) {
+        fail_complex(m);
+        return DEAD;
     }
     begin_closure(m);
     const ig_grammar *g = m->g;
@@ -746,6 +769,17 @@ static void maybe_compact(ig_grammar_matcher *m) {
     m->cur = intern(m);
 }
 
+/* The error of a failed matcher (its message set). */
+static ig_status fail_status(const ig_grammar_matcher *m) {
+    if (m->too_complex)
+        return ig_fail(IG_ERR_UNSUPPORTED,
+                       "grammar matcher: the grammar is too ambiguous to track (over %d parses "
+                       "alive at once or %u steps of work for one token)",
+                       IG_GRAMMAR_MAX_STACKS, IG_GRAMMAR_MAX_WORK);
+    return ig_fail(IG_ERR_NO_MEMORY, "grammar matcher: out of memory or the grammar is too complex "
+                                     "to track");
+}
+
 ig_status ig_grammar_matcher_create(const ig_grammar *g, ig_grammar_matcher **out) {
     if (out) *out = NULL;
     if (!g || !out) return ig_fail(IG_ERR_INVALID_ARG, "grammar matcher: NULL argument");
@@ -756,11 +790,17 @@ ig_status ig_grammar_matcher_create(const ig_grammar *g, ig_grammar_matcher **ou
     m->init = initial_state(m);
     m->cur = m->init;
     if (m->failed) {
+        ig_status st = fail_status(m);
         ig_grammar_matcher_free(m);
-        return ig_fail(IG_ERR_NO_MEMORY, "grammar matcher: out of memory");
+        return st;
     }
     *out = m;
     return IG_OK;
+}
+
+ig_status ig_grammar_matcher_status(const ig_grammar_matcher *m) {
+    if (!m) return ig_fail(IG_ERR_INVALID_ARG, "grammar matcher: NULL argument");
+    return m->failed ? fail_status(m) : IG_OK;
 }
 
 void ig_grammar_matcher_free(ig_grammar_matcher *m) {
@@ -790,6 +830,7 @@ void ig_grammar_matcher_reset(ig_grammar_matcher *m) {
 
 bool ig_grammar_matcher_accept_bytes(ig_grammar_matcher *m, const char *bytes, size_t n) {
     if (!m || m->failed || m->cur == DEAD || (n && !bytes)) return false;
+    m->budget = 0;
     maybe_compact(m);
     int32_t s = m->cur;
     for (size_t i = 0; i < n && s != DEAD; i++) s = trans(m, s, (unsigned char)bytes[i]);
@@ -836,8 +877,9 @@ ig_status ig_grammar_matcher_mask(ig_grammar_matcher *m, const ig_token_trie *t,
     if (!m || !t || !mask) return ig_fail(IG_ERR_INVALID_ARG, "grammar mask: NULL argument");
     size_t words = ((size_t)t->n_vocab + 31) / 32;
     memset(mask, 0, words * sizeof *mask);
-    if (m->failed) return ig_fail(IG_ERR_NO_MEMORY, "grammar matcher: out of memory");
+    if (m->failed) return fail_status(m);
     if (m->cur == DEAD) return IG_OK;
+    m->budget = 0;
     maybe_compact(m);
     m->stats.masks++;
     for (int i = 0; i < MASK_CACHE; i++) {
@@ -928,8 +970,7 @@ ig_status ig_grammar_matcher_mask(ig_grammar_matcher *m, const ig_token_trie *t,
     m->stats.trie_nodes_visited += visited;
     if (m->failed) {
         memset(mask, 0, words * sizeof *mask);
-        return ig_fail(IG_ERR_NO_MEMORY,
-                       "grammar matcher: out of memory or the grammar is too complex to track");
+        return fail_status(m);
     }
     if (n_allowed) *n_allowed = count;
     /* share it: replace the least recently used entry */

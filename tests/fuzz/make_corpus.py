@@ -257,6 +257,10 @@ def main() -> int:
     # grammar: a flags byte, the grammar, NUL, bytes for the matcher
     put("grammar", "gbnf", b"\x00root ::= item (\",\" item)*\nitem ::= [a-z]+ | \"(\" root \")\" "
         b"| num\nnum ::= [0-9]{1,3} \"x\"?\n\0abc,(de),12x")
+    # an ambiguous grammar whose live parses double with each "(": the
+    # matcher must give up at IG_GRAMMAR_MAX_STACKS, not run for minutes
+    put("grammar", "gbnf_ambiguous", b"\x00root ::= item (\",\" item)*\nitem ::= [a&-z]+ | "
+        b"\"(\" root root | num\nnum ::= [0-9]{1,3} \"x\"?\n\0" + b"(" * 40)
     put("grammar", "gbnf_classes", b"\x00root ::= [^\\n\"] [\\x41-\\u00ff]* ( \"\\t\" | "
         b"\"\\\\\" )+\n\0a\xc3\xa9\t\\")
     put("grammar", "schema", b"\x03" + json.dumps({

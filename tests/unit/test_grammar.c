@@ -873,3 +873,125 @@ IG_TEST(grammar_real_vocab_masks) {
     ig_token_trie_free(t);
     ig_model_free(model);
 }
+
+/* A trie of the 256 single bytes. */
+static ig_token_trie *byte_trie(void) {
+    static char singles[256];
+    const char *bytes[256];
+    size_t lens[256];
+    for (int i = 0; i < 256; i++) {
+        singles[i] = (char)i;
+        bytes[i] = &singles[i];
+        lens[i] = 1;
+    }
+    ig_token_trie *t = NULL;
+    return ig_token_trie_from_bytes(bytes, lens, 256, &t) == IG_OK ? t : NULL;
+}
+
+/* "(" root root makes the parses of "((((..." grow like Fibonacci numbers
+ * (where the first root ends is ambiguous at every level): the matcher must
+ * give up with a clear error at IG_GRAMMAR_MAX_STACKS, in a few milliseconds,
+ * instead of running for minutes (a grammar from a request would pin a
+ * server thread). Masks before that are exact. */
+IG_TEST(grammar_ambiguous_nesting_fails_cleanly) {
+    ig_token_trie *t = byte_trie();
+    REQUIRE(t);
+    ig_grammar *g = gbnf("root ::= item (\",\" item)*\n"
+                         "item ::= [a&-z]+ | \"(\" root root | num\n"
+                         "num ::= [0-9]{1,3} \"x\"?\n");
+    REQUIRE(g);
+    ig_grammar_matcher *m = NULL;
+    REQUIRE_OK(ig_grammar_matcher_create(g, &m));
+    uint32_t mask[8];
+    int n = 0, depth = 0;
+    ig_status st = IG_OK;
+    for (; depth < 64; depth++) {
+        st = ig_grammar_matcher_mask(m, t, mask, &n);
+        if (st != IG_OK) break;
+        /* [a&-z] is a and & to z (0x26-0x7A, "(" and "," among them) */
+        CHECK_EQ_INT(n, 0x7A - 0x26 + 1);
+        CHECK(bit(mask, '(') && bit(mask, 'q') && bit(mask, '7') && !bit(mask, '~'));
+        REQUIRE(ig_grammar_matcher_accept_bytes(m, "(", 1));
+    }
+    CHECK_STATUS(st, IG_ERR_UNSUPPORTED);
+    CHECK(strstr(ig_last_error(), "too ambiguous") != NULL);
+    /* Fibonacci growth passes 4096 stacks after about 12 "(" (not at once,
+     * not never) */
+    CHECK(depth >= 8 && depth <= 20);
+    ig_grammar_stats stats;
+    ig_grammar_matcher_stats(m, &stats);
+    CHECK(stats.max_state_stacks <= IG_GRAMMAR_MAX_STACKS);
+    CHECK(stats.work <= (uint64_t)(depth + 2) * IG_GRAMMAR_MAX_WORK);
+    /* the failure sticks: no more masks or bytes */
+    CHECK_STATUS(ig_grammar_matcher_mask(m, t, mask, &n), IG_ERR_UNSUPPORTED);
+    CHECK_EQ_INT(n, 0);
+    CHECK(!ig_grammar_matcher_accept_bytes(m, "a", 1));
+    CHECK_STATUS(ig_grammar_matcher_status(m), IG_ERR_UNSUPPORTED);
+    ig_grammar_matcher_free(m);
+    ig_grammar_free(g);
+    ig_token_trie_free(t);
+}
+
+/* The same shape without the ambiguity ("(" root ")") nests 200 deep with
+ * one live stack and exact masks: the limit is on parses, not on depth. */
+IG_TEST(grammar_deep_unambiguous_nesting_is_fine) {
+    ig_token_trie *t = byte_trie();
+    REQUIRE(t);
+    ig_grammar *g = gbnf("root ::= item (\",\" item)*\n"
+                         "item ::= [a-z]+ | \"(\" root \")\" | num\n"
+                         "num ::= [0-9]{1,3} \"x\"?\n");
+    REQUIRE(g);
+    ig_grammar_matcher *m = NULL;
+    REQUIRE_OK(ig_grammar_matcher_create(g, &m));
+    uint32_t mask[8];
+    int n = 0;
+    for (int depth = 0; depth < 200; depth++) REQUIRE(ig_grammar_matcher_accept_bytes(m, "(", 1));
+    REQUIRE_OK(ig_grammar_matcher_mask(m, t, mask, &n));
+    CHECK_EQ_INT(n, 26 + 10 + 1);
+    CHECK(bit(mask, '(') && !bit(mask, ')') && !bit(mask, ','));
+    REQUIRE(ig_grammar_matcher_accept_bytes(m, "ab", 2));
+    REQUIRE_OK(ig_grammar_matcher_mask(m, t, mask, &n));
+    CHECK_EQ_INT(n, 26 + 2); /* more letters, ")" or "," */
+    CHECK(bit(mask, ')') && bit(mask, ',') && !bit(mask, '('));
+    ig_grammar_stats stats;
+    ig_grammar_matcher_stats(m, &stats);
+    CHECK(stats.max_state_stacks <= 4); /* a handful, whatever the depth */
+    CHECK_STATUS(ig_grammar_matcher_status(m), IG_OK);
+    ig_grammar_matcher_free(m);
+    ig_grammar_free(g);
+    ig_token_trie_free(t);
+}
+
+/* Mid-generation, the sequence ends with the matcher's own error (what the
+ * server sends back), not "out of memory" and not a crash. */
+IG_TEST(grammar_ambiguous_nesting_ends_the_sequence) {
+    ig_token_trie *t = byte_trie();
+    REQUIRE(t);
+    ig_grammar *g = gbnf("root ::= item (\",\" item)*\n"
+                         "item ::= [a&-z]+ | \"(\" root root | num\n"
+                         "num ::= [0-9]{1,3} \"x\"?\n");
+    REQUIRE(g);
+    ig_gen_seq_params p = {.sampling = ig_sampler_default_params(), .n_vocab = 256, .max_tokens = 64,
+                           .grammar = g, .trie = t};
+    p.sampling.temperature = 0.0f;
+    ig_gen_seq *s = NULL;
+    REQUIRE_OK(ig_gen_seq_create(&p, &s));
+    float logits[256];
+    for (int i = 0; i < 256; i++) logits[i] = 0.0f;
+    logits['('] = 10.0f; /* greedy: "(" while the grammar allows it */
+    ig_status st = IG_OK;
+    int steps = 0;
+    for (; steps < 64; steps++) {
+        ig_gen_event ev;
+        st = ig_gen_seq_step(s, logits, &ev);
+        if (st != IG_OK) break;
+        CHECK_EQ_INT(ev.token, '(');
+        REQUIRE(ev.finish == IG_FINISH_NONE);
+    }
+    CHECK_STATUS(st, IG_ERR_UNSUPPORTED);
+    CHECK(strstr(ig_last_error(), "grammar") && strstr(ig_last_error(), "too ambiguous"));
+    CHECK(steps >= 8 && steps <= 20);
+    ig_gen_seq_free(s);
+    ig_grammar_free(g);
+    ig_token_trie_free(t);
+}
