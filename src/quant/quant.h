@@ -175,6 +175,14 @@ void ig_quantize_row_q8_K(const float *x, ig_block_q8_K *y, int64_t n);
 /* The run multipliers of ig_quantize_row_q8_K: iscale * ig_q8k_mul[t]
  * quantizes a run with multiplier t (8/t as the nearest float). */
 extern const float ig_q8k_mul[IG_Q8K_T + 1];
+/* The multiplier t of a run whose largest magnitude is a, in a block whose
+ * largest is amax: 1 + the number of k in 1..7 with a > amax * k/8 (one
+ * IEEE product per k, so every quantizer forms the same t). */
+static inline int ig_q8k_run_t(float a, float amax) {
+    int t = 1;
+    for (int k = 1; k < IG_Q8K_T; k++) t += a > amax * (0.125f * (float)k);
+    return t;
+}
 /* Q8_0 blocks of an activation as llama.cpp's x86 CPU backend makes them
  * (quantize_row_q8_0 with AVX/AVX2, and the same formula in its 4-row
  * repack quantizer): d = amax/127 stored as f16, q = nearest-even(x *

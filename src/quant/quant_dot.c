@@ -45,8 +45,7 @@ void ig_quantize_row_q8_K(const float *x, ig_block_q8_K *y, int64_t n) {
             const float *xr = x + 32 * r;
             float a = 0.0f;
             for (int j = 0; j < 32; j++) a = fmaxf(a, fabsf(xr[j]));
-            int t = 1;
-            for (int k = 1; k < IG_Q8K_T; k++) t += a > amax * (0.125f * (float)k);
+            const int t = ig_q8k_run_t(a, amax);
             const float s = iscale * ig_q8k_mul[t];
             b->t[r] = (uint8_t)t;
             for (int j = 0; j < 32; j++) {

@@ -92,8 +92,7 @@ static void quant_row_avx2(ig_act_kind kind, const float *x, int64_t k, uint8_t 
                 for (int i = 0; i < 4; i++) v[i] = _mm256_loadu_ps(xb + 32 * j + 8 * i);
                 const float a = ig_hmax256(_mm256_max_ps(_mm256_max_ps(abs256(v[0]), abs256(v[1])),
                                                          _mm256_max_ps(abs256(v[2]), abs256(v[3]))));
-                int t = 1;
-                for (int kk = 1; kk < IG_Q8K_T; kk++) t += a > amax * (0.125f * (float)kk);
+                const int t = ig_q8k_run_t(a, amax);
                 const __m256 vs = _mm256_set1_ps(iscale * ig_q8k_mul[t]);
                 __m256i qi[4];
                 for (int i = 0; i < 4; i++) {

@@ -106,12 +106,9 @@ static void quant_row_avx512(ig_act_kind kind, const float *x, int64_t k, uint8_
                 }
             }
             const float iscale = -127.0f / max;
-            float thr[IG_Q8K_T]; /* the run multiplier's thresholds, as the reference forms them */
-            for (int kk = 1; kk < IG_Q8K_T; kk++) thr[kk] = amax * (0.125f * (float)kk);
             for (int r = 0; r < IG_QK_K / 32; r++) {
                 const float a = _mm512_reduce_max_ps(_mm512_max_ps(ax[2 * r], ax[2 * r + 1]));
-                int t = 1;
-                for (int kk = 1; kk < IG_Q8K_T; kk++) t += a > thr[kk];
+                const int t = ig_q8k_run_t(a, amax);
                 const __m512 vs = _mm512_set1_ps(iscale * ig_q8k_mul[t]);
                 tq[8 * b + r] = (uint8_t)t;
                 #pragma GCC unroll 2
