@@ -888,6 +888,10 @@ static ig_token_trie *byte_trie(void) {
     return ig_token_trie_from_bytes(bytes, lens, 256, &t) == IG_OK ? t : NULL;
 }
 
+static const char AMBIGUOUS_NESTING[] = "root ::= item (\",\" item)*\n"
+                                        "item ::= [a&-z]+ | \"(\" root root | num\n"
+                                        "num ::= [0-9]{1,3} \"x\"?\n";
+
 /* "(" root root makes the parses of "((((..." grow like Fibonacci numbers
  * (where the first root ends is ambiguous at every level): the matcher must
  * give up with a clear error at IG_GRAMMAR_MAX_STACKS, in a few milliseconds,
@@ -896,9 +900,7 @@ static ig_token_trie *byte_trie(void) {
 IG_TEST(grammar_ambiguous_nesting_fails_cleanly) {
     ig_token_trie *t = byte_trie();
     REQUIRE(t);
-    ig_grammar *g = gbnf("root ::= item (\",\" item)*\n"
-                         "item ::= [a&-z]+ | \"(\" root root | num\n"
-                         "num ::= [0-9]{1,3} \"x\"?\n");
+    ig_grammar *g = gbnf(AMBIGUOUS_NESTING);
     REQUIRE(g);
     ig_grammar_matcher *m = NULL;
     REQUIRE_OK(ig_grammar_matcher_create(g, &m));
@@ -967,9 +969,7 @@ IG_TEST(grammar_deep_unambiguous_nesting_is_fine) {
 IG_TEST(grammar_ambiguous_nesting_ends_the_sequence) {
     ig_token_trie *t = byte_trie();
     REQUIRE(t);
-    ig_grammar *g = gbnf("root ::= item (\",\" item)*\n"
-                         "item ::= [a&-z]+ | \"(\" root root | num\n"
-                         "num ::= [0-9]{1,3} \"x\"?\n");
+    ig_grammar *g = gbnf(AMBIGUOUS_NESTING);
     REQUIRE(g);
     ig_gen_seq_params p = {.sampling = ig_sampler_default_params(), .n_vocab = 256, .max_tokens = 64,
                            .grammar = g, .trie = t};
